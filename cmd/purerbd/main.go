@@ -1,0 +1,70 @@
+// Command purerbd is the purerbd admin CLI. Its verbs and flags follow
+// Ceph's own `ceph`, `rados`, `rbd`, `crushtool` and `osdmaptool` where they
+// overlap, so their outputs can be compared line by line.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one top-level verb of the CLI.
+type command struct {
+	summary string
+	// run executes the verb with the arguments after its name, writing its
+	// normal output to stdout. It returns an error for the exit status.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands lists every verb. Each verb lives in a file named after it.
+func commands() map[string]command {
+	return map[string]command{
+		"version": {summary: "print the purerbd version", run: runVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "purerbd: unknown command %q\n", args[0])
+		usage(stderr, cmds)
+		return 2
+	}
+	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "purerbd %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: purerbd <command> [flags] [args]")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	}
+}

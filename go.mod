@@ -1,0 +1,3 @@
+module github.com/purerbd/purerbd
+
+go 1.26
