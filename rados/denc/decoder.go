@@ -249,3 +249,11 @@ func (d *Decoder) Versioned(what string, maxCompat uint8, body func(d *Decoder, 
 	}
 	return v
 }
+
+// End records an ErrInvalid error if any input remains unread. Decoders of
+// whole messages or files call it last.
+func (d *Decoder) End(what string) {
+	if d.err == nil && d.off != len(d.b) {
+		d.Failf(what, "%d unread bytes", len(d.b)-d.off)
+	}
+}
