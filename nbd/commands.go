@@ -1,0 +1,262 @@
+package nbd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// handle serves one dispatched request and queues its reply.
+func (t *transmission) handle(req *request) {
+	defer t.handlers.Done()
+	r := t.newReply(req)
+	r.buf = req.buf // a WRITE payload goes back to the pool with the reply
+	var err error
+	switch req.typ {
+	case cmdRead:
+		t.read(r, req)
+		t.writer.in <- r
+		return
+	case cmdBlockStatus:
+		t.blockStatusReply(r, req)
+		t.writer.in <- r
+		return
+	case cmdWrite:
+		err = t.write(req)
+	case cmdFlush:
+		err = t.exp.caps.flush(t.ss.ctx)
+	case cmdTrim:
+		err = t.exp.caps.trim(t.ss.ctx, int64(req.off), int64(req.length))
+	case cmdWriteZeroes:
+		err = t.writeZeroes(req)
+	case cmdCache:
+		if c := t.exp.caps.cache; c != nil {
+			err = c.Cache(t.ss.ctx, int64(req.off), int64(req.length))
+		}
+	}
+	if err == nil && req.flags&cmdFlagFUA != 0 && req.typ != cmdFlush && t.exp.caps.flush != nil {
+		err = t.exp.caps.flush(t.ss.ctx)
+	}
+	if err != nil {
+		t.replyError(r, req, err)
+	} else {
+		r.simple(req.cookie, 0)
+	}
+	t.writer.in <- r
+}
+
+var commandNames = map[uint16]string{
+	cmdRead: "read", cmdWrite: "write", cmdFlush: "flush", cmdTrim: "trim",
+	cmdCache: "cache", cmdWriteZeroes: "write zeroes", cmdBlockStatus: "block status",
+}
+
+// replyError answers req with the error a backend returned.
+func (t *transmission) replyError(r *reply, req *request, err error) {
+	errno := ErrnoOf(err)
+	t.ss.log.Debug("nbd: request failed", "cmd", commandNames[req.typ], "offset", req.off, "length", req.length, "errno", uint32(errno), "err", err)
+	t.encodeError(r, req, errno, fmt.Sprintf("%s: %v", commandNames[req.typ], err))
+}
+
+func (t *transmission) write(req *request) error {
+	n, err := t.exp.Backend.WriteAt(t.ss.ctx, req.data, int64(req.off))
+	if err == nil && n < len(req.data) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// readFull reads p at off from the backend; a short read that ends with
+// io.EOF (or no error) is completed with zeroes.
+func (t *transmission) readFull(p []byte, off int64) error {
+	n, err := t.exp.Backend.ReadAt(t.ss.ctx, p, off)
+	if n < len(p) && (err == nil || errors.Is(err, io.EOF)) {
+		clear(p[n:])
+		return nil
+	}
+	if n == len(p) && errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// read answers NBD_CMD_READ. With structured replies, ranges the backend
+// reports as zero are sent as holes unless the client asked for one chunk
+// (NBD_CMD_FLAG_DF).
+func (t *transmission) read(r *reply, req *request) {
+	n := int(req.length)
+	if n == 0 {
+		if t.structured {
+			r.chunk(req.cookie, replyFlagDone, replyTypeNone, 0)
+		} else {
+			r.simple(req.cookie, 0)
+		}
+		return
+	}
+	r.buf = t.ss.srv.buffers.get(n)
+	r.data = *r.buf
+	if !t.structured {
+		if err := t.readFull(r.data, int64(req.off)); err != nil {
+			t.replyError(r, req, err)
+			return
+		}
+		r.simple(req.cookie, 0)
+		r.addData(0, n)
+		return
+	}
+	var extents []Extent
+	if req.flags&cmdFlagDF == 0 && t.exp.caps.status != nil {
+		// On error the read goes on as if all were data.
+		extents, _ = t.extents(int64(req.off), int64(req.length), true)
+	}
+	if len(extents) <= 1 && (len(extents) == 0 || extents[0].Flags&ExtentZero == 0) {
+		if err := t.readFull(r.data, int64(req.off)); err != nil {
+			t.replyError(r, req, err)
+			return
+		}
+		r.dataChunk(req.cookie, replyFlagDone, req.off, 0, n)
+		return
+	}
+	// Read the data extents first, so that no error can arise once the
+	// first chunk is queued.
+	pos := 0
+	for _, e := range extents {
+		if e.Flags&ExtentZero == 0 {
+			if err := t.readFull(r.data[pos:pos+int(e.Length)], int64(req.off)+int64(pos)); err != nil {
+				t.replyError(r, req, err)
+				return
+			}
+		}
+		pos += int(e.Length)
+	}
+	if pos < n { // extents stopped short: the rest is read as data
+		if err := t.readFull(r.data[pos:], int64(req.off)+int64(pos)); err != nil {
+			t.replyError(r, req, err)
+			return
+		}
+		extents = append(extents, Extent{Length: int64(n - pos)})
+	}
+	pos = 0
+	for i, e := range extents {
+		flags := uint16(0)
+		if i == len(extents)-1 {
+			flags = replyFlagDone
+		}
+		off := req.off + uint64(pos)
+		if e.Flags&ExtentZero != 0 {
+			r.holeChunk(req.cookie, flags, off, uint32(e.Length))
+		} else {
+			r.dataChunk(req.cookie, flags, off, pos, pos+int(e.Length))
+		}
+		pos += int(e.Length)
+	}
+}
+
+// Limits on the extents gathered for one request.
+const (
+	maxExtentCalls = 1024
+	maxReplyExtent = 1<<32 - 1<<16 // largest descriptor, aligned to any block size
+)
+
+// extents gathers the allocation of [off, off+length) from the backend,
+// merging neighbours with equal flags and stopping at the end of the
+// export. With clip the extents end exactly at off+length (or earlier if
+// the backend stopped short); without, the last one may run past it, as
+// block status allows.
+func (t *transmission) extents(off, length int64, clip bool) ([]Extent, error) {
+	size := t.exp.Backend.Size()
+	end := min(off+length, size)
+	var out []Extent
+	pos := off
+	for calls := 0; pos < end && calls < maxExtentCalls && len(out) < maxExtents; calls++ {
+		got, err := t.exp.caps.status.BlockStatus(t.ss.ctx, pos, end-pos)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 0 {
+			return nil, fmt.Errorf("block status at %d: backend returned no extent", pos)
+		}
+		for _, e := range got {
+			if e.Length <= 0 {
+				return nil, fmt.Errorf("block status at %d: backend returned an empty extent", pos)
+			}
+			e.Length = min(e.Length, size-pos)
+			if clip {
+				e.Length = min(e.Length, end-pos)
+			}
+			e.Flags &= ExtentHole | ExtentZero
+			if n := len(out); n > 0 && out[n-1].Flags == e.Flags {
+				out[n-1].Length += e.Length
+			} else {
+				out = append(out, e)
+			}
+			pos += e.Length
+			if pos >= end || len(out) >= maxExtents {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// blockStatusReply answers NBD_CMD_BLOCK_STATUS for base:allocation.
+func (t *transmission) blockStatusReply(r *reply, req *request) {
+	if req.length == 0 {
+		t.encodeError(r, req, ErrInvalid, "block status: empty range")
+		return
+	}
+	var extents []Extent
+	if t.exp.caps.status != nil {
+		var err error
+		extents, err = t.extents(int64(req.off), int64(req.length), false)
+		if err != nil {
+			t.replyError(r, req, err)
+			return
+		}
+	} else {
+		extents = []Extent{{Length: int64(req.length)}}
+	}
+	reqOne := req.flags&cmdFlagReqOne != 0
+	desc := make([]byte, 4, 4+8*min(len(extents), 64))
+	binary.BigEndian.PutUint32(desc, metaContextBaseAllocation)
+	var covered int64
+	for _, e := range extents {
+		for e.Length > 0 && covered < int64(req.length) {
+			n := min(e.Length, maxReplyExtent)
+			if reqOne {
+				n = min(n, int64(req.length))
+			}
+			desc = binary.BigEndian.AppendUint32(desc, uint32(n))
+			desc = binary.BigEndian.AppendUint32(desc, uint32(e.Flags))
+			e.Length -= n
+			covered += n
+			if reqOne || (len(desc)-4)/8 >= maxExtents {
+				break
+			}
+		}
+		if reqOne || covered >= int64(req.length) || (len(desc)-4)/8 >= maxExtents {
+			break
+		}
+	}
+	r.chunk(req.cookie, replyFlagDone, replyTypeBlockStatus, uint32(len(desc)))
+	r.addMeta(desc)
+}
+
+// writeZeroes answers NBD_CMD_WRITE_ZEROES, through the backend's Zeroer
+// or by writing zero buffers.
+func (t *transmission) writeZeroes(req *request) error {
+	var flags ZeroFlags
+	if req.flags&cmdFlagNoHole != 0 {
+		flags |= ZeroNoHole
+	}
+	if req.flags&cmdFlagFastZero != 0 {
+		flags |= ZeroFast
+	}
+	if z := t.exp.caps.zero; z != nil {
+		return z.Zero(t.ss.ctx, int64(req.off), int64(req.length), flags)
+	}
+	if flags&ZeroFast != 0 {
+		return ErrFastZeroUnsupported
+	}
+	return writeZeroBuffers(t.ss.ctx, t.exp.Backend, &t.ss.srv.buffers, int64(req.off), int64(req.length))
+}

@@ -1,0 +1,21 @@
+// Package nbd is a Network Block Device protocol server: the fixed newstyle
+// handshake (with optional TLS) and the transmission phase, serving exports
+// whose data lives in a Backend.
+//
+// A Server answers any connection: a listener (Serve), one already-accepted
+// connection that starts with the handshake (ServeConn), or a socket that is
+// already in the transmission phase (ServeTransmission), which is what the
+// Linux kernel hands over after userspace did the handshake for it.
+//
+// Requests on one connection run concurrently (bounded by a count and a byte
+// budget) and are answered out of order by a single writer. Structured
+// replies, sparse reads, the base:allocation metadata context and block
+// status are offered to clients that negotiate them; the kernel gets simple
+// replies only.
+//
+// The package knows nothing about Ceph: an RBD image is one Backend among
+// others. Memory and File are the two backends shipped here.
+//
+// Everything follows the NBD protocol description (doc/proto.md in the
+// NetworkBlockDevice/nbd repository); comments quote its constant names.
+package nbd

@@ -1,0 +1,117 @@
+package nbd
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// infoRequest is the data of NBD_OPT_INFO and NBD_OPT_GO.
+type infoRequest struct {
+	name            string
+	wantName        bool
+	wantDescription bool
+	wantBlockSize   bool
+}
+
+// parseInfoRequest decodes: name length (32 bits), name, number of
+// information requests (16 bits), the requests (16 bits each).
+func parseInfoRequest(d []byte) (infoRequest, error) {
+	var r infoRequest
+	if len(d) < 6 {
+		return r, fmt.Errorf("option data of %d bytes is shorter than 6", len(d))
+	}
+	n := binary.BigEndian.Uint32(d)
+	if uint64(n) > uint64(len(d)-6) {
+		return r, fmt.Errorf("export name length %d overruns the option", n)
+	}
+	if n > maxStringLen {
+		return r, fmt.Errorf("export name of %d bytes is over %d", n, maxStringLen)
+	}
+	r.name = string(d[4 : 4+n])
+	rest := d[4+n:]
+	count := int(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if len(rest) != 2*count {
+		return r, fmt.Errorf("%d information requests need %d bytes, option has %d", count, 2*count, len(rest))
+	}
+	for i := 0; i < count; i++ {
+		switch binary.BigEndian.Uint16(rest[2*i:]) {
+		case infoName:
+			r.wantName = true
+		case infoDescription:
+			r.wantDescription = true
+		case infoBlockSize:
+			r.wantBlockSize = true
+		}
+	}
+	return r, nil
+}
+
+// metaContextRequest is the data of NBD_OPT_LIST_META_CONTEXT and
+// NBD_OPT_SET_META_CONTEXT, reduced to what this server offers.
+type metaContextRequest struct {
+	export  string
+	queries uint32
+	// listAllocation: some query matches base:allocation when listing
+	// ("base:" or "base:allocation"); setAllocation: some query selects it.
+	listAllocation bool
+	setAllocation  bool
+}
+
+// parseMetaContextRequest decodes: export name length (32 bits), name,
+// number of queries (32 bits), then each query as length (32 bits) and
+// string. Queries for namespaces other than base: are ignored, as the
+// protocol asks.
+func parseMetaContextRequest(d []byte) (metaContextRequest, error) {
+	var r metaContextRequest
+	name, d, err := takeString(d, "export name")
+	if err != nil {
+		return r, err
+	}
+	r.export = name
+	if len(d) < 4 {
+		return r, errors.New("option ends before the number of queries")
+	}
+	r.queries = binary.BigEndian.Uint32(d)
+	d = d[4:]
+	if uint64(r.queries)*4 > uint64(len(d)) {
+		return r, fmt.Errorf("%d queries cannot fit in %d bytes", r.queries, len(d))
+	}
+	for i := uint32(0); i < r.queries; i++ {
+		var q string
+		q, d, err = takeString(d, "query")
+		if err != nil {
+			return r, err
+		}
+		switch {
+		case q == baseAllocation:
+			r.listAllocation, r.setAllocation = true, true
+		case q == "base:":
+			r.listAllocation = true
+		case !strings.Contains(q, ":"):
+			return r, fmt.Errorf("query %q has no namespace", q)
+		}
+	}
+	if len(d) != 0 {
+		return r, fmt.Errorf("%d bytes after the last query", len(d))
+	}
+	return r, nil
+}
+
+// takeString splits a 32-bit length-prefixed string off d.
+func takeString(d []byte, what string) (string, []byte, error) {
+	if len(d) < 4 {
+		return "", nil, fmt.Errorf("option ends before the %s length", what)
+	}
+	n := binary.BigEndian.Uint32(d)
+	d = d[4:]
+	if uint64(n) > uint64(len(d)) {
+		return "", nil, fmt.Errorf("%s length %d overruns the option", what, n)
+	}
+	if n > maxStringLen {
+		return "", nil, fmt.Errorf("%s of %d bytes is over %d", what, n, maxStringLen)
+	}
+	return string(d[:n]), d[n:], nil
+}

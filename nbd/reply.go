@@ -1,0 +1,149 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+)
+
+// reply is everything sent for one request, written as one unit by the
+// reply writer. Header bytes live in meta; payload bytes are slices of
+// data. parts lists what to write, in order.
+type reply struct {
+	meta  []byte
+	parts []part
+	data  []byte
+	buf   *[]byte // pooled buffer behind data, recycled after writing
+	share int64   // budget bytes held, released after writing
+	held  bool    // whether the reply holds a budget share
+}
+
+type part struct {
+	fromData   bool
+	start, end int
+}
+
+func (r *reply) reset() {
+	r.meta = r.meta[:0]
+	r.parts = r.parts[:0]
+	r.data, r.buf, r.share, r.held = nil, nil, 0, false
+}
+
+// addMeta appends header bytes.
+func (r *reply) addMeta(b []byte) {
+	start := len(r.meta)
+	r.meta = append(r.meta, b...)
+	if n := len(r.parts); n > 0 && !r.parts[n-1].fromData && r.parts[n-1].end == start {
+		r.parts[n-1].end = len(r.meta)
+		return
+	}
+	r.parts = append(r.parts, part{start: start, end: len(r.meta)})
+}
+
+// addData appends r.data[start:end].
+func (r *reply) addData(start, end int) {
+	if start < end {
+		r.parts = append(r.parts, part{fromData: true, start: start, end: end})
+	}
+}
+
+// simple is a simple reply; a successful READ follows it with data.
+func (r *reply) simple(cookie uint64, errno Errno) {
+	var h [simpleReplyLen]byte
+	binary.BigEndian.PutUint32(h[0:], magicSimpleReply)
+	binary.BigEndian.PutUint32(h[4:], uint32(errno))
+	binary.BigEndian.PutUint64(h[8:], cookie)
+	r.addMeta(h[:])
+}
+
+// chunk is the header of one structured reply chunk whose payload
+// (length bytes) the caller adds next.
+func (r *reply) chunk(cookie uint64, flags, typ uint16, length uint32) {
+	var h [structuredHeaderLen]byte
+	binary.BigEndian.PutUint32(h[0:], magicStructuredRepl)
+	binary.BigEndian.PutUint16(h[4:], flags)
+	binary.BigEndian.PutUint16(h[6:], typ)
+	binary.BigEndian.PutUint64(h[8:], cookie)
+	binary.BigEndian.PutUint32(h[16:], length)
+	r.addMeta(h[:])
+}
+
+// errorChunk is a final NBD_REPLY_TYPE_ERROR chunk with a message.
+func (r *reply) errorChunk(cookie uint64, errno Errno, msg string) {
+	if len(msg) > 256 {
+		msg = msg[:256]
+	}
+	r.chunk(cookie, replyFlagDone, replyTypeError, uint32(6+len(msg)))
+	var h [6]byte
+	binary.BigEndian.PutUint32(h[0:], uint32(errno))
+	binary.BigEndian.PutUint16(h[4:], uint16(len(msg)))
+	r.addMeta(h[:])
+	r.meta = append(r.meta, msg...)
+	r.parts[len(r.parts)-1].end = len(r.meta)
+}
+
+// dataChunk is an NBD_REPLY_TYPE_OFFSET_DATA chunk carrying r.data[start:end].
+func (r *reply) dataChunk(cookie uint64, flags uint16, off uint64, start, end int) {
+	r.chunk(cookie, flags, replyTypeOffsetData, uint32(8+end-start))
+	var h [8]byte
+	binary.BigEndian.PutUint64(h[:], off)
+	r.addMeta(h[:])
+	r.addData(start, end)
+}
+
+// holeChunk is an NBD_REPLY_TYPE_OFFSET_HOLE chunk.
+func (r *reply) holeChunk(cookie uint64, flags uint16, off uint64, size uint32) {
+	r.chunk(cookie, flags, replyTypeOffsetHole, 12)
+	var h [12]byte
+	binary.BigEndian.PutUint64(h[0:], off)
+	binary.BigEndian.PutUint32(h[8:], size)
+	r.addMeta(h[:])
+}
+
+// replyWriter is the single goroutine that writes replies, so that the
+// bytes of one reply are never interleaved with another's. It flushes
+// whenever no other reply is waiting.
+type replyWriter struct {
+	w       *bufio.Writer
+	in      chan *reply
+	done    chan struct{}
+	recycle func(*reply)
+	fail    func(error) // called once, on the first write error
+	err     error       // read only after done is closed
+}
+
+func (rw *replyWriter) run() {
+	defer close(rw.done)
+	for r := range rw.in {
+		if rw.err == nil {
+			if err := rw.write(r); err != nil {
+				rw.err = err
+				rw.fail(err)
+			}
+		}
+		rw.recycle(r)
+	}
+	if rw.err == nil {
+		if err := rw.w.Flush(); err != nil {
+			rw.err = err
+			rw.fail(err)
+		}
+	}
+}
+
+func (rw *replyWriter) write(r *reply) error {
+	for _, p := range r.parts {
+		var b []byte
+		if p.fromData {
+			b = r.data[p.start:p.end]
+		} else {
+			b = r.meta[p.start:p.end]
+		}
+		if _, err := rw.w.Write(b); err != nil {
+			return err
+		}
+	}
+	if len(rw.in) == 0 {
+		return rw.w.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,322 @@
+package nbd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Config configures a Server. The zero value serves nothing until exports
+// are added, without TLS.
+type Config struct {
+	// Exports are offered from the start; more can be added with AddExport.
+	Exports []*Export
+	// DefaultExport names the export a client gets when it asks for the
+	// empty name and no export is named "". Empty means none.
+	DefaultExport string
+
+	// TLSConfig enables NBD_OPT_STARTTLS. With RequireTLS every option
+	// but STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD until
+	// TLS is up (the protocol's FORCEDTLS mode).
+	TLSConfig  *tls.Config
+	RequireTLS bool
+
+	// MaxInFlight bounds the requests served at once on one connection
+	// (default 128, the kernel's queue depth); MaxInFlightBytes bounds the
+	// payload bytes they hold (default 128 MiB).
+	MaxInFlight      int
+	MaxInFlightBytes int64
+
+	// HandshakeTimeout bounds the whole option haggling (default 30 s).
+	HandshakeTimeout time.Duration
+
+	// Logger receives connection events; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// Server serves NBD exports. It is safe for concurrent use.
+type Server struct {
+	tlsConfig        *tls.Config
+	requireTLS       bool
+	defaultExport    string
+	maxInFlight      int
+	maxInFlightBytes int64
+	handshakeTimeout time.Duration
+	log              *slog.Logger
+	buffers          bufferPool
+
+	// shutdownCtx is cancelled by Shutdown, closeCtx by Close; sessions
+	// hang their reactions on them with context.AfterFunc.
+	shutdownCtx context.Context
+	shutdown    context.CancelFunc
+	closeCtx    context.Context
+	close       context.CancelFunc
+
+	mu        sync.Mutex
+	exports   map[string]*exportState
+	listeners map[net.Listener]struct{}
+	closed    bool
+	wg        sync.WaitGroup // every goroutine the server started
+}
+
+// NewServer checks cfg and returns a Server.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.RequireTLS && cfg.TLSConfig == nil {
+		return nil, errors.New("nbd: RequireTLS without a TLSConfig")
+	}
+	s := &Server{
+		tlsConfig:        cfg.TLSConfig,
+		requireTLS:       cfg.RequireTLS,
+		defaultExport:    cfg.DefaultExport,
+		maxInFlight:      cfg.MaxInFlight,
+		maxInFlightBytes: cfg.MaxInFlightBytes,
+		handshakeTimeout: cfg.HandshakeTimeout,
+		log:              cfg.Logger,
+		exports:          make(map[string]*exportState),
+		listeners:        make(map[net.Listener]struct{}),
+	}
+	if s.maxInFlight <= 0 {
+		s.maxInFlight = 128
+	}
+	if s.maxInFlightBytes <= 0 {
+		s.maxInFlightBytes = 128 << 20
+	}
+	s.maxInFlightBytes = max(s.maxInFlightBytes, DefaultMaxPayload)
+	if s.handshakeTimeout <= 0 {
+		s.handshakeTimeout = 30 * time.Second
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.shutdownCtx, s.shutdown = context.WithCancel(context.Background())
+	s.closeCtx, s.close = context.WithCancel(context.Background())
+	for _, e := range cfg.Exports {
+		if err := s.AddExport(e); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// AddExport offers e to new connections. Names must be unique.
+func (s *Server) AddExport(e *Export) error {
+	st, err := newExportState(e)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.exports[e.Name]; dup {
+		return fmt.Errorf("nbd: export %q already exists", e.Name)
+	}
+	s.exports[e.Name] = st
+	return nil
+}
+
+// RemoveExport stops offering the named export to new connections;
+// connections already using it go on.
+func (s *Server) RemoveExport(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.exports, name)
+}
+
+// lookup finds the export a client asked for.
+func (s *Server) lookup(name string) *exportState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.exports[name]; ok {
+		return e
+	}
+	if name == "" && s.defaultExport != "" {
+		return s.exports[s.defaultExport]
+	}
+	return nil
+}
+
+// exportList returns the exports sorted by name.
+func (s *Server) exportList() []*exportState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := make([]*exportState, 0, len(s.exports))
+	for _, e := range s.exports {
+		l = append(l, e)
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].Name < l[j].Name })
+	return l
+}
+
+// Serve accepts connections on l and serves each in its own goroutine,
+// starting with the handshake. It returns ErrServerClosed after Shutdown
+// or Close, ctx.Err() when ctx ends (which also aborts the connections it
+// accepted), or the error that stopped Accept. l is closed on return.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	if !s.track(l) {
+		l.Close()
+		return ErrServerClosed
+	}
+	defer s.untrack(l)
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("nbd: accept failed, retrying", "err", err, "delay", delay)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return fmt.Errorf("nbd: accept: %w", err)
+		}
+		delay = 0
+		if !s.addGoroutine() {
+			c.Close()
+			return ErrServerClosed
+		}
+		go func() {
+			defer s.wg.Done()
+			if err := s.ServeConn(ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
+				s.log.Info("nbd: connection ended", "remote", c.RemoteAddr(), "err", err)
+			}
+		}()
+	}
+}
+
+// ServeConn serves one connection from the handshake to the end of the
+// transmission phase, and closes it. It returns nil when the client
+// disconnected cleanly (NBD_CMD_DISC, NBD_OPT_ABORT) or the server shut
+// down in order, and the reason otherwise. Cancelling ctx aborts the
+// connection.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
+	ss, err := s.newSession(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer ss.finish()
+	exp, err := ss.handshake()
+	if err != nil || exp == nil {
+		return ss.result(err)
+	}
+	return ss.result(ss.transmit(exp, false))
+}
+
+// ServeTransmission serves a connection that is already in the
+// transmission phase, such as a socket handed to the Linux kernel after
+// the handshake: simple replies only, no metadata contexts. On Shutdown it
+// stops reading at once, answers the requests it already read and closes,
+// leaving unread requests for the client to resend on a new connection
+// (the kernel does so after a reconfigure). It closes c on return.
+func (s *Server) ServeTransmission(ctx context.Context, c net.Conn, e *Export) error {
+	st, err := newExportState(e)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	ss, err := s.newSession(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer ss.finish()
+	return ss.result(ss.transmit(st, true))
+}
+
+// Shutdown stops accepting connections and ends the open ones in order:
+// connections in the handshake get NBD_REP_ERR_SHUTDOWN and a second to
+// leave; in the transmission phase the requests in flight are completed
+// and answered, later ones get NBD_ESHUTDOWN (kernel connections are not
+// read any further instead), then the connection is closed. If ctx ends
+// first, Shutdown calls Close and returns ctx.Err().
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginClosing()
+	s.shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.close()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close aborts every connection and listener and returns when every
+// goroutine the server started has ended. Requests in flight get no reply.
+func (s *Server) Close() error {
+	s.beginClosing()
+	s.shutdown()
+	s.close()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) beginClosing() {
+	s.mu.Lock()
+	s.closed = true
+	ls := make([]net.Listener, 0, len(s.listeners))
+	for l := range s.listeners {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// addGoroutine counts one more goroutine for Close to wait for, unless the
+// server is closing.
+func (s *Server) addGoroutine() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) track(l net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.listeners[l] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(l net.Listener) {
+	s.mu.Lock()
+	delete(s.listeners, l)
+	s.mu.Unlock()
+	l.Close()
+}

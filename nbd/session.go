@@ -1,0 +1,146 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// session is one client connection, through the handshake and the
+// transmission phase.
+type session struct {
+	srv    *Server
+	ctx    context.Context // cancelled when the connection is aborted
+	cancel context.CancelFunc
+	log    *slog.Logger
+	stops  []func() bool
+
+	mu           sync.Mutex
+	conn         net.Conn // the current connection: TLS once started
+	inTransmit   bool
+	shuttingDown bool
+	onShutdown   func() // the transmission's reaction to Shutdown
+
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	// Negotiated during the handshake.
+	fixedNewstyle bool
+	noZeroes      bool
+	tlsUp         bool
+	structured    bool
+	metaExport    string // export named by the last SET_META_CONTEXT
+	metaSelected  bool   // whether that selected base:allocation
+}
+
+func (s *Server) newSession(ctx context.Context, c net.Conn) (*session, error) {
+	if !s.addGoroutine() {
+		c.Close()
+		return nil, ErrServerClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ss := &session{
+		srv:    s,
+		ctx:    ctx,
+		cancel: cancel,
+		log:    s.log.With("remote", c.RemoteAddr().String()),
+		conn:   c,
+		br:     bufio.NewReaderSize(c, 64<<10),
+		bw:     bufio.NewWriterSize(c, 64<<10),
+	}
+	ss.stops = append(ss.stops,
+		context.AfterFunc(ctx, func() { ss.currentConn().Close() }),
+		context.AfterFunc(s.closeCtx, cancel),
+		context.AfterFunc(s.shutdownCtx, ss.beginShutdown),
+	)
+	return ss, nil
+}
+
+// finish releases the session; the connection is closed.
+func (ss *session) finish() {
+	for _, stop := range ss.stops {
+		stop()
+	}
+	ss.cancel()
+	ss.currentConn().Close()
+	ss.srv.wg.Done()
+}
+
+func (ss *session) currentConn() net.Conn {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.conn
+}
+
+func (ss *session) setConn(c net.Conn) {
+	ss.mu.Lock()
+	ss.conn = c
+	ss.mu.Unlock()
+	ss.br = bufio.NewReaderSize(c, 64<<10)
+	ss.bw = bufio.NewWriterSize(c, 64<<10)
+}
+
+func (ss *session) isShuttingDown() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.shuttingDown
+}
+
+// beginShutdown runs when the server starts an orderly shutdown.
+func (ss *session) beginShutdown() {
+	ss.mu.Lock()
+	ss.shuttingDown = true
+	inTransmit, fn, c := ss.inTransmit, ss.onShutdown, ss.conn
+	ss.mu.Unlock()
+	if !inTransmit {
+		// Options that arrive within the grace period are refused with
+		// NBD_REP_ERR_SHUTDOWN; an idle client is dropped after it.
+		c.SetDeadline(time.Now().Add(time.Second))
+		return
+	}
+	if fn != nil {
+		fn()
+	}
+}
+
+// enterTransmission switches the session to the transmission phase and
+// installs its shutdown reaction; it runs fn at once if a shutdown already
+// began.
+func (ss *session) enterTransmission(fn func()) {
+	ss.mu.Lock()
+	ss.inTransmit = true
+	ss.onShutdown = fn
+	sd := ss.shuttingDown
+	ss.mu.Unlock()
+	if sd {
+		fn()
+	}
+}
+
+// result turns the reason a session ended into what ServeConn returns:
+// nil for the ends the protocol calls clean.
+func (ss *session) result(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ss.srv.closeCtx.Err() != nil:
+		return ErrServerClosed
+	case ss.ctx.Err() != nil:
+		return ss.ctx.Err()
+	case errors.Is(err, errCleanEnd):
+		return nil
+	case ss.isShuttingDown() && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)):
+		return nil
+	}
+	return err
+}
+
+// errCleanEnd marks the ends of a session that are no error: the client
+// closed the connection between two messages.
+var errCleanEnd = errors.New("nbd: peer closed the connection")
