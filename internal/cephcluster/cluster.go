@@ -1,0 +1,196 @@
+// Package cephcluster boots a real, throwaway Ceph cluster from the
+// Debian/Ubuntu Ceph binaries (ceph-mon, ceph-osd, optionally ceph-mgr) on
+// 127.0.0.1, in a directory of its own, with cephx on and msgr2 always.
+// It is the engine behind rados/radostest (for tests) and `purerbd demo`.
+//
+// Daemons run in the foreground as children of the calling process, are
+// tracked by PID only (never by name), get SIGKILL if the calling process
+// dies, and are all stopped by Close.
+package cephcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Connection modes a cluster can be forced into.
+const (
+	ModeDefault = ""       // Ceph's defaults: mons prefer secure, OSDs crc
+	ModeCRC     = "crc"    // every service accepts crc only
+	ModeSecure  = "secure" // every service accepts secure only
+)
+
+// Object stores an OSD can use.
+const (
+	StoreMemstore  = "memstore"  // RAM; fastest; empty again after a SIGKILL
+	StoreBluestore = "bluestore" // sparse file; survives SIGKILL
+)
+
+// Options shape a cluster. The zero value is one mon, one memstore OSD,
+// Ceph's default connection modes and an "rbd" pool.
+type Options struct {
+	Mons        int               // number of monitors (default 1; names a, b, c, ...)
+	OSDs        int               // number of OSDs (default 1)
+	Mode        string            // ModeDefault, ModeCRC or ModeSecure
+	MsgrV1      bool              // also bind msgr1 ports on the mons
+	WithMgr     bool              // start a ceph-mgr (pg_num changes, df need one)
+	ObjectStore string            // StoreMemstore (default) or StoreBluestore
+	Pool        string            // replicated pool created and rbd-pool-init'ed; default "rbd"; "-" for none
+	PGNum       int               // pg_num of that pool (default 16)
+	Dir         string            // where the cluster lives; default a fresh temp dir (removed by Close unless KeepDir)
+	KeepDir     bool              // keep Dir after Close (logs for a failed test)
+	Conf        map[string]string // extra [global] options, e.g. "auth_service_ticket_ttl": "60"
+	Timeout     time.Duration     // for the whole boot (default 120 s)
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	Dir          string   // everything lives here: conf, keyrings, daemon data, logs
+	Conf         string   // path of ceph.conf; point Ceph's tools at it with -c
+	AdminKeyring string   // path of the client.admin keyring
+	AdminKey     string   // client.admin's secret, base64 (as in the keyring)
+	MonAddrs     []string // msgr2 addresses of the mons, "127.0.0.1:PORT", in mon order
+	MonV1Addrs   []string // msgr1 addresses when Options.MsgrV1, else nil
+	MonNames     []string // "a", "b", ...
+	FSID         string
+	Pool         string // the pool created at boot ("" when none)
+	Options      Options
+	Started      time.Duration // how long the boot took until the pool was usable
+
+	ports   *portLease
+	mu      sync.Mutex
+	daemons map[string]*daemon // by name: "mon.a", "osd.0", "mgr.x"
+	order   []string
+	closed  bool
+}
+
+// Start boots a cluster and returns once its pool is usable. On error
+// every daemon started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if err := checkBinaries(opts); err != nil {
+		return nil, err
+	}
+	opts = withDefaults(opts)
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	t0 := time.Now()
+
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "purerbd-ceph-"); err != nil {
+			return nil, fmt.Errorf("cephcluster: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cephcluster: %w", err)
+	}
+	c := &Cluster{
+		Dir:          dir,
+		Conf:         filepath.Join(dir, "ceph.conf"),
+		AdminKeyring: filepath.Join(dir, "ceph.client.admin.keyring"),
+		Options:      opts,
+		daemons:      map[string]*daemon{},
+	}
+	defer func() {
+		if err != nil {
+			c.Options.KeepDir = true // keep logs for whoever reads the error
+			_ = c.Close()
+			err = fmt.Errorf("%w (logs in %s)%s", err, dir, c.logTails(20))
+		}
+	}()
+
+	nports := opts.Mons
+	if opts.MsgrV1 {
+		nports *= 2
+	}
+	if c.ports, err = leasePorts(nports); err != nil {
+		return nil, err
+	}
+	for i := 0; i < opts.Mons; i++ {
+		c.MonNames = append(c.MonNames, string(rune('a'+i)))
+		c.MonAddrs = append(c.MonAddrs, fmt.Sprintf("127.0.0.1:%d", c.ports.ports[i]))
+		if opts.MsgrV1 {
+			c.MonV1Addrs = append(c.MonV1Addrs, fmt.Sprintf("127.0.0.1:%d", c.ports.ports[opts.Mons+i]))
+		}
+	}
+	if err := c.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	c.Started = time.Since(t0)
+	return c, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.Mons <= 0 {
+		o.Mons = 1
+	}
+	if o.OSDs <= 0 {
+		o.OSDs = 1
+	}
+	if o.ObjectStore == "" {
+		o.ObjectStore = StoreMemstore
+	}
+	if o.Pool == "" {
+		o.Pool = "rbd"
+	}
+	if o.PGNum <= 0 {
+		o.PGNum = 16
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 120 * time.Second
+	}
+	return o
+}
+
+// Close stops every daemon (SIGKILL: the cluster is thrown away) and
+// removes the directory unless KeepDir is set. It is safe to call twice.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	names := append([]string(nil), c.order...)
+	c.mu.Unlock()
+	var errs []error
+	for i := len(names) - 1; i >= 0; i-- {
+		if err := c.signalAndWait(names[i], true, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ports != nil {
+		c.ports.release()
+	}
+	if !c.Options.KeepDir {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MonHost returns the mon_host value for this cluster, as in its ceph.conf.
+func (c *Cluster) MonHost() string {
+	parts := make([]string, len(c.MonAddrs))
+	for i, a := range c.MonAddrs {
+		if c.MonV1Addrs != nil {
+			parts[i] = fmt.Sprintf("[v2:%s,v1:%s]", a, c.MonV1Addrs[i])
+		} else {
+			parts[i] = fmt.Sprintf("[v2:%s]", a)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Daemons returns the names of the cluster's daemons in start order.
+func (c *Cluster) Daemons() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.order...)
+}

@@ -1,0 +1,81 @@
+package cephcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// ToolError is returned when one of Ceph's command-line tools fails.
+type ToolError struct {
+	Tool   string
+	Args   []string
+	Stderr string
+	Err    error
+}
+
+func (e *ToolError) Error() string {
+	return fmt.Sprintf("%s %s: %v: %s", e.Tool, strings.Join(e.Args, " "), e.Err, strings.TrimSpace(e.Stderr))
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// Tool runs one of Ceph's tools (ceph, rados, rbd, ...) against this
+// cluster (with -c CONF) and returns its standard output.
+func (c *Cluster) Tool(ctx context.Context, tool string, args ...string) ([]byte, error) {
+	return c.ToolInput(ctx, nil, tool, args...)
+}
+
+// ToolInput is Tool with bytes for the tool's standard input.
+func (c *Cluster) ToolInput(ctx context.Context, stdin []byte, tool string, args ...string) ([]byte, error) {
+	full := append([]string{"-c", c.Conf}, args...)
+	if tool == "ceph" {
+		full = append([]string{"--connect-timeout", "15"}, full...)
+	}
+	cmd := exec.CommandContext(ctx, tool, full...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), &ToolError{Tool: tool, Args: args, Stderr: errb.String(), Err: err}
+	}
+	return out.Bytes(), nil
+}
+
+// Ceph runs the ceph CLI against the cluster.
+func (c *Cluster) Ceph(ctx context.Context, args ...string) ([]byte, error) {
+	return c.Tool(ctx, "ceph", args...)
+}
+
+// Rados runs the rados CLI against the cluster.
+func (c *Cluster) Rados(ctx context.Context, args ...string) ([]byte, error) {
+	return c.Tool(ctx, "rados", args...)
+}
+
+// Rbd runs the rbd CLI against the cluster.
+func (c *Cluster) Rbd(ctx context.Context, args ...string) ([]byte, error) {
+	return c.Tool(ctx, "rbd", args...)
+}
+
+// checkBinaries fails with the Debian package names when a tool is missing.
+func checkBinaries(o Options) error {
+	bins := []string{"ceph-mon", "ceph-osd", "ceph", "rados", "rbd", "monmaptool"}
+	if o.WithMgr {
+		bins = append(bins, "ceph-mgr")
+	}
+	var missing []string
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cephcluster: Ceph binaries missing: %s; install them with `make deps` "+
+			"(apt-get install ceph-mon ceph-osd ceph-mgr ceph-common)", strings.Join(missing, ", "))
+	}
+	return nil
+}
