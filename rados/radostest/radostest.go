@@ -23,7 +23,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/purerbd/purerbd/internal/cephcluster"
+	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 )
 
 // Cluster is a running Ceph cluster; see cephcluster.Cluster for its
