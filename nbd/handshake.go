@@ -43,6 +43,9 @@ func (ss *session) handshake() (*exportState, error) {
 	}
 	for {
 		exp, done, err := ss.option()
+		if err == nil && done && exp == nil {
+			return nil, nil // NBD_OPT_ABORT, already answered
+		}
 		if err != nil || done {
 			if ferr := ss.bw.Flush(); err == nil && ferr != nil {
 				err = fmt.Errorf("nbd handshake: send reply: %w", ferr)
