@@ -25,6 +25,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version": {summary: "print the purerbd version", run: runVersion},
+		"nbd":     {summary: "serve a memory or file export over NBD (nbd serve)", run: runNBD},
 		"demo":    {summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it", run: runDemo},
 	}
 }
