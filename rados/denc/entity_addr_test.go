@@ -168,3 +168,5 @@ func TestEntityAddrCompare(t *testing.T) {
 		t.Errorf("Compare order wrong")
 	}
 }
+
+func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
