@@ -1,0 +1,145 @@
+// Package striper maps byte ranges of an RBD image onto its data objects
+// the way Ceph's Striper does (file_to_extents): the image is cut into
+// stripe units dealt round-robin across stripe_count objects of an
+// object set, each object holding object_size/stripe_unit units.
+package striper
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Layout is an image's striping: object size, stripe unit and stripe
+// count (the default layout is unit = object size, count = 1).
+type Layout struct {
+	ObjectSize  uint64
+	StripeUnit  uint64
+	StripeCount uint64
+}
+
+// ErrLayout reports a layout Ceph would refuse.
+var ErrLayout = errors.New("striper: invalid layout")
+
+// Simple returns the default layout for objects of 1<<order bytes.
+func Simple(order uint8) Layout {
+	s := uint64(1) << order
+	return Layout{ObjectSize: s, StripeUnit: s, StripeCount: 1}
+}
+
+// Validate checks what librbd checks: all fields set, the stripe unit
+// divides the object size.
+func (l Layout) Validate() error {
+	switch {
+	case l.ObjectSize == 0 || l.StripeUnit == 0 || l.StripeCount == 0:
+		return fmt.Errorf("%w: %+v has a zero field", ErrLayout, l)
+	case l.StripeUnit > l.ObjectSize || l.ObjectSize%l.StripeUnit != 0:
+		return fmt.Errorf("%w: stripe unit %d does not divide object size %d", ErrLayout, l.StripeUnit, l.ObjectSize)
+	}
+	return nil
+}
+
+// Period is the bytes of image covered by one object set.
+func (l Layout) Period() uint64 { return l.ObjectSize * l.StripeCount }
+
+// IsSimple reports whether the layout is the trivial one (one object
+// after another).
+func (l Layout) IsSimple() bool { return l.StripeCount == 1 }
+
+// BufferRange is a piece of the caller's buffer.
+type BufferRange struct {
+	Offset, Length uint64
+}
+
+// ObjectExtent is a contiguous range within one object and the pieces of
+// the image range (as offsets into the caller's buffer, which starts at
+// the image offset asked for) that it holds, in object order.
+type ObjectExtent struct {
+	ObjectNo uint64
+	Offset   uint64 // within the object
+	Length   uint64
+	Buffer   []BufferRange
+}
+
+// MapExtents maps the image range [off, off+length) onto objects. The
+// result holds one extent per object and contiguous object range, sorted
+// by object number then offset; the buffer ranges of all extents cover
+// [0, length) exactly once.
+func (l Layout) MapExtents(off, length uint64) []ObjectExtent {
+	if length == 0 {
+		return nil
+	}
+	su, sc := l.StripeUnit, l.StripeCount
+	stripesPerObject := l.ObjectSize / su
+	var out []ObjectExtent
+	byObj := map[uint64]int{} // object -> index of its last extent
+	var bufOff uint64
+	for left := length; left > 0; {
+		blockno := off / su
+		stripeno := blockno / sc
+		stripepos := blockno % sc
+		objectsetno := stripeno / stripesPerObject
+		objectno := objectsetno*sc + stripepos
+		blockStart := (stripeno % stripesPerObject) * su
+		blockOff := off % su
+		n := min(left, su-blockOff)
+		xoff := blockStart + blockOff
+
+		if i, ok := byObj[objectno]; ok && out[i].Offset+out[i].Length == xoff {
+			x := &out[i]
+			x.Length += n
+			last := &x.Buffer[len(x.Buffer)-1]
+			if last.Offset+last.Length == bufOff {
+				last.Length += n
+			} else {
+				x.Buffer = append(x.Buffer, BufferRange{bufOff, n})
+			}
+		} else {
+			out = append(out, ObjectExtent{ObjectNo: objectno, Offset: xoff, Length: n,
+				Buffer: []BufferRange{{bufOff, n}}})
+			byObj[objectno] = len(out) - 1
+		}
+		off += n
+		bufOff += n
+		left -= n
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].ObjectNo != out[j].ObjectNo {
+			return out[i].ObjectNo < out[j].ObjectNo
+		}
+		return out[i].Offset < out[j].Offset
+	})
+	return out
+}
+
+// NumObjects is Striper::get_num_objects: how many objects an image of
+// size bytes spans.
+func (l Layout) NumObjects(size uint64) uint64 {
+	su, sc := l.StripeUnit, l.StripeCount
+	period := l.Period()
+	numPeriods := (size + period - 1) / period
+	rem := size % period
+	var remObjs uint64
+	if rem > 0 && rem < sc*su {
+		remObjs = sc - (rem+su-1)/su
+	}
+	return numPeriods*sc - remObjs
+}
+
+// ImageOffset is the inverse mapping: the image offset of byte off of
+// object objectno (Striper::get_file_offset).
+func (l Layout) ImageOffset(objectno, off uint64) uint64 {
+	su, sc := l.StripeUnit, l.StripeCount
+	stripesPerObject := l.ObjectSize / su
+	objectsetno := objectno / sc
+	stripepos := objectno % sc
+	stripeno := objectsetno*stripesPerObject + off/su
+	blockno := stripeno*sc + stripepos
+	return blockno*su + off%su
+}
+
+// ObjectName returns the name of data object objectno for an image whose
+// object prefix is prefix ("rbd_data.<id>"): prefix.%016x.
+func ObjectName(prefix string, objectno uint64) string {
+	return fmt.Sprintf("%s.%016x", prefix, objectno)
+}
