@@ -27,6 +27,8 @@ func commands() map[string]command {
 		"version": {summary: "print the purerbd version", run: runVersion},
 		"nbd":     {summary: "serve a memory or file export over NBD (nbd serve)", run: runNBD},
 		"demo":    {summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it", run: runDemo},
+		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
+		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
 	}
 }
 
