@@ -1,0 +1,321 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd"
+)
+
+// DefaultBlockSize is the logical block size of attached devices unless
+// told otherwise: 512 bytes, as krbd and rbd-nbd use, so that file systems
+// made elsewhere with 512-byte sectors still mount.
+const DefaultBlockSize = 512
+
+// AttachConfig describes an export to attach, or to reattach.
+type AttachConfig struct {
+	// Backend holds the data (nbd.Adapt turns other types into one).
+	Backend nbd.Backend
+	// Size of the device in bytes; 0 means Backend.Size(). It must be a
+	// multiple of BlockSize.
+	Size int64
+	// BlockSize is the logical block size: a power of two from 512 to the
+	// page size (default DefaultBlockSize).
+	BlockSize uint32
+	// Conns is the number of connections, one kernel queue each (default
+	// 1). More than one needs a backend that is coherent across
+	// connections (nbd.MultiConnCoherent). Reattach defaults to the number
+	// the device was configured with.
+	Conns int
+	// Timeout is the kernel's per-request timeout (0: kernel default).
+	Timeout time.Duration
+	// DeadConnTimeout is how long the kernel holds I/O when every
+	// connection is dead, waiting for a reattach; 0 fails I/O at once, so
+	// set it for devices that must survive a restart of their server.
+	DeadConnTimeout time.Duration
+	// Cookie names the device so that a later process can Reattach it
+	// (NBD_ATTR_BACKEND_IDENTIFIER). Ignored by kernels before 5.14.
+	Cookie string
+	// ReadOnly attaches the device read-only.
+	ReadOnly bool
+	// Rotational tells the kernel the medium is a spinning disk.
+	Rotational bool
+	// Index is the device to use for Attach: AnyIndex lets the kernel pick
+	// a free one (the zero value means /dev/nbd0). Reattach finds the
+	// device by Cookie and ignores Index.
+	Index int
+	// DestroyOnDisconnect removes /dev/nbdN when it is disconnected.
+	DestroyOnDisconnect bool
+	// Server tunes the NBD server (in-flight limits, logger); its Exports
+	// are ignored.
+	Server nbd.Config
+	// Client tunes the netlink client (sysfs root, tracing).
+	Client ClientConfig
+	// Logger receives device events; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// reattachRetry bounds how long Reattach waits for the kernel to notice
+// that the old server's connections died.
+const reattachRetry = 2 * time.Second
+
+func (cfg *AttachConfig) check(reattach bool) error {
+	if cfg.Backend == nil {
+		return errors.New("no backend")
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.BlockSize < 512 || bits.OnesCount32(cfg.BlockSize) != 1 {
+		return fmt.Errorf("block size %d is not a power of two of at least 512", cfg.BlockSize)
+	}
+	if cfg.Size == 0 {
+		cfg.Size = cfg.Backend.Size()
+	}
+	if !reattach {
+		if cfg.Size <= 0 || cfg.Size%int64(cfg.BlockSize) != 0 {
+			return fmt.Errorf("size %d is not a positive multiple of the block size %d", cfg.Size, cfg.BlockSize)
+		}
+		if cfg.Conns == 0 {
+			cfg.Conns = 1
+		}
+	}
+	if cfg.Conns < 0 || cfg.Conns > 1024 {
+		return fmt.Errorf("%d connections", cfg.Conns)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Client.Logger == nil {
+		cfg.Client.Logger = cfg.Logger
+	}
+	if cfg.Server.Logger == nil {
+		cfg.Server.Logger = cfg.Logger
+	}
+	return nil
+}
+
+// Attach serves cfg.Backend to the kernel over cfg.Conns socketpairs and
+// returns the device once the kernel has it. The device is served until
+// Detach or Release, or until the kernel disconnects it.
+//
+// On a kernel without backend cookies the device is attached without its
+// cookie and Reattachable reports false. A cookie already carried by
+// another device is refused with ErrCookieInUse (reattach that device).
+func Attach(ctx context.Context, cfg AttachConfig) (*Device, error) {
+	if err := cfg.check(false); err != nil {
+		return nil, fmt.Errorf("nbd attach: %w", err)
+	}
+	client, err := Open(ctx, cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("nbd attach: %w", err)
+	}
+	d, err := attach(ctx, client, cfg)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("nbd attach: %w", err)
+	}
+	return d, nil
+}
+
+func attach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, error) {
+	flags := serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)
+	if cfg.Conns > 1 && flags&FlagCanMultiConn == 0 {
+		return nil, fmt.Errorf("%d connections need a backend coherent across connections (nbd.MultiConnCoherent)", cfg.Conns)
+	}
+	cookie := cfg.Cookie
+	if cookie != "" {
+		if !client.BackendIdentifierSupported() {
+			cfg.Logger.Warn("nbd: kernel predates backend cookies (Linux 5.14): attaching without one, reattach will not be possible", "cookie", cookie)
+			cookie = ""
+		} else if i, err := client.FindByCookie(cookie); err == nil {
+			return nil, &CookieError{Err: ErrCookieInUse, Index: i, Want: cookie, Have: cookie}
+		} else if !errors.Is(err, ErrNoSuchDevice) {
+			return nil, err
+		}
+	}
+	d, err := newDevice(client, cfg, cookie)
+	if err != nil {
+		return nil, err
+	}
+	pairs, err := newSocketPairs(cfg.Conns)
+	if err != nil {
+		d.srv.Close()
+		return nil, err
+	}
+	// Serve before the kernel gets its ends, so that nothing it sends
+	// while it sets the device up can wait on us.
+	for i := range pairs {
+		c, err := pairs[i].serverConn()
+		if err != nil {
+			closePairs(pairs)
+			d.abort()
+			return nil, err
+		}
+		d.serve(c)
+	}
+	var cflags ClientFlags
+	if cfg.DestroyOnDisconnect {
+		cflags |= DestroyOnDisconnect
+	}
+	index, err := client.Connect(ctx, ConnectRequest{
+		Index:             cfg.Index,
+		Size:              uint64(cfg.Size),
+		BlockSize:         uint64(cfg.BlockSize),
+		Timeout:           cfg.Timeout,
+		DeadConnTimeout:   cfg.DeadConnTimeout,
+		ServerFlags:       flags,
+		ClientFlags:       cflags,
+		Sockets:           kernelEnds(pairs),
+		BackendIdentifier: cookie,
+	})
+	closeKernelEnds(pairs)
+	if err != nil {
+		d.abort()
+		return nil, err
+	}
+	d.index, d.conns = index, cfg.Conns
+	d.log = d.log.With("device", d.Path())
+	d.start()
+	d.log.Info("nbd: attached", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)), "cookie", cookie)
+	return d, nil
+}
+
+// Reattach takes over the device that carries cfg.Cookie, typically after
+// the process that served it died: it hands the kernel fresh sockets in
+// place of the dead connections (NBD_CMD_RECONFIGURE) and serves
+// cfg.Backend on them. I/O that waited resumes. The size is updated when
+// the backend's differs from the device's.
+//
+// Errors: ErrReattachUnsupported on kernels without cookies,
+// ErrNoSuchDevice, ErrNotConnected when the device lost its configuration
+// (its dead connection timeout ran out), ErrNoDeadConnection when another
+// server still serves it.
+func Reattach(ctx context.Context, cfg AttachConfig) (*Device, error) {
+	if err := cfg.check(true); err != nil {
+		return nil, fmt.Errorf("nbd reattach: %w", err)
+	}
+	if cfg.Cookie == "" {
+		return nil, errors.New("nbd reattach: no cookie")
+	}
+	client, err := Open(ctx, cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("nbd reattach: %w", err)
+	}
+	d, err := reattach(ctx, client, cfg)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("nbd reattach %q: %w", cfg.Cookie, err)
+	}
+	return d, nil
+}
+
+func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, error) {
+	if !client.BackendIdentifierSupported() {
+		return nil, ErrReattachUnsupported
+	}
+	index, err := client.FindByCookie(cfg.Cookie)
+	if err != nil {
+		return nil, err
+	}
+	st, ok, err := client.DeviceStatus(ctx, index)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !st.Connected {
+		return nil, fmt.Errorf("/dev/nbd%d: %w", index, ErrNotConnected)
+	}
+	if cfg.Conns == 0 {
+		if cfg.Conns, err = client.Connections(index); err != nil {
+			return nil, err
+		}
+		cfg.Conns = max(cfg.Conns, 1)
+	}
+	flags := serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)
+	if cfg.Conns > 1 && flags&FlagCanMultiConn == 0 {
+		return nil, fmt.Errorf("%d connections need a backend coherent across connections (nbd.MultiConnCoherent)", cfg.Conns)
+	}
+	var newSize uint64
+	if cur, err := client.DeviceSize(index); err == nil && cur != cfg.Size {
+		if cfg.Size <= 0 || cfg.Size%int64(cfg.BlockSize) != 0 {
+			return nil, fmt.Errorf("size %d is not a positive multiple of the block size %d", cfg.Size, cfg.BlockSize)
+		}
+		newSize = uint64(cfg.Size)
+	}
+
+	d, err := newDevice(client, cfg, cfg.Cookie)
+	if err != nil {
+		return nil, err
+	}
+	d.index = index
+	d.log = d.log.With("device", d.Path())
+	deadline := time.Now().Add(reattachRetry)
+	for {
+		accepted, err := d.offerSockets(ctx, cfg, newSize)
+		if err != nil {
+			d.abort()
+			return nil, err
+		}
+		if accepted > 0 {
+			break
+		}
+		// The kernel may not have seen the old connections die yet.
+		if time.Now().After(deadline) {
+			d.abort()
+			return nil, fmt.Errorf("/dev/nbd%d: %w", index, ErrNoDeadConnection)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			d.abort()
+			return nil, ctx.Err()
+		}
+		newSize = 0
+	}
+	d.start()
+	d.log.Info("nbd: reattached", "conns", d.conns, "offered", cfg.Conns, "cookie", cfg.Cookie)
+	return d, nil
+}
+
+// offerSockets sends one RECONFIGURE with cfg.Conns fresh sockets and
+// serves those the kernel kept; it returns how many that was.
+func (d *Device) offerSockets(ctx context.Context, cfg AttachConfig, size uint64) (int, error) {
+	pairs, err := newSocketPairs(cfg.Conns)
+	if err != nil {
+		return 0, err
+	}
+	err = d.client.Reconfigure(ctx, ReconfigureRequest{
+		Index:             d.index,
+		Size:              size,
+		Timeout:           cfg.Timeout,
+		DeadConnTimeout:   cfg.DeadConnTimeout,
+		Sockets:           kernelEnds(pairs),
+		BackendIdentifier: d.cookie,
+	})
+	closeKernelEnds(pairs)
+	if err != nil {
+		closePairs(pairs)
+		return 0, err
+	}
+	accepted := 0
+	for i := range pairs {
+		gone, err := pairs[i].peerGone()
+		if err != nil || gone {
+			continue
+		}
+		c, err := pairs[i].serverConn()
+		if err != nil {
+			closePairs(pairs)
+			return accepted, err
+		}
+		d.serve(c)
+		accepted++
+	}
+	closePairs(pairs)
+	d.conns += accepted
+	return accepted, nil
+}

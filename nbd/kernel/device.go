@@ -1,0 +1,254 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd"
+)
+
+// Device is an nbd device served by this process.
+type Device struct {
+	client    *Client
+	srv       *nbd.Server
+	export    *nbd.Export
+	backend   nbd.Backend
+	cookie    string // empty when the kernel has none for this device
+	blockSize int64
+	log       *slog.Logger
+
+	index int
+	conns int
+
+	serveCtx    context.Context // outlives the Attach call; ends with the device
+	cancelServe context.CancelFunc
+	wg          sync.WaitGroup // serving goroutines
+	done        chan struct{}
+
+	errMu sync.Mutex
+	err   error // why serving ended, when it was not Detach or Release
+
+	resizeMu   sync.Mutex // orders Resize and size notifications
+	stopNotify func()
+	notifyDone chan struct{}
+	closeOnce  sync.Once
+}
+
+func newDevice(client *Client, cfg AttachConfig, cookie string) (*Device, error) {
+	scfg := cfg.Server
+	scfg.Exports = nil
+	srv, err := nbd.NewServer(scfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		client:     client,
+		srv:        srv,
+		export:     &nbd.Export{Name: cookie, Backend: cfg.Backend, ReadOnly: cfg.ReadOnly, Rotational: cfg.Rotational},
+		backend:    cfg.Backend,
+		cookie:     cookie,
+		blockSize:  int64(cfg.BlockSize),
+		log:        cfg.Logger,
+		index:      AnyIndex,
+		conns:      0,
+		done:       make(chan struct{}),
+		notifyDone: make(chan struct{}),
+	}
+	d.serveCtx, d.cancelServe = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// serve starts serving one kernel connection.
+func (d *Device) serve(c net.Conn) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		err := d.srv.ServeTransmission(d.serveCtx, c, d.export)
+		if err != nil && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+			d.log.Warn("nbd: kernel connection failed", "err", err)
+			d.errMu.Lock()
+			if d.err == nil {
+				d.err = err
+			}
+			d.errMu.Unlock()
+		}
+	}()
+}
+
+// start runs the bookkeeping of a device the kernel accepted.
+func (d *Device) start() {
+	go func() {
+		d.wg.Wait()
+		close(d.done)
+	}()
+	n, ok := d.backend.(nbd.SizeNotifier)
+	if !ok || d.index == AnyIndex {
+		close(d.notifyDone)
+		d.stopNotify = func() {}
+		return
+	}
+	kick := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	cancel := n.NotifySize(func(int64) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	go func() {
+		defer close(d.notifyDone)
+		for {
+			select {
+			case <-kick:
+				ctx, cancel := context.WithTimeout(d.serveCtx, 30*time.Second)
+				if err := d.pushSize(ctx); err != nil {
+					d.log.Warn("nbd: telling the kernel about the new size", "err", err)
+				}
+				cancel()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	d.stopNotify = sync.OnceFunc(func() {
+		cancel()
+		close(stop)
+		<-d.notifyDone
+	})
+}
+
+// pushSize tells the kernel the backend's current size.
+func (d *Device) pushSize(ctx context.Context) error {
+	d.resizeMu.Lock()
+	defer d.resizeMu.Unlock()
+	size := d.backend.Size()
+	if size <= 0 || size%d.blockSize != 0 {
+		return fmt.Errorf("backend size %d is not a positive multiple of the block size %d", size, d.blockSize)
+	}
+	return d.client.Reconfigure(ctx, ReconfigureRequest{Index: d.index, Size: uint64(size), BackendIdentifier: d.cookie})
+}
+
+// abort tears down a device the kernel never accepted.
+func (d *Device) abort() {
+	d.cancelServe()
+	d.srv.Close()
+	d.wg.Wait()
+}
+
+// Index returns N of /dev/nbdN.
+func (d *Device) Index() int { return d.index }
+
+// Path returns /dev/nbdN.
+func (d *Device) Path() string { return "/dev/nbd" + strconv.Itoa(d.index) }
+
+// Cookie returns the backend cookie the kernel knows the device by, empty
+// when it has none.
+func (d *Device) Cookie() string { return d.cookie }
+
+// Reattachable reports whether a later process can take the device over
+// with Reattach: it has a cookie the kernel knows.
+func (d *Device) Reattachable() bool { return d.cookie != "" }
+
+// Conns returns the number of connections this process serves.
+func (d *Device) Conns() int { return d.conns }
+
+// Done is closed when serving has ended: after Detach or Release, or when
+// the kernel dropped every connection (someone else disconnected the
+// device).
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err returns why serving ended, when a connection failed rather than
+// being closed in order.
+func (d *Device) Err() error {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	return d.err
+}
+
+// Resize changes the size of the device online: the backend (when it is
+// an nbd.Resizer and its size differs) and the kernel's view, in the
+// order that never lets the kernel see bytes the backend lacks. size must
+// be a multiple of the block size.
+func (d *Device) Resize(ctx context.Context, size int64) error {
+	if size <= 0 || size%d.blockSize != 0 {
+		return fmt.Errorf("nbd resize %s: size %d is not a positive multiple of the block size %d", d.Path(), size, d.blockSize)
+	}
+	d.resizeMu.Lock()
+	defer d.resizeMu.Unlock()
+	cur := d.backend.Size()
+	resizeBackend := func() error {
+		if cur == size {
+			return nil
+		}
+		r, ok := d.backend.(nbd.Resizer)
+		if !ok {
+			return fmt.Errorf("backend %T cannot resize", d.backend)
+		}
+		return r.Resize(ctx, size)
+	}
+	tellKernel := func() error {
+		return d.client.Reconfigure(ctx, ReconfigureRequest{Index: d.index, Size: uint64(size), BackendIdentifier: d.cookie})
+	}
+	steps := []func() error{resizeBackend, tellKernel}
+	if size < cur {
+		steps[0], steps[1] = tellKernel, resizeBackend
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("nbd resize %s to %d: %w", d.Path(), size, err)
+		}
+	}
+	d.log.Info("nbd: resized", "size", size)
+	return nil
+}
+
+// Detach disconnects the device (NBD_CMD_DISCONNECT) and waits until the
+// kernel has closed its connections. The device becomes free for reuse
+// once nothing holds it open; unmount first. If ctx ends first the
+// connections are cut.
+func (d *Device) Detach(ctx context.Context) error {
+	d.stopNotify()
+	if err := d.client.Disconnect(ctx, d.index); err != nil {
+		return err
+	}
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		d.close()
+		return fmt.Errorf("nbd detach %s: waiting for the kernel to close its connections: %w", d.Path(), ctx.Err())
+	}
+	d.close()
+	d.log.Info("nbd: detached")
+	return nil
+}
+
+// Release stops serving but leaves the device configured, for another
+// process (or this one) to Reattach: requests already read are answered,
+// nothing more is read, the connections are closed. The kernel holds new
+// I/O for up to the dead connection timeout.
+func (d *Device) Release(ctx context.Context) error {
+	d.stopNotify()
+	err := d.srv.Shutdown(ctx)
+	d.close()
+	if err != nil {
+		return fmt.Errorf("nbd release %s: %w", d.Path(), err)
+	}
+	d.log.Info("nbd: released for reattach", "cookie", d.cookie)
+	return nil
+}
+
+// close ends serving and closes the netlink client.
+func (d *Device) close() {
+	d.closeOnce.Do(func() {
+		d.cancelServe()
+		d.srv.Close()
+		<-d.done
+		d.client.Close()
+	})
+}

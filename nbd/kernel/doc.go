@@ -1,0 +1,21 @@
+// Package kernel attaches NBD exports to the Linux kernel through the nbd
+// generic-netlink family.
+//
+// Attach serves a Backend with the package nbd server on one end of a
+// socketpair per connection and hands the other ends to the kernel
+// (NBD_CMD_CONNECT), which then shows the export as /dev/nbdN. A backend
+// cookie (NBD_ATTR_BACKEND_IDENTIFIER, Linux 5.14+) names the device, so a
+// new process can find it again after the old one died and Reattach fresh
+// sockets into it (NBD_CMD_RECONFIGURE): I/O that waited for the dead
+// server resumes and nothing is lost, as long as the kernel's dead
+// connection timeout has not run out. Device.Resize changes the size
+// online, Device.Detach disconnects (NBD_CMD_DISCONNECT).
+//
+// Client is the low-level interface to the family (CONNECT, RECONFIGURE,
+// DISCONNECT, STATUS) plus what sysfs tells about a device; LoadModule
+// loads nbd.ko without a modprobe binary.
+//
+// Everything here needs CAP_SYS_ADMIN. On kernels older than 5.14 devices
+// attach without a cookie and cannot be reattached (Device.Reattachable,
+// ErrReattachUnsupported).
+package kernel

@@ -1,0 +1,75 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest"
+)
+
+// TestKernelInVM runs the whole kernel path against Debian's kernel in
+// qemu, in one boot: module loading, CONNECT of an in-process Memory
+// export over two connections, direct I/O, DISCONNECT; then a file
+// export served by a child process with ext4 on it, SIGKILL of that
+// process with writes pending, RECONFIGURE from a new process with the
+// same cookie (the writes complete, checksums match after a remount), an
+// online grow with resize2fs, a graceful handover and a final
+// DISCONNECT. The scenario itself is internal/nbdguest.
+func TestKernelInVM(t *testing.T) {
+	host := vmtest.FindHost(t)
+	mke2fs := requireFile(t, "/sbin/mke2fs", "e2fsprogs")
+	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
+	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
+		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
+		Programs: []string{mke2fs, resize2fs},
+		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
+		Command:  []string{"/bin/nbdguest", "scenario"},
+		Timeout:  4 * time.Minute,
+		Output:   &out,
+	})
+	if res == nil {
+		t.Fatal(err)
+	}
+	results := res.Lines("RESULT ")
+	if err != nil || res.ExitCode != 0 || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
+		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
+	}
+	var r struct {
+		Timings map[string]float64 `json:"timings_s"`
+		Facts   map[string]any     `json:"facts"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(results[0], "ok ")), &r); err != nil {
+		t.Fatalf("result line %q: %v", results[0], err)
+	}
+	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
+	names := make([]string, 0, len(r.Timings))
+	for n := range r.Timings {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t.Logf("  %-45s %7.3fs", n, r.Timings[n])
+	}
+	t.Logf("  facts: %v", r.Facts)
+	if os.Getenv("NBD_VM_CONSOLE") != "" {
+		t.Logf("console:\n%s", res.Console)
+	}
+}
+
+func requireFile(t *testing.T, path, pkg string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s not found: install the Debian package %s (%v)", path, pkg, err)
+	}
+	return path
+}
