@@ -1,0 +1,590 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pmorjan/kmod"
+	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/kernel"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	cookie   = "pvc-guest-0001"
+	diskFile = "/tmp/disk.img"
+	mnt      = "/mnt"
+	mib      = 1 << 20
+)
+
+// scenario holds what the steps share.
+type scenario struct {
+	start   time.Time
+	client  *kernel.Client
+	timings map[string]float64
+	facts   map[string]any
+}
+
+func runScenario(ctx context.Context) error {
+	s := &scenario{start: time.Now(), timings: map[string]float64{}, facts: map[string]any{}}
+	err := s.run(ctx)
+	if err != nil {
+		fmt.Println("--- dmesg (tail)")
+		fmt.Println(dmesgTail(40))
+		fmt.Printf("RESULT fail %v\n", err)
+		return err
+	}
+	out, _ := json.Marshal(map[string]any{"timings_s": s.timings, "facts": s.facts})
+	fmt.Printf("RESULT ok %s\n", out)
+	return nil
+}
+
+// step runs fn and records how long it took.
+func (s *scenario) step(name string, fn func() error) error {
+	fmt.Printf("### [%6.2fs] %s\n", uptime(), name)
+	t := time.Now()
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	d := time.Since(t).Seconds()
+	s.timings[name] = d
+	fmt.Printf("    %s: %.3fs\n", name, d)
+	return nil
+}
+
+func (s *scenario) run(ctx context.Context) error {
+	if err := s.step("load modules", func() error { return loadModules(ctx) }); err != nil {
+		return err
+	}
+	if err := s.step("open netlink client", func() error {
+		var err error
+		s.client, err = kernel.Open(ctx, kernel.ClientConfig{Trace: traceFirst(6)})
+		if err != nil {
+			return err
+		}
+		s.facts["backend_identifier"] = s.client.BackendIdentifierSupported()
+		if !s.client.BackendIdentifierSupported() {
+			return errors.New("this kernel should know backend cookies")
+		}
+		l, err := s.client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    status: %v\n", l)
+		s.facts["devices_at_load"] = len(l)
+		return nil
+	}); err != nil {
+		return err
+	}
+	defer s.client.Close()
+	if err := s.step("memory backend in process", func() error { return s.memoryInProcess(ctx) }); err != nil {
+		return err
+	}
+	return s.reattachScenario(ctx)
+}
+
+func loadModules(ctx context.Context) error {
+	if err := kernel.LoadModule(ctx, kernel.ModuleConfig{NbdsMax: 4}); err != nil {
+		return err
+	}
+	if err := kernel.LoadModule(ctx, kernel.ModuleConfig{NbdsMax: 4}); err != nil {
+		return fmt.Errorf("second load: %w", err)
+	}
+	if b, err := os.ReadFile("/sys/module/nbd/parameters/nbds_max"); err != nil || strings.TrimSpace(string(b)) != "4" {
+		return fmt.Errorf("nbds_max = %q, %v", b, err)
+	}
+	// ext4 and the crc32c its checksums need (the crypto API would ask
+	// modprobe for it, and there is none here).
+	k, err := kmod.New(kmod.SetIgnoreStatus())
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{"crc32c_generic", "ext4"} {
+		if err := k.Load(m, "", 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memoryInProcess attaches a Memory backend served by this very process
+// over two connections, checks what the kernel made of it, does I/O
+// through /dev/nbdN and detaches.
+func (s *scenario) memoryInProcess(ctx context.Context) error {
+	mem, err := nbd.NewMemory(32 * mib)
+	if err != nil {
+		return err
+	}
+	dev, err := kernel.Attach(ctx, kernel.AttachConfig{
+		Backend: mem, BlockSize: 4096, Conns: 2, Cookie: "mem-0001",
+		Index: kernel.AnyIndex, DeadConnTimeout: 10 * time.Second, Logger: logger("scenario"),
+		Client: kernel.ClientConfig{Trace: traceFirst(6)},
+	})
+	if err != nil {
+		return err
+	}
+	idx := dev.Index()
+	fmt.Printf("    attached %s conns=%d\n", dev.Path(), dev.Conns())
+	if err := expectSysfs(idx, map[string]string{
+		"size": strconv.Itoa(32 * mib / 512), "backend": "mem-0001",
+		"queue/logical_block_size": "4096", "ro": "0",
+	}); err != nil {
+		return err
+	}
+	if n, err := s.client.Connections(idx); err != nil || n != 2 {
+		return fmt.Errorf("hardware queues %d, %v; want 2", n, err)
+	}
+	if st, ok, err := s.client.DeviceStatus(ctx, idx); err != nil || !ok || !st.Connected {
+		return fmt.Errorf("status %+v %v %v", st, ok, err)
+	}
+	// A second attach with the same cookie is refused.
+	_, err = kernel.Attach(ctx, kernel.AttachConfig{Backend: mem, BlockSize: 4096, Cookie: "mem-0001", Index: kernel.AnyIndex})
+	if !errors.Is(err, kernel.ErrCookieInUse) {
+		return fmt.Errorf("attach with a cookie in use: %v", err)
+	}
+	// Direct I/O through the kernel, then the same bytes straight from
+	// the backend.
+	t := time.Now()
+	data := make([]byte, 8*mib)
+	rand.Read(data)
+	if err := directIO(dev.Path(), data, 4*mib); err != nil {
+		return err
+	}
+	s.timings["memory: 8 MiB O_DIRECT write+read"] = time.Since(t).Seconds()
+	back := make([]byte, len(data))
+	if _, err := mem.ReadAt(ctx, back, 4*mib); err != nil {
+		return err
+	}
+	if sha256.Sum256(back) != sha256.Sum256(data) {
+		return errors.New("backend holds other bytes than written through /dev/nbd")
+	}
+	t = time.Now()
+	if err := dev.Detach(ctx); err != nil {
+		return err
+	}
+	if err := s.waitFree(ctx, idx); err != nil {
+		return err
+	}
+	s.timings["memory: detach until free"] = time.Since(t).Seconds()
+	return nil
+}
+
+// reattachScenario is the node plugin's life: a server process attaches
+// a file on tmpfs, ext4 goes on it, the server is SIGKILLed with writes
+// pending, a new process reattaches by cookie, the writes complete, the
+// device grows online, a graceful handover follows, then disconnect.
+func (s *scenario) reattachScenario(ctx context.Context) error {
+	if err := os.WriteFile(diskFile, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Truncate(diskFile, 64*mib); err != nil {
+		return err
+	}
+	var srv *child
+	var idx int
+	if err := s.step("attach (server process, 2 conns)", func() error {
+		var err error
+		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", "2", "-dead", "60s", "-timeout", "60s")
+		if err != nil {
+			return err
+		}
+		f, err := srv.expect(ctx, "ready")
+		if err != nil {
+			return err
+		}
+		idx, _ = strconv.Atoi(f[1])
+		return expectSysfs(idx, map[string]string{"backend": cookie, "size": strconv.Itoa(64 * mib / 512)})
+	}); err != nil {
+		return err
+	}
+	dev := "/dev/nbd" + strconv.Itoa(idx)
+	s.facts["device"] = dev
+
+	if err := s.step("mkfs.ext4", func() error {
+		return run("/sbin/mke2fs", "-q", "-t", "ext4", "-F", dev)
+	}); err != nil {
+		return err
+	}
+	var sumA string
+	if err := s.step("mount + write 8 MiB + sync", func() error {
+		if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+			return fmt.Errorf("mount: %w", err)
+		}
+		var err error
+		sumA, err = writeRandomFile(mnt+"/A", 8*mib)
+		unix.Sync()
+		return err
+	}); err != nil {
+		return err
+	}
+
+	// Kill the server with nothing in flight, then start a writer that
+	// must wait for the reattach.
+	killed := time.Now()
+	srv.kill()
+	fmt.Printf("### [%6.2fs] server SIGKILLed\n", uptime())
+	if c, err := s.client.Cookie(idx); err != nil || c != cookie {
+		return fmt.Errorf("cookie after the kill: %q %v", c, err)
+	}
+	type written struct {
+		sum string
+		err error
+		at  time.Time
+	}
+	writer := make(chan written, 1)
+	go func() {
+		sum, err := writeRandomFile(mnt+"/B", 8*mib)
+		writer <- written{sum, err, time.Now()}
+	}()
+	if err := s.step("I/O blocked while no server", func() error {
+		select {
+		case w := <-writer:
+			return fmt.Errorf("the writer finished with no server: %v", w.err)
+		case <-time.After(time.Second):
+			return nil
+		}
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("reattach refusals", func() error { return s.refusals(ctx, idx) }); err != nil {
+		return err
+	}
+
+	var srv2 *child
+	var reattached time.Time
+	if err := s.step("reattach (new process, same cookie)", func() error {
+		var err error
+		srv2, err = startChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s")
+		if err != nil {
+			return err
+		}
+		f, err := srv2.expect(ctx, "ready")
+		if err != nil {
+			return err
+		}
+		reattached = time.Now()
+		if f[1] != strconv.Itoa(idx) || f[2] != "2" {
+			return fmt.Errorf("reattached %v, want index %d with 2 connections", f[1:], idx)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.timings["kill to reattached"] = reattached.Sub(killed).Seconds()
+
+	var sumB string
+	if err := s.step("blocked writer completes", func() error {
+		select {
+		case w := <-writer:
+			if w.err != nil {
+				return w.err
+			}
+			sumB = w.sum
+			s.timings["reattached to writer done"] = w.at.Sub(reattached).Seconds()
+			return nil
+		case <-time.After(60 * time.Second):
+			return errors.New("the writer is still blocked")
+		}
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("another server cannot steal a live device", func() error {
+		f, err := nbd.OpenFile(diskFile, true)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = kernel.Reattach(ctx, kernel.AttachConfig{Backend: f, Cookie: cookie, ReadOnly: true})
+		if !errors.Is(err, kernel.ErrNoDeadConnection) {
+			return fmt.Errorf("want ErrNoDeadConnection, got %v", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("verify after remount", func() error {
+		if err := checkSum(mnt+"/A", sumA); err != nil {
+			return err
+		}
+		if err := checkSum(mnt+"/B", sumB); err != nil {
+			return err
+		}
+		if err := unix.Unmount(mnt, 0); err != nil {
+			return err
+		}
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+			return err
+		}
+		if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+			return err
+		}
+		if err := checkSum(mnt+"/A", sumA); err != nil {
+			return err
+		}
+		return checkSum(mnt+"/B", sumB)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("online grow to 128 MiB + resize2fs", func() error {
+		var before unix.Statfs_t
+		unix.Statfs(mnt, &before)
+		if err := srv2.send(fmt.Sprint("resize ", 128*mib)); err != nil {
+			return err
+		}
+		if _, err := srv2.expect(ctx, "resized"); err != nil {
+			return err
+		}
+		if err := expectSysfs(idx, map[string]string{"size": strconv.Itoa(128 * mib / 512)}); err != nil {
+			return err
+		}
+		os.Symlink("/proc/mounts", "/etc/mtab")
+		if err := run("/sbin/resize2fs", dev); err != nil {
+			return err
+		}
+		var after unix.Statfs_t
+		unix.Statfs(mnt, &after)
+		s.facts["fs_blocks_before_after"] = []uint64{before.Blocks, after.Blocks}
+		if after.Blocks <= before.Blocks*3/2 {
+			return fmt.Errorf("file system blocks %d -> %d", before.Blocks, after.Blocks)
+		}
+		return checkSum(mnt+"/A", sumA)
+	}); err != nil {
+		return err
+	}
+
+	var srv3 *child
+	if err := s.step("graceful handover (release + reattach)", func() error {
+		if err := srv2.send("release"); err != nil {
+			return err
+		}
+		if _, err := srv2.expect(ctx, "released"); err != nil {
+			return err
+		}
+		if err := srv2.wait(); err != nil {
+			return err
+		}
+		var err error
+		srv3, err = startChild("reattach2", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s")
+		if err != nil {
+			return err
+		}
+		if _, err := srv3.expect(ctx, "ready"); err != nil {
+			return err
+		}
+		sum, err := writeRandomFile(mnt+"/C", 1*mib)
+		if err != nil {
+			return err
+		}
+		return checkSum(mnt+"/C", sum)
+	}); err != nil {
+		return err
+	}
+
+	return s.step("unmount + detach until free", func() error {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			return err
+		}
+		if err := srv3.send("detach"); err != nil {
+			return err
+		}
+		if _, err := srv3.expect(ctx, "detached"); err != nil {
+			return err
+		}
+		if err := srv3.wait(); err != nil {
+			return err
+		}
+		if err := s.waitFree(ctx, idx); err != nil {
+			return err
+		}
+		if c, _ := s.client.Cookie(idx); c != "" {
+			return fmt.Errorf("cookie %q still on the free device", c)
+		}
+		free, err := s.client.FreeDevice(ctx)
+		if err != nil {
+			return err
+		}
+		if free == kernel.AnyIndex || free > idx {
+			return fmt.Errorf("free device %d, want %d or lower", free, idx)
+		}
+		return nil
+	})
+}
+
+// refusals checks that a reattach with a wrong cookie fails, both in this
+// package (no such device) and in the kernel (EINVAL on a mismatch).
+func (s *scenario) refusals(ctx context.Context, idx int) error {
+	mem, _ := nbd.NewMemory(64 * mib)
+	_, err := kernel.Reattach(ctx, kernel.AttachConfig{Backend: mem, Cookie: "wrong-cookie"})
+	if !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("reattach with an unknown cookie: %v", err)
+	}
+	err = s.client.Reconfigure(ctx, kernel.ReconfigureRequest{Index: idx, BackendIdentifier: "wrong-cookie"})
+	if !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("kernel RECONFIGURE with a wrong cookie: %v", err)
+	}
+	fmt.Printf("    kernel refused a wrong cookie: %v\n", err)
+	return nil
+}
+
+// waitFree polls STATUS until the device is no longer configured.
+func (s *scenario) waitFree(ctx context.Context, idx int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, ok, err := s.client.DeviceStatus(ctx, idx)
+		if err != nil {
+			return err
+		}
+		if !ok || !st.Connected {
+			size, _ := s.client.DeviceSize(idx)
+			if size != 0 {
+				return fmt.Errorf("nbd%d free but size %d", idx, size)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nbd%d still connected", idx)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func expectSysfs(idx int, want map[string]string) error {
+	for k, v := range want {
+		b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/%s", idx, k))
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimSpace(string(b)); got != v {
+			return fmt.Errorf("/sys/block/nbd%d/%s = %q, want %q", idx, k, got, v)
+		}
+	}
+	return nil
+}
+
+// directIO writes data at off with O_DIRECT and reads it back the same way.
+func directIO(path string, data []byte, off int64) error {
+	buf, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(buf)
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	copy(buf, data)
+	if _, err := f.WriteAt(buf, off); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	clear(buf)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return err
+	}
+	if string(buf) != string(data) {
+		return errors.New("O_DIRECT read-back differs")
+	}
+	return nil
+}
+
+func writeRandomFile(path string, n int) (string, error) {
+	data := make([]byte, n)
+	rand.Read(data)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func checkSum(path, want string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("%s: sha256 %s, want %s", path, got[:16], want[:16])
+	}
+	return nil
+}
+
+func run(prog string, args ...string) error {
+	out, err := exec.Command(prog, args...).CombinedOutput()
+	if len(out) > 0 {
+		fmt.Printf("    %s: %s\n", prog, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n    "))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", prog, err)
+	}
+	return nil
+}
+
+func uptime() float64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return -1
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
+	return f
+}
+
+// traceFirst prints the first n netlink datagrams in hex: real kernel
+// bytes for the decoders' test vectors.
+func traceFirst(n int) func(bool, []byte) {
+	count := 0
+	return func(sent bool, b []byte) {
+		if count >= n {
+			return
+		}
+		count++
+		dir := "rx"
+		if sent {
+			dir = "tx"
+		}
+		fmt.Printf("NETLINK %s %s\n", dir, hex.EncodeToString(b))
+	}
+}
+
+func dmesgTail(lines int) string {
+	buf := make([]byte, 1<<18)
+	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil {
+		return "dmesg: " + err.Error()
+	}
+	l := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}

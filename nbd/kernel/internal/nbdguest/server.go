@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/kernel"
+)
+
+// runServer is a server process: it attaches (or reattaches) a file
+// backend, says "ready <index> <conns> <reattachable>" on stdout and
+// obeys commands on stdin: "resize <bytes>", "detach", "release".
+func runServer(ctx context.Context, mode string, args []string) error {
+	fs := flag.NewFlagSet(mode, flag.ContinueOnError)
+	file := fs.String("file", "", "backing file")
+	cookie := fs.String("cookie", "", "backend cookie")
+	conns := fs.Int("conns", 0, "connections (reattach: as configured)")
+	bs := fs.Uint("bs", 4096, "block size")
+	dead := fs.Duration("dead", time.Minute, "dead connection timeout")
+	timeout := fs.Duration("timeout", time.Minute, "request timeout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := logger(mode)
+	backend, err := nbd.OpenFile(*file, false)
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+	cfg := kernel.AttachConfig{
+		Backend:         backend,
+		BlockSize:       uint32(*bs),
+		Conns:           *conns,
+		Timeout:         *timeout,
+		DeadConnTimeout: *dead,
+		Cookie:          *cookie,
+		Index:           kernel.AnyIndex,
+		Logger:          log,
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	var dev *kernel.Device
+	if mode == "serve" {
+		dev, err = kernel.Attach(actx, cfg)
+	} else {
+		dev, err = kernel.Reattach(actx, cfg)
+	}
+	cancel()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ready %d %d %v\n", dev.Index(), dev.Conns(), dev.Reattachable())
+
+	cmds := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			cmds <- sc.Text()
+		}
+		close(cmds)
+	}()
+	for {
+		select {
+		case <-dev.Done():
+			return fmt.Errorf("serving ended on its own: %v", dev.Err())
+		case line, ok := <-cmds:
+			if !ok {
+				// The scenario went away: keep serving until killed.
+				cmds = nil
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := command(cctx, dev, f)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s: %w", line, err)
+			}
+			switch f[0] {
+			case "resize":
+				fmt.Printf("resized %d\n", backend.Size())
+			case "detach":
+				fmt.Println("detached")
+				return nil
+			case "release":
+				fmt.Println("released")
+				return nil
+			}
+		}
+	}
+}
+
+func command(ctx context.Context, dev *kernel.Device, f []string) error {
+	switch f[0] {
+	case "resize":
+		if len(f) != 2 {
+			return fmt.Errorf("usage: resize <bytes>")
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return err
+		}
+		return dev.Resize(ctx, n)
+	case "detach":
+		return dev.Detach(ctx)
+	case "release":
+		return dev.Release(ctx)
+	}
+	return fmt.Errorf("unknown command")
+}

@@ -1,0 +1,242 @@
+package vmtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Config describes one VM run.
+type Config struct {
+	// Modules are kernel modules to include by name ("nbd", "ext4"),
+	// with their dependencies. The guest loads them itself.
+	Modules []string
+	// Programs are host executables to include at the same path
+	// ("/sbin/mke2fs"), with their shared libraries.
+	Programs []string
+	// Files maps guest paths to host files to include (mode kept).
+	Files map[string]string
+	// Command is what init runs as its child; the run ends when it exits.
+	Command []string
+	// Memory in MiB (default 512), CPUs (default 2).
+	Memory int
+	CPUs   int
+	// Timeout bounds the whole run, boot included (default 4 minutes).
+	Timeout time.Duration
+	// Output, when set, gets the console as it comes.
+	Output io.Writer
+}
+
+// Result is what a run left on the console.
+type Result struct {
+	// Console is everything the guest printed, lines ending in "\n".
+	Console string
+	// ExitCode is the command's exit status, -1 when the guest never
+	// reported one (it crashed, or the run timed out).
+	ExitCode int
+	// Boot is the guest's uptime when init started; Wall the host time of
+	// the whole run.
+	Boot time.Duration
+	Wall time.Duration
+}
+
+// Lines returns the console lines that start with prefix, prefix removed.
+func (r *Result) Lines(prefix string) []string {
+	var l []string
+	for _, s := range strings.Split(r.Console, "\n") {
+		if rest, ok := strings.CutPrefix(s, prefix); ok {
+			l = append(l, rest)
+		}
+	}
+	return l
+}
+
+// Console markers printed by init.
+const (
+	markInit = "vmtest: init uptime="
+	markExit = "vmtest: exit="
+)
+
+var exitLine = regexp.MustCompile(`vmtest: exit=(\d+)`)
+
+// Run builds the initramfs, boots it and waits for the guest to power
+// off. An error means the VM could not be run or did not finish; the
+// command's failure is in Result.ExitCode.
+func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error) {
+	tb.Helper()
+	if len(cfg.Command) == 0 {
+		return nil, fmt.Errorf("vmtest: no command")
+	}
+	if cfg.Memory == 0 {
+		cfg.Memory = 512
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 4 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	dir := tb.TempDir()
+
+	initrd := filepath.Join(dir, "initramfs.cpio")
+	if err := writeInitramfs(initrd, h, cfg); err != nil {
+		return nil, fmt.Errorf("vmtest: initramfs: %w", err)
+	}
+	kernel := h.Kernel
+	if elf, err := elfKernel(ctx, h.Kernel, dir); err != nil {
+		tb.Logf("vmtest: booting the bzImage (no ELF kernel: %v)", err)
+	} else if elf != "" {
+		kernel = elf
+	}
+
+	args := []string{
+		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-m", strconv.Itoa(cfg.Memory), "-smp", strconv.Itoa(cfg.CPUs),
+		"-nographic", "-no-reboot", "-nic", "none", "-no-user-config",
+		"-kernel", kernel, "-initrd", initrd,
+		// Nothing secret goes on the command line: it ends up in dmesg.
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests",
+	}
+	cmd := exec.CommandContext(ctx, h.QEMU, args...)
+	cmd.Stdin = nil
+	cmd.WaitDelay = 5 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+
+	var (
+		console bytes.Buffer
+		mu      sync.Mutex
+	)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := strings.TrimRight(sc.Text(), "\r") + "\n"
+			mu.Lock()
+			console.WriteString(line)
+			mu.Unlock()
+			if cfg.Output != nil {
+				io.WriteString(cfg.Output, line)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+
+	start := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		pw.Close()
+		return nil, fmt.Errorf("vmtest: start qemu: %w", err)
+	}
+	err = cmd.Wait()
+	pw.Close()
+	<-readDone
+	res := &Result{Console: console.String(), ExitCode: -1, Wall: time.Since(start)}
+	for _, l := range strings.Split(res.Console, "\n") {
+		if _, rest, ok := strings.Cut(l, markInit); ok {
+			if f, perr := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); perr == nil {
+				res.Boot = time.Duration(f * float64(time.Second))
+			}
+		}
+		if m := exitLine.FindStringSubmatch(l); m != nil {
+			res.ExitCode, _ = strconv.Atoi(m[1])
+		}
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("vmtest: the VM did not finish within %v", cfg.Timeout)
+	}
+	if err != nil {
+		return res, fmt.Errorf("vmtest: qemu: %w", err)
+	}
+	if res.ExitCode < 0 {
+		return res, fmt.Errorf("vmtest: the guest stopped without reporting the command's exit status")
+	}
+	return res, nil
+}
+
+// writeInitramfs assembles the guest's root file system.
+func writeInitramfs(out string, h Host, cfg Config) error {
+	a := newArchive()
+	for _, d := range []string{"bin", "sbin", "dev", "proc", "sys", "tmp", "run", "mnt", "etc", "root"} {
+		a.dir(d)
+	}
+	bb, err := os.ReadFile(h.Busybox)
+	if err != nil {
+		return err
+	}
+	a.file("bin/busybox", 0o755, bb)
+	a.file("init", 0o755, []byte(initScript(cfg.Command)))
+	if err := addModules(a, h, cfg.Modules); err != nil {
+		return err
+	}
+	for _, p := range cfg.Programs {
+		if err := addProgram(a, p); err != nil {
+			return err
+		}
+	}
+	for guest, host := range cfg.Files {
+		st, err := os.Stat(host)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return err
+		}
+		a.file(guest, uint32(st.Mode().Perm()), data)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := a.writeTo(w); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// initScript is /init: mount the pseudo file systems, run the command as
+// a child, report its status, power off.
+func initScript(command []string) string {
+	q := make([]string, len(command))
+	for i, a := range command {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return `#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t devtmpfs devtmpfs /dev
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+echo
+echo "` + markInit + `$(cut -d' ' -f1 /proc/uptime)"
+` + strings.Join(q, " ") + ` </dev/null 2>&1
+rc=$?
+echo "` + markExit + `$rc uptime=$(cut -d' ' -f1 /proc/uptime)"
+sync
+poweroff -f
+`
+}
