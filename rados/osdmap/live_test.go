@@ -18,7 +18,7 @@ func liveDir(t *testing.T) string {
 	return filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
 }
 
-func readMap(t *testing.T, path string) *OSDMap {
+func readMap(t testing.TB, path string) *OSDMap {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {

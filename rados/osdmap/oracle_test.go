@@ -175,6 +175,7 @@ type builtMap struct {
 	osds    int
 	create  string   // extra createsimple arguments
 	crush   string   // crushtool --build layers
+	text    string   // or a crush map to compile
 	tunable string   // crushtool tunable flags
 	passes  []string // osdmaptool argument sets, each ending in a write
 }
@@ -184,8 +185,16 @@ func (b builtMap) build(t *testing.T, dir string) string {
 	cp := filepath.Join(dir, "crush")
 	tool(t, "osdmaptool", append([]string{"--createsimple", strconv.Itoa(b.osds), "--with-default-pool",
 		"--clobber"}, append(strings.Fields(b.create), mp)...)...)
-	tool(t, "crushtool", append([]string{"--build", "--num_osds", strconv.Itoa(b.osds)},
-		append(strings.Fields(b.crush), "-o", cp)...)...)
+	if b.text != "" {
+		src := cp + ".txt"
+		if err := os.WriteFile(src, []byte(b.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tool(t, "crushtool", "-c", src, "-o", cp)
+	} else {
+		tool(t, "crushtool", append([]string{"--build", "--num_osds", strconv.Itoa(b.osds)},
+			append(strings.Fields(b.crush), "-o", cp)...)...)
+	}
 	if b.tunable != "" {
 		tool(t, "crushtool", append(append([]string{"-i", cp}, strings.Fields(b.tunable)...), "-o", cp)...)
 	}
@@ -200,8 +209,45 @@ const argonautTunables = "--set-choose-local-tries 2 --set-choose-local-fallback
 	"--set-choose-total-tries 19 --set-chooseleaf-descend-once 0 --set-chooseleaf-vary-r 0 " +
 	"--set-chooseleaf-stable 0"
 
+// weightSetCrush has a per-pool weight set: choose_args KEY, a pool id.
+// (crushtool cannot compile the default set, -1, from text.)
+func weightSetCrush(key string) string {
+	return `tunable choose_local_tries 0
+tunable choose_local_fallback_tries 0
+tunable choose_total_tries 50
+tunable chooseleaf_descend_once 1
+tunable chooseleaf_vary_r 1
+tunable chooseleaf_stable 1
+tunable straw_calc_version 1
+tunable allowed_bucket_algs 54
+device 0 osd.0
+device 1 osd.1
+device 2 osd.2
+device 3 osd.3
+device 4 osd.4
+device 5 osd.5
+type 0 osd
+type 1 host
+type 2 root
+host h0 { id -1 alg straw2 hash 0 item osd.0 weight 1.0 item osd.1 weight 1.0 }
+host h1 { id -2 alg straw2 hash 0 item osd.2 weight 1.0 item osd.3 weight 1.0 }
+host h2 { id -3 alg straw2 hash 0 item osd.4 weight 1.0 item osd.5 weight 1.0 }
+root default { id -4 alg straw2 hash 0 item h0 weight 2.0 item h1 weight 2.0 item h2 weight 2.0 }
+rule replicated_rule { id 0 type replicated min_size 1 max_size 10 step take default step chooseleaf firstn 0 type host step emit }
+choose_args ` + key + ` {
+  { bucket_id -4 weight_set [ [ 5.0 1.0 0.5 ] [ 1.0 4.0 1.0 ] [ 1.0 1.0 3.0 ] ] }
+  { bucket_id -1 weight_set [ [ 0.2 1.0 ] ] ids [ 17 3 ] }
+  { bucket_id -3 weight_set [ [ 1.0 0.0 ] [ 0.0 1.0 ] ] }
+}
+`
+}
+
 func builtMaps() []builtMap {
 	return []builtMap{
+		{name: "pool-weight-set", osds: 6, text: weightSetCrush("1"),
+			passes: []string{"--mark-up-in --adjust-crush-weight 0:1 --save"}},
+		{name: "other-pool-weight-set", osds: 6, text: weightSetCrush("7"),
+			passes: []string{"--mark-up-in --adjust-crush-weight 0:1 --save"}},
 		{name: "straw2-hosts", osds: 8, crush: "host straw2 2 root straw2 0",
 			passes: []string{"--mark-up-in --mark-out 3 --adjust-crush-weight 1:2.0,5:0.5 --save"}},
 		{name: "uniform-argonaut-upmap", osds: 12, create: "--pg-bits 4 --pgp-bits 3",
