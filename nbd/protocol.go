@@ -140,8 +140,9 @@ const (
 	maxOptionLen     = 64 << 10
 	maxOptionDiscard = 16 << 20
 
-	// maxExtents bounds the descriptors in one block status chunk.
-	maxExtents = 1 << 20
+	// maxExtents bounds the descriptors in one block status chunk (the
+	// protocol allows 2^20; 2^16 keeps a reply at 512 KiB).
+	maxExtents = 1 << 16
 
 	// metaContextBaseAllocation is the id given to base:allocation.
 	metaContextBaseAllocation = 1

@@ -38,6 +38,10 @@ func decodeRequestHeader(h *[requestHeaderLen]byte) (request, error) {
 	}, nil
 }
 
+// blockStatusShare is the budget a block status request holds: its
+// extents and its reply at their largest.
+const blockStatusShare = maxExtents * (16 + 8)
+
 // maxDiscardedWrite is the largest over-size WRITE payload the server
 // reads and throws away to answer NBD_EINVAL and stay in step; a larger
 // one ends the connection.
@@ -246,6 +250,8 @@ func (t *transmission) dispatch(req *request) error {
 	switch req.typ {
 	case cmdRead, cmdWrite:
 		req.share = int64(req.length)
+	case cmdBlockStatus:
+		req.share = blockStatusShare
 	}
 	if err := t.budget.acquire(t.ss.ctx, req.share); err != nil {
 		return fmt.Errorf("nbd transmission: wait for budget: %w", err)
