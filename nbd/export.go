@@ -103,3 +103,15 @@ func (s *exportState) transmissionFlags(structured bool) uint16 {
 	}
 	return f
 }
+
+// TransmissionFlags returns the transmission flags (NBD_FLAG_*) the
+// server announces for e to a client without structured replies, such as
+// the kernel, whose flags are handed over out of band (netlink
+// NBD_ATTR_SERVER_FLAGS). It fails if e is not a valid export.
+func (e *Export) TransmissionFlags() (uint16, error) {
+	s, err := newExportState(e)
+	if err != nil {
+		return 0, err
+	}
+	return s.transmissionFlags(false), nil
+}
