@@ -1,0 +1,44 @@
+package kernel
+
+import (
+	"testing"
+
+	"github.com/purerbd/purerbd/nbd/kernel/internal/genl"
+)
+
+// FuzzParseStatusReply feeds STATUS answers, as datagrams, to the device
+// list decoder.
+func FuzzParseStatusReply(f *testing.F) {
+	f.Add(unhex(f, cap61Status))
+	f.Add(unhex(f, cap61Status+cap61StatusAck))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, err := genl.ParseMessages(b)
+		if err != nil {
+			return
+		}
+		l, err := parseStatusReply(msgs)
+		if err != nil {
+			return
+		}
+		for _, d := range l {
+			if d.Index < 0 {
+				t.Fatalf("negative index decoded: %+v", d)
+			}
+		}
+	})
+}
+
+// FuzzParseConnectReply feeds CONNECT answers to the index decoder.
+func FuzzParseConnectReply(f *testing.F) {
+	f.Add(unhex(f, cap61ConnectRep))
+	f.Add(unhex(f, cap61ConnectRep+cap61ConnectAck))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, err := genl.ParseMessages(b)
+		if err != nil {
+			return
+		}
+		if i, err := parseConnectReply(msgs); err == nil && i < 0 {
+			t.Fatalf("negative index %d", i)
+		}
+	})
+}
