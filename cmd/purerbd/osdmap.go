@@ -92,7 +92,7 @@ func testMapObject(m *osdmap.OSDMap, name string, pool int64, w io.Writer) error
 	if m.Pool(pool) == nil {
 		return fmt.Errorf("there is no pool %d", pool)
 	}
-	pg, mp, err := m.MapObject(name, osdmap.Locator{Pool: pool, Hash: -1})
+	pg, mp, err := m.MapObject(name, osdmap.Locator{Pool: pool})
 	if err != nil {
 		return err
 	}

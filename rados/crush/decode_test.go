@@ -308,3 +308,28 @@ func TestDecodeRejectsTruncated(t *testing.T) {
 		t.Error("bad magic accepted")
 	}
 }
+
+// TestDecodeLiveCrushMap checks the CRUSH map captured from a live 16.2.15
+// cluster against `ceph osd crush dump` of the same cluster.
+func TestDecodeLiveCrushMap(t *testing.T) {
+	dir := filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
+	raw, err := os.ReadFile(filepath.Join(dir, "crushmap.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "crushmap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d crushDump
+	if err := json.Unmarshal(js, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, diff := range compareWithDump(m, &d) {
+		t.Error(diff)
+	}
+}

@@ -32,7 +32,7 @@ func exercise(m *OSDMap) {
 		for ps := uint32(0); ps < min(p.PGNum, 8); ps++ {
 			m.PGToUpActing(denc.PG{Pool: uint64(id), Seed: ps})
 		}
-		m.MapObject("rbd_data.1234.0000000000000001", Locator{Pool: id, Hash: -1, Namespace: "ns"})
+		m.MapObject("rbd_data.1234.0000000000000001", Locator{Pool: id, Namespace: "ns"})
 	}
 }
 

@@ -116,7 +116,7 @@ func checkObjects(t *testing.T, path string, m *OSDMap, pools []int64) {
 				continue // osdmaptool takes an empty argument for "no object"
 			}
 			want := tool(t, "osdmaptool", path, "--test-map-object", name, "--pool", strconv.FormatInt(pool, 10))
-			pg, mp, err := m.MapObject(name, Locator{Pool: pool, Hash: -1})
+			pg, mp, err := m.MapObject(name, Locator{Pool: pool})
 			if err != nil {
 				t.Fatal(err)
 			}

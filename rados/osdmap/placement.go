@@ -12,13 +12,14 @@ import (
 var ErrNoPool = errors.New("osdmap: no such pool")
 
 // Locator names an object for placement: its pool, optional namespace,
-// and optional locator key (which replaces the name for hashing). Hash,
-// when non-negative, is used directly as the placement seed.
+// and optional locator key (which replaces the name for hashing). With
+// HasHash, Hash is used directly as the placement seed instead.
 type Locator struct {
 	Pool      int64
 	Namespace string
 	Key       string
-	Hash      int64 // -1: hash the key or name
+	Hash      uint32
+	HasHash   bool
 }
 
 // ObjectToPG maps an object to its raw placement group (full-precision
@@ -28,8 +29,8 @@ func (m *OSDMap) ObjectToPG(name string, loc Locator) (denc.PG, error) {
 	if p == nil {
 		return denc.PG{}, fmt.Errorf("%w: %d", ErrNoPool, loc.Pool)
 	}
-	if loc.Hash >= 0 {
-		return denc.PG{Pool: uint64(loc.Pool), Seed: uint32(loc.Hash)}, nil
+	if loc.HasHash {
+		return denc.PG{Pool: uint64(loc.Pool), Seed: loc.Hash}, nil
 	}
 	key := name
 	if loc.Key != "" {
