@@ -149,8 +149,8 @@ func TestFioVerify(t *testing.T) {
 	srv, _ := nbdtest.StartMemory(t, "", 64<<20)
 	uri := srv.URI("")
 	for _, args := range [][]string{
-		{"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--verify=crc32c", "--verify_fatal=1"},
-		{"--rw=write", "--bs=1M", "--iodepth=4", "--size=32M", "--verify=crc32c", "--verify_fatal=1"},
+		{"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0"},
+		{"--rw=write", "--bs=1M", "--iodepth=4", "--size=32M", "--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0"},
 		{"--rw=randread", "--bs=4k", "--iodepth=32", "--size=64M", "--time_based", "--runtime=1"},
 	} {
 		base := []string{"--name=nbd", "--ioengine=nbd", "--uri=" + uri, "--output-format=terse", "--terse-version=3"}
