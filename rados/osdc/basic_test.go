@@ -1,0 +1,47 @@
+package osdc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestWriteReadEndToEnd(t *testing.T) {
+	tc := connect(t, cluster, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data := bytes.Repeat([]byte("purerbd-osdc "), 1000)
+	if _, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "e2e-1", Ops: []OSDOp{WriteFull(data)}}); err != nil {
+		t.Fatalf("writefull: %v", err)
+	}
+	rep, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "e2e-1", Ops: []OSDOp{Read(0, 0), Stat()}})
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(rep.Ops[0].OutData, data) {
+		t.Fatalf("read %d bytes, want %d identical", len(rep.Ops[0].OutData), len(data))
+	}
+	size, _, err := ParseStat(rep.Ops[1].OutData)
+	if err != nil || size != uint64(len(data)) {
+		t.Fatalf("stat: size %d, %v", size, err)
+	}
+	// the rados CLI sees the same bytes
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := cluster.Rados(ctx, "-p", cluster.Pool, "get", "e2e-1", out); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(out)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("rados get: %d bytes differ", len(got))
+	}
+	// a missing object is ENOENT
+	_, err = tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "e2e-missing", Ops: []OSDOp{Read(0, 0)}})
+	if !errors.Is(err, syscall.ENOENT) || !errors.Is(err, ENOENT) {
+		t.Fatalf("read of a missing object: %v, want ENOENT", err)
+	}
+}

@@ -1,0 +1,430 @@
+package osdc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/auth"
+	"github.com/purerbd/purerbd/rados/msgr"
+	"github.com/purerbd/purerbd/rados/osdmap"
+)
+
+// MapSource is what the objecter needs from the monitor client: newer OSD
+// maps on request, and the newest epoch the monitors know (to tell a pool
+// that does not exist from a map that is too old to show it).
+type MapSource interface {
+	// RequestOSDMap asks for the OSD maps after epoch have (a full map
+	// when have is 0). They are delivered to Objecter.HandleOSDMap. It
+	// must not block.
+	RequestOSDMap(have uint32)
+	// LatestOSDMapEpoch asks the monitors for their newest OSD map epoch.
+	LatestOSDMapEpoch(ctx context.Context) (uint32, error)
+}
+
+// Config configures an Objecter. Auth is required.
+type Config struct {
+	// Auth authenticates OSD sessions (an authorizer from the cephx OSD
+	// service ticket).
+	Auth auth.Provider
+	// Maps supplies newer OSD maps. Without one, the objecter works with
+	// the maps given to SetMap and HandleOSDMap only.
+	Maps MapSource
+	// Mode is the connection mode preference for OSDs.
+	Mode msgr.Mode
+	// Nonce identifies this client instance in its address on every OSD
+	// session (0: random).
+	Nonce uint32
+	// Features advertised on OSD sessions (0: msgr.DefaultFeatures).
+	Features uint64
+	// PingInterval is how often watches are confirmed (0: 5 s).
+	PingInterval time.Duration
+	// DialTimeout bounds one attempt to open an OSD session (0: 10 s).
+	DialTimeout time.Duration
+	// KeepaliveInterval and LivenessTimeout tune OSD sessions (0: msgr's
+	// defaults, 10 s and 30 s).
+	KeepaliveInterval time.Duration
+	LivenessTimeout   time.Duration
+	// Logger receives debug events (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Objecter sends requests to OSDs and sees each one through to a reply.
+// Its methods are safe for concurrent use.
+type Objecter struct {
+	cfg Config
+	log *slog.Logger
+
+	osdmap atomic.Pointer[osdmap.OSDMap]
+	mapMu  sync.Mutex // serialises map installation and the rescans after it
+	waitMu sync.Mutex
+	mapCh  chan struct{} // closed and replaced whenever a map is installed
+
+	lastTid    atomic.Uint64
+	lastCookie atomic.Uint64
+
+	sessMu   sync.Mutex
+	sessions map[int32]*session
+
+	homeMu   sync.Mutex
+	homeless map[uint64]*op // requests waiting for a map that lets them go
+
+	lingerMu sync.Mutex
+	lingers  map[uint64]*linger // by cookie
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns an objecter. It sends nothing until it has a map (SetMap,
+// HandleOSDMap) and a request.
+func New(cfg Config) (*Objecter, error) {
+	if cfg.Auth == nil {
+		return nil, errors.New("osdc: Config.Auth is required")
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 5 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Nonce == 0 {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("osdc: random nonce: %w", err)
+		}
+		cfg.Nonce = binary.LittleEndian.Uint32(b[:]) | 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &Objecter{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		mapCh:    make(chan struct{}),
+		sessions: map[int32]*session{},
+		homeless: map[uint64]*op{},
+		lingers:  map[uint64]*linger{},
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	o.wg.Add(1)
+	go o.tick()
+	return o, nil
+}
+
+// Close stops the objecter: requests in flight fail with ErrClosed,
+// watches end, sessions close. It waits for every goroutine to finish.
+func (o *Objecter) Close() error {
+	o.cancel()
+	o.sessMu.Lock()
+	sessions := make([]*session, 0, len(o.sessions))
+	for _, s := range o.sessions {
+		sessions = append(sessions, s)
+	}
+	o.sessions = map[int32]*session{}
+	o.sessMu.Unlock()
+	for _, s := range sessions {
+		s.close()
+	}
+	o.failAll(ErrClosed)
+	o.lingerMu.Lock()
+	ls := make([]*linger, 0, len(o.lingers))
+	for _, l := range o.lingers {
+		ls = append(ls, l)
+	}
+	o.lingerMu.Unlock()
+	for _, l := range ls {
+		l.fail(ErrClosed)
+	}
+	o.wg.Wait()
+	return nil
+}
+
+// closed reports whether Close was called.
+func (o *Objecter) closed() bool { return o.ctx.Err() != nil }
+
+// Map returns the current OSD map (nil before the first).
+func (o *Objecter) Map() *osdmap.OSDMap { return o.osdmap.Load() }
+
+// Epoch returns the current map's epoch (0 before the first).
+func (o *Objecter) Epoch() uint32 {
+	if m := o.osdmap.Load(); m != nil {
+		return m.Epoch
+	}
+	return 0
+}
+
+// mapChanged returns a channel closed when the next map is installed.
+func (o *Objecter) mapChanged() <-chan struct{} {
+	o.waitMu.Lock()
+	defer o.waitMu.Unlock()
+	return o.mapCh
+}
+
+// WaitForMap waits until the objecter has a map of at least epoch,
+// asking the MapSource for it.
+func (o *Objecter) WaitForMap(ctx context.Context, epoch uint32) error {
+	asked := false
+	for {
+		ch := o.mapChanged()
+		cur := o.Epoch()
+		if cur >= epoch && cur > 0 {
+			return nil
+		}
+		if !asked {
+			o.requestMap()
+			asked = true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("osdc: waiting for OSD map epoch %d (have %d): %w", epoch, cur, ctx.Err())
+		case <-o.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// requestMap asks the map source for maps newer than the current one.
+func (o *Objecter) requestMap() {
+	if o.cfg.Maps != nil && !o.closed() {
+		o.cfg.Maps.RequestOSDMap(o.Epoch())
+	}
+}
+
+// SetMap installs a full map (newer than the current one) and
+// re-targets every request, as a map from HandleOSDMap would.
+func (o *Objecter) SetMap(m *osdmap.OSDMap) {
+	o.mapMu.Lock()
+	defer o.mapMu.Unlock()
+	if cur := o.osdmap.Load(); cur != nil && cur.Epoch >= m.Epoch {
+		return
+	}
+	o.install(m)
+}
+
+// HandleOSDMap takes an MOSDMap (from the monitors or an OSD): it applies
+// the incrementals that follow the current map (or installs the newest
+// full map when there is none, or a gap), then re-targets every request.
+// Maps it cannot use yet make it ask the MapSource for the missing ones.
+func (o *Objecter) HandleOSDMap(msg *msgr.Message) error {
+	mm, err := DecodeOSDMapMessage(msg)
+	if err != nil {
+		return err
+	}
+	o.mapMu.Lock()
+	defer o.mapMu.Unlock()
+	cur := o.osdmap.Load()
+	if cur != nil && mm.FSID != cur.FSID {
+		return fmt.Errorf("osdc: MOSDMap for cluster %s, ours is %s", mm.FSID, cur.FSID)
+	}
+	next := cur
+	have := uint32(0)
+	if cur != nil {
+		have = cur.Epoch
+	}
+	// Start from the newest full map when we have nothing, or when the
+	// incrementals cannot bridge from our epoch.
+	if len(mm.Maps) > 0 {
+		fulls := sortedEpochs(mm.Maps)
+		newest := fulls[len(fulls)-1]
+		_, bridged := mm.Incrementals[have+1]
+		if newest > have && (cur == nil || !bridged) {
+			full, err := osdmap.Decode(mm.Maps[newest])
+			if err != nil {
+				return fmt.Errorf("osdc: OSD map %d: %w", newest, err)
+			}
+			next = full
+		}
+	}
+	for next != nil {
+		blob, ok := mm.Incrementals[next.Epoch+1]
+		if !ok {
+			if full, ok := mm.Maps[next.Epoch+1]; ok {
+				m, err := osdmap.Decode(full)
+				if err != nil {
+					return fmt.Errorf("osdc: OSD map %d: %w", next.Epoch+1, err)
+				}
+				next = m
+				continue
+			}
+			break
+		}
+		inc, err := osdmap.DecodeIncremental(blob)
+		if err != nil {
+			return fmt.Errorf("osdc: OSD map incremental %d: %w", next.Epoch+1, err)
+		}
+		n, err := next.Apply(inc)
+		if err != nil {
+			return fmt.Errorf("osdc: applying OSD map incremental %d: %w", next.Epoch+1, err)
+		}
+		next = n
+	}
+	if next == nil || (cur != nil && next.Epoch <= cur.Epoch) {
+		if mm.Newest > have {
+			o.requestMap()
+		}
+		return nil
+	}
+	o.install(next)
+	if mm.Newest > next.Epoch {
+		o.requestMap()
+	}
+	return nil
+}
+
+// install makes m current and re-targets everything. Callers hold mapMu.
+func (o *Objecter) install(m *osdmap.OSDMap) {
+	o.osdmap.Store(m)
+	o.waitMu.Lock()
+	close(o.mapCh)
+	o.mapCh = make(chan struct{})
+	o.waitMu.Unlock()
+	o.log.Debug("osdc: new OSD map", "epoch", m.Epoch)
+	o.scan(m)
+}
+
+// scan re-targets every request and watch after a map change and keeps
+// the sessions in step with the map.
+func (o *Objecter) scan(m *osdmap.OSDMap) {
+	o.sessMu.Lock()
+	sessions := make([]*session, 0, len(o.sessions))
+	for _, s := range o.sessions {
+		sessions = append(sessions, s)
+	}
+	o.sessMu.Unlock()
+	var ops []*op
+	for _, s := range sessions {
+		ops = s.appendOps(ops)
+		s.mapChanged(m)
+	}
+	o.homeMu.Lock()
+	for _, op := range o.homeless {
+		ops = append(ops, op)
+	}
+	o.homeMu.Unlock()
+	var sends sendBatch
+	for _, op := range ops {
+		op.mu.Lock()
+		if !op.finished {
+			o.placeLocked(op, m, &sends, false)
+		}
+		op.mu.Unlock()
+	}
+	o.sendAsync(sends)
+	o.lingerMu.Lock()
+	ls := make([]*linger, 0, len(o.lingers))
+	for _, l := range o.lingers {
+		ls = append(ls, l)
+	}
+	o.lingerMu.Unlock()
+	for _, l := range ls {
+		l.mapChanged(m)
+	}
+	o.closeIdleSessions(m)
+}
+
+// session returns the session to osd, opening it if needed.
+func (o *Objecter) session(osd int32) (*session, error) {
+	o.sessMu.Lock()
+	defer o.sessMu.Unlock()
+	if o.closed() {
+		return nil, ErrClosed
+	}
+	s := o.sessions[osd]
+	if s == nil {
+		s = newSession(o, osd)
+		o.sessions[osd] = s
+		o.wg.Add(1)
+		go s.run()
+	}
+	return s, nil
+}
+
+// closeIdleSessions closes sessions to OSDs that are down or gone and
+// have nothing in flight.
+func (o *Objecter) closeIdleSessions(m *osdmap.OSDMap) {
+	var idle []*session
+	o.sessMu.Lock()
+	for osd, s := range o.sessions {
+		if m.IsUp(osd) {
+			continue
+		}
+		if s.closeIfIdle() {
+			delete(o.sessions, osd)
+			idle = append(idle, s)
+		}
+	}
+	o.sessMu.Unlock()
+	for _, s := range idle {
+		o.log.Debug("osdc: closed idle session", "osd", s.osd)
+	}
+}
+
+// failAll finishes every request with err (Close).
+func (o *Objecter) failAll(err error) {
+	var ops []*op
+	o.homeMu.Lock()
+	for _, op := range o.homeless {
+		ops = append(ops, op)
+	}
+	o.homeMu.Unlock()
+	for _, op := range ops {
+		op.mu.Lock()
+		op.finishLocked(nil, err)
+		op.mu.Unlock()
+	}
+}
+
+// tick pings watches and, while requests wait for a map, keeps asking
+// for one.
+func (o *Objecter) tick() {
+	defer o.wg.Done()
+	t := time.NewTicker(o.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-t.C:
+		}
+		o.homeMu.Lock()
+		waiting := len(o.homeless) > 0
+		o.homeMu.Unlock()
+		if waiting {
+			o.requestMap()
+		}
+		o.lingerMu.Lock()
+		ls := make([]*linger, 0, len(o.lingers))
+		for _, l := range o.lingers {
+			ls = append(ls, l)
+		}
+		o.lingerMu.Unlock()
+		for _, l := range ls {
+			l.ping()
+		}
+	}
+}
+
+// msgrConfig is the configuration of OSD sessions.
+func (o *Objecter) msgrConfig() msgr.Config {
+	return msgr.Config{
+		Auth:              o.cfg.Auth,
+		PeerType:          osdEntity,
+		Mode:              o.cfg.Mode,
+		Nonce:             o.cfg.Nonce,
+		Features:          o.cfg.Features,
+		KeepaliveInterval: o.cfg.KeepaliveInterval,
+		LivenessTimeout:   o.cfg.LivenessTimeout,
+		Logger:            o.log,
+	}
+}

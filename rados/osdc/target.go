@@ -1,0 +1,130 @@
+package osdc
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/osdmap"
+)
+
+// base is what a request (or a watch) is addressed to, before any map
+// is consulted.
+type base struct {
+	oloc  denc.ObjectLocator // pool, namespace, locator key; Hash -1
+	oid   string
+	pg    *denc.PG // placement-group requests (listing): the raw PG
+	flags uint32
+}
+
+// target is where a request goes under one map: Ceph's op_target_t.
+type target struct {
+	epoch    uint32
+	oloc     denc.ObjectLocator // after cache tiering
+	rawPG    denc.PG            // full-precision placement seed
+	pgid     denc.PG            // folded into pg_num
+	spg      denc.SPG           // with the shard for erasure-coded pools
+	mapping  osdmap.Mapping
+	size     uint8
+	minSize  uint8
+	pgNum    uint32
+	pgpNum   uint32
+	pending  uint32 // pg_num_pending
+	osd      int32  // the OSD to send to; -1 for none
+	paused   bool
+	forcedAt uint32 // the pool's last_force_op_resend when computed
+}
+
+// calcTarget computes b's target under m. An error means the pool does
+// not exist (ErrPoolNotFound) or is flagged EIO (ErrPoolEIO).
+func calcTarget(m *osdmap.OSDMap, b *base) (target, error) {
+	t := target{epoch: m.Epoch, osd: -1, oloc: b.oloc}
+	pool := m.Pool(b.oloc.Pool)
+	if pool == nil {
+		return t, fmt.Errorf("%w: pool %d at epoch %d", ErrPoolNotFound, b.oloc.Pool, m.Epoch)
+	}
+	if pool.Flags&osdmap.PoolFlagEIO != 0 {
+		return t, fmt.Errorf("%w: pool %d", ErrPoolEIO, b.oloc.Pool)
+	}
+	isRead, isWrite := b.flags&FlagRead != 0, b.flags&FlagWrite != 0
+	if b.flags&FlagIgnoreOverlay == 0 {
+		if isRead && pool.ReadTier >= 0 {
+			t.oloc.Pool = pool.ReadTier
+		}
+		if isWrite && pool.WriteTier >= 0 {
+			t.oloc.Pool = pool.WriteTier
+		}
+		if t.oloc.Pool != b.oloc.Pool {
+			if pool = m.Pool(t.oloc.Pool); pool == nil {
+				return t, fmt.Errorf("%w: tier pool %d of pool %d", ErrPoolNotFound, t.oloc.Pool, b.oloc.Pool)
+			}
+		}
+	}
+	if b.pg != nil {
+		t.rawPG = denc.PG{Pool: uint64(t.oloc.Pool), Seed: b.pg.Seed}
+	} else {
+		loc := osdmap.Locator{Pool: t.oloc.Pool, Namespace: t.oloc.Namespace, Key: t.oloc.Key}
+		if t.oloc.Hash >= 0 {
+			loc.Hash, loc.HasHash = uint32(t.oloc.Hash), true
+		}
+		pg, err := m.ObjectToPG(b.oid, loc)
+		if err != nil {
+			return t, fmt.Errorf("%w: %v", ErrPoolNotFound, err)
+		}
+		t.rawPG = pg
+	}
+	t.pgid = pool.RawPGToPG(t.rawPG)
+	t.mapping = m.PGToUpActing(t.pgid)
+	t.size, t.minSize = pool.Size, pool.MinSize
+	t.pgNum, t.pgpNum, t.pending = pool.PGNum, pool.PGPNum, pool.PGNumPending
+	t.forcedAt = pool.LastForceOpResend
+	t.spg = denc.SPG{PG: t.pgid, Shard: denc.NoShard}
+	if pool.Type == osdmap.PoolTypeErasure {
+		for i, o := range t.mapping.Acting {
+			if o == t.mapping.ActingPrimary {
+				t.spg.Shard = int8(i)
+				break
+			}
+		}
+	}
+	t.osd = t.mapping.ActingPrimary
+	pauseRead := m.Flags&MapFlagPauseRead != 0
+	full := m.Flags&MapFlagFull != 0 || pool.Flags&osdmap.PoolFlagFull != 0
+	respectsFull := isWrite && b.flags&(FlagFullTry|FlagFullForce) == 0
+	pauseWrite := m.Flags&MapFlagPauseWrite != 0 || (respectsFull && full)
+	t.paused = (isRead && pauseRead) || (isWrite && pauseWrite)
+	return t, nil
+}
+
+// needsResend reports whether a request sent under t must be sent again
+// under n: its placement changed in a way that makes the OSD drop or
+// misdirect it (a new primary or acting set — Ceph's new interval — a
+// split or merge, a resend the pool forces), or it can go now that the
+// map no longer pauses it.
+func (t *target) needsResend(n *target) bool {
+	switch {
+	case t.osd != n.osd, t.pgid != n.pgid, t.spg != n.spg,
+		t.mapping.ActingPrimary != n.mapping.ActingPrimary,
+		t.mapping.UpPrimary != n.mapping.UpPrimary,
+		!slices.Equal(t.mapping.Acting, n.mapping.Acting),
+		!slices.Equal(t.mapping.Up, n.mapping.Up),
+		t.size != n.size, t.minSize != n.minSize,
+		t.pgNum != n.pgNum, t.pending != n.pending,
+		t.paused && !n.paused,
+		n.forcedAt > t.epoch && n.forcedAt != t.forcedAt:
+		return true
+	}
+	return false
+}
+
+// hobject is the object as OSDs sort it, for backoff ranges.
+func (t *target) hobject(oid string) HObject {
+	return HObject{
+		Key:       t.oloc.Key,
+		OID:       oid,
+		Snap:      SnapHead,
+		Hash:      t.rawPG.Seed,
+		Pool:      t.oloc.Pool,
+		Namespace: t.oloc.Namespace,
+	}
+}
