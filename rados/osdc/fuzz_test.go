@@ -16,7 +16,7 @@ import (
 
 func FuzzOSDOpReply(f *testing.F) {
 	r := &MOSDOpReply{Tid: 7, OID: "obj", PGID: denc.PG{Pool: 2, Seed: 0x1f}, Result: -2, Epoch: 12,
-		Ops: []OSDOp{{Code: OpRead, RVal: 0, OutData: []byte("data")}, {Code: OpStat, RVal: -2}},
+		Ops:      []OSDOp{{Code: OpRead, RVal: 0, OutData: []byte("data")}, {Code: OpStat, RVal: -2}},
 		Redirect: &Redirect{Oloc: denc.NewObjectLocator(3), OID: "other"}}
 	m := r.Message()
 	f.Add(m.Version, m.Front, m.Data)
