@@ -169,3 +169,17 @@ func DecodeListLocks(out []byte) (names []string, err error) {
 	})
 	return
 }
+
+// SetCookie is lock.set_cookie: change the cookie of a lock the caller
+// holds (after its watch was re-established with a new handle).
+func SetCookie(name string, typ LockType, cookie, tag, newCookie string) Method {
+	return lockMethod("set_cookie", args(func(e *denc.Encoder) {
+		e.Versioned(1, 1, func(e *denc.Encoder) {
+			e.String(name)
+			e.U8(uint8(typ))
+			e.String(cookie)
+			e.String(tag)
+			e.String(newCookie)
+		})
+	}))
+}

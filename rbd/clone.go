@@ -1,0 +1,417 @@
+package rbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"syscall"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/objectmap"
+	"github.com/purerbd/purerbd/rbd/striper"
+)
+
+// Clones (layering): a clone's objects that do not exist yet read through
+// to the parent snapshot, within the parent overlap; the first write to
+// such an object copies the parent's data up into it.
+
+// openParent opens the parent snapshot of a clone, read-only.
+func (img *Image) openParent(ctx context.Context) error {
+	h := img.hdr.Load()
+	if h.parent == nil {
+		return nil
+	}
+	p := h.parent
+	po := img.meta
+	if p.PoolID != img.meta.poolID() || p.PoolNamespace != img.meta.namespace() {
+		var err error
+		if po, err = img.meta.pool(ctx, p.PoolID, p.PoolNamespace); err != nil {
+			return fmt.Errorf("rbd: image %q: parent pool %d: %w", img.name, p.PoolID, err)
+		}
+	}
+	parent, err := openSnapshotByID(ctx, po, p.ImageID, p.SnapID, img.opts.Logger)
+	if err != nil {
+		return fmt.Errorf("rbd: image %q: opening parent %s@%d: %w", img.name, p.ImageID, p.SnapID, err)
+	}
+	img.parent = parent
+	return nil
+}
+
+// openSnapshotByID opens image id at snapshot snap, read-only, without a
+// watch (snapshots do not change).
+func openSnapshotByID(ctx context.Context, o objects, id string, snap uint64, log *slog.Logger) (*Image, error) {
+	opts := OpenOptions{ReadOnly: true, Logger: log}
+	img := &Image{id: id, meta: o, data: o, opts: opts, snapID: snap, readOnly: true, log: discardOr(log).With("id", id, "snap", snap)}
+	if out, err := call(ctx, o, directoryObject, cls.DirGetName(id)); err == nil {
+		img.name, _ = cls.DecodeString(out)
+	}
+	h, err := loadHeader(ctx, o, id, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkFeatures(id, true); err != nil {
+		return nil, err
+	}
+	if _, ok := h.snapByID(snap); !ok {
+		return nil, fmt.Errorf("%w: snapshot %d of image %s", ErrNotFound, snap, id)
+	}
+	img.hdr.Store(h)
+	if h.dataPool >= 0 && h.dataPool != o.poolID() {
+		if img.data, err = o.pool(ctx, h.dataPool, o.namespace()); err != nil {
+			return nil, err
+		}
+	}
+	if err := img.openParent(ctx); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// parentOverlap is how much of the parent the open view sees.
+func (img *Image) parentOverlap(h *header) uint64 {
+	if img.snapID != noSnap {
+		if s, ok := h.snapByID(img.snapID); ok {
+			return s.ParentOverlap
+		}
+		return 0
+	}
+	return h.overlap
+}
+
+// readFromParent fills extent x (of an object the clone does not have)
+// from the parent, zeros beyond the overlap.
+func (img *Image) readFromParent(ctx context.Context, h *header, x striper.ObjectExtent, base uint64, p []byte) error {
+	overlap := img.parentOverlap(h)
+	for _, b := range x.Buffer {
+		dst := p[b.Offset : b.Offset+b.Length]
+		imgOff := base + b.Offset
+		n := uint64(0)
+		if imgOff < overlap {
+			n = min(b.Length, overlap-imgOff)
+			got, err := img.parent.ReadAtContext(ctx, dst[:n], int64(imgOff))
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("rbd: reading parent of %q: %w", img.name, err)
+			}
+			clear(dst[got:n])
+		}
+		clear(dst[n:])
+	}
+	return nil
+}
+
+// objectParentData returns the parent's data for the whole of object
+// objno (nil when it is all zeros or outside the overlap).
+func (img *Image) objectParentData(ctx context.Context, h *header, objno uint64) ([]byte, error) {
+	overlap := img.parentOverlap(h)
+	l := h.layout
+	if l.ImageOffset(objno, 0) >= overlap && l.StripeCount == 1 {
+		return nil, nil
+	}
+	data := make([]byte, l.ObjectSize)
+	any := false
+	for off := uint64(0); off < l.ObjectSize; off += l.StripeUnit {
+		imgOff := l.ImageOffset(objno, off)
+		if imgOff >= overlap {
+			continue
+		}
+		n := min(l.StripeUnit, overlap-imgOff)
+		got, err := img.parent.ReadAtContext(ctx, data[off:off+n], int64(imgOff))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("rbd: reading parent of %q for copy-up: %w", img.name, err)
+		}
+		for _, c := range data[off : off+uint64(got)] {
+			if c != 0 {
+				any = true
+				break
+			}
+		}
+	}
+	if !any {
+		return nil, nil
+	}
+	// trailing zeros need not be written
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	return data[:end], nil
+}
+
+// hasParentData reports whether object objno overlaps the parent data.
+func (img *Image) hasParentData(h *header, objno uint64) bool {
+	overlap := img.parentOverlap(h)
+	l := h.layout
+	for off := uint64(0); off < l.ObjectSize; off += l.StripeUnit {
+		if l.ImageOffset(objno, off) < overlap {
+			return true
+		}
+	}
+	return false
+}
+
+// writeClone applies op to a clone's object, copying the parent's data
+// up first when the object does not exist yet.
+func (img *Image) writeClone(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string, op *objOp) error {
+	if !img.hasParentData(h, x.ObjectNo) {
+		return img.data.write(ctx, oid, h.snapc, op)
+	}
+	err := img.data.write(ctx, oid, h.snapc, assertExistsOp(), op)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: writing %s: %w", oid, err)
+	}
+	return img.copyup(ctx, h, x.ObjectNo, oid, op)
+}
+
+// copyup copies the parent's data into object objno (if it still does
+// not exist) and applies op (may be nil).
+func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid string, op *objOp) error {
+	data, err := img.objectParentData(ctx, h, objno)
+	if err != nil {
+		return err
+	}
+	if len(h.snapc.Snaps) > 0 {
+		// deep copy-up: the copied data belongs to the snapshots too, so
+		// it is written as of before them
+		if err := img.data.write(ctx, oid, denc.SnapContext{}, callOp(cls.Copyup(data))); err != nil {
+			return fmt.Errorf("rbd: copy-up of %s: %w", oid, err)
+		}
+		if op == nil {
+			return nil
+		}
+		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+			return fmt.Errorf("rbd: writing %s: %w", oid, err)
+		}
+		return nil
+	}
+	ops := []*objOp{callOp(cls.Copyup(data))}
+	if op != nil {
+		ops = append(ops, op)
+	}
+	if err := img.data.write(ctx, oid, h.snapc, ops...); err != nil {
+		return fmt.Errorf("rbd: copy-up and write of %s: %w", oid, err)
+	}
+	return nil
+}
+
+// zeroClone discards a range of a clone's object: objects holding parent
+// data are copied up and zeroed (removing them would expose the parent);
+// others are discarded as usual.
+func (img *Image) zeroClone(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
+	if !img.hasParentData(h, x.ObjectNo) {
+		return img.discardPlain(ctx, h, om, x, oid)
+	}
+	if om != nil {
+		if err := om.ensure(ctx, x.ObjectNo, objectmap.Exists); err != nil {
+			return err
+		}
+	}
+	var op *objOp
+	if x.Offset+x.Length == h.layout.ObjectSize {
+		op = truncateOp(x.Offset)
+	} else {
+		op = zeroOp(x.Offset, x.Length)
+	}
+	return img.writeClone(ctx, h, om, x, oid, op)
+}
+
+func discardOr(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+// detachFromParent removes a clone from its parent's list of children.
+func detachFromParent(ctx context.Context, o objects, id string, h *header) error {
+	p := h.parent
+	po := o
+	if p.PoolID != o.poolID() || p.PoolNamespace != o.namespace() {
+		var err error
+		if po, err = o.pool(ctx, p.PoolID, p.PoolNamespace); err != nil {
+			return fmt.Errorf("rbd: parent pool %d: %w", p.PoolID, err)
+		}
+	}
+	var err error
+	if h.opFeatures&OpFeatureCloneChild != 0 {
+		err = callWrite(ctx, po, headerObject(p.ImageID), cls.ChildDetach(p.SnapID,
+			cls.ChildImageSpec{PoolID: o.poolID(), PoolNamespace: o.namespace(), ImageID: id}))
+	} else {
+		err = callWrite(ctx, po, childrenObject, cls.RemoveChild(cls.ParentImageSpec{
+			PoolID: p.PoolID, PoolNamespace: p.PoolNamespace, ImageID: p.ImageID, SnapID: p.SnapID}, id))
+	}
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: detaching %s from parent %s@%d: %w", id, p.ImageID, p.SnapID, err)
+	}
+	notifyHeaderUpdateOf(ctx, po, p.ImageID)
+	return nil
+}
+
+// Clone creates childName (in childIoc's pool) as a clone v2 of
+// parentName@snapName, as librbd's CloneRequest does: the child header
+// records the parent (parent_attach), the child is marked clone-child and
+// attached to the parent snapshot's children (child_attach). Order and
+// striping default to the parent's; Features default to the parent's
+// (layering is required).
+func Clone(ctx context.Context, parentIoc IOContext, parentName, snapName string,
+	childIoc IOContext, childName string, opts CreateOptions) error {
+	po, err := adapt(parentIoc)
+	if err != nil {
+		return err
+	}
+	co, err := adapt(childIoc)
+	if err != nil {
+		return err
+	}
+	parentID, err := imageID(ctx, po, parentName)
+	if err != nil {
+		return err
+	}
+	ph, err := loadHeader(ctx, po, parentID, true)
+	if err != nil {
+		return err
+	}
+	if err := ph.checkFeatures(parentName, true); err != nil {
+		return err
+	}
+	if ph.features&FeatureLayering == 0 {
+		return fmt.Errorf("%w: parent %q does not have the layering feature", ErrInvalid, parentName)
+	}
+	snap, ok := ph.snapByName(snapName)
+	if !ok {
+		return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, parentName, snapName)
+	}
+	if opts.Order == 0 {
+		opts.Order = ph.order
+		if opts.StripeUnit == 0 && opts.StripeCount == 0 && ph.features&FeatureStripingV2 != 0 {
+			opts.StripeUnit, opts.StripeCount = ph.layout.StripeUnit, ph.layout.StripeCount
+		}
+	}
+	if opts.Features == 0 {
+		opts.Features = ph.features &^ (FeatureOperations | FeatureDataPool | FeatureStripingV2)
+		if opts.Features == 0 {
+			opts.Features = FeatureLayering
+		}
+	}
+	if opts.Features != FeatureNone && opts.Features&FeatureLayering == 0 {
+		return fmt.Errorf("%w: clones need the layering feature", ErrInvalid)
+	}
+	spec := cls.ParentImageSpec{PoolID: po.poolID(), PoolNamespace: po.namespace(), ImageID: parentID, SnapID: snap.ID}
+	_, err = create(ctx, co, childName, snap.Size, opts, func(ctx context.Context, id string) error {
+		hdr := headerObject(id)
+		if err := callWrite(ctx, co, hdr, cls.ParentAttach(spec, snap.Size, false)); err != nil {
+			return fmt.Errorf("rbd: attaching parent to %q: %w", childName, err)
+		}
+		if err := callWrite(ctx, co, hdr, cls.OpFeaturesSet(OpFeatureCloneChild, OpFeatureCloneChild)); err != nil {
+			return fmt.Errorf("rbd: marking %q a clone: %w", childName, err)
+		}
+		child := cls.ChildImageSpec{PoolID: co.poolID(), PoolNamespace: co.namespace(), ImageID: id}
+		if err := callWrite(ctx, po, headerObject(parentID), cls.ChildAttach(snap.ID, child)); err != nil {
+			return fmt.Errorf("rbd: attaching %q to %s@%s: %w", childName, parentName, snapName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	notifyHeaderUpdateOf(ctx, po, parentID)
+	return nil
+}
+
+// Flatten copies every object the clone still shares with its parent into
+// the clone and detaches it from the parent.
+func (img *Image) Flatten(ctx context.Context) error {
+	if img.readOnly {
+		return ErrReadOnly
+	}
+	h, err := img.header(ctx)
+	if err != nil {
+		return err
+	}
+	if h.parent == nil || img.parent == nil {
+		return fmt.Errorf("%w: image %q is not a clone", ErrInvalid, img.name)
+	}
+	// copy up object by object, through the normal write path (lock,
+	// object map)
+	n := h.layout.NumObjects(min(h.overlap, h.size))
+	for objno := uint64(0); objno < n; objno++ {
+		err := func() error {
+			h, om, done, err := img.beginWrite(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if h.parent == nil {
+				return nil
+			}
+			unlock := img.objLocks.lock(objno)
+			defer unlock()
+			if !img.hasParentData(h, objno) {
+				return nil
+			}
+			oid := striper.ObjectName(h.prefix, objno)
+			if err := img.data.read(ctx, oid, noSnap, statOp()); err == nil {
+				return nil
+			} else if !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("rbd: stat %s: %w", oid, err)
+			}
+			data, err := img.objectParentData(ctx, h, objno)
+			if err != nil || data == nil {
+				return err
+			}
+			if om != nil {
+				if err := om.ensure(ctx, objno, objectmap.Exists); err != nil {
+					return err
+				}
+			}
+			return img.copyup(ctx, h, objno, oid, nil)
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	err = img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+		h := img.hdr.Load()
+		if h.parent == nil {
+			return nil
+		}
+		if err := detachFromParent(ctx, img.meta, img.id, h); err != nil {
+			return err
+		}
+		ops := append(append([]*objOp(nil), guard...), callOp(cls.ParentDetach()))
+		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: detaching parent of %q: %w", img.name, err)
+		}
+		return img.refresh(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
+
+// Children lists the clones of one of the image's snapshots.
+func (img *Image) Children(ctx context.Context, snapName string) ([]cls.ChildImageSpec, error) {
+	h, err := img.header(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := h.snapByName(snapName)
+	if !ok {
+		return nil, fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, snapName)
+	}
+	return img.snapChildren(ctx, s.ID)
+}
+
+// Parent returns the clone's parent (nil for an image that is not a
+// clone) and the parent overlap.
+func (img *Image) Parent() (*ParentSpec, uint64) {
+	h := img.hdr.Load()
+	return h.parent, img.parentOverlap(h)
+}

@@ -1,0 +1,307 @@
+package rbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/striper"
+)
+
+// LockPolicy says what an Image holding the exclusive lock does when
+// another client asks for it.
+type LockPolicy int
+
+const (
+	// LockCooperative hands the lock over when asked, as librbd does by
+	// default, and takes it back (asking in turn) at the next write.
+	LockCooperative LockPolicy = iota
+	// LockRefuse keeps the lock once taken and answers requests with
+	// EROFS (rbd-nbd --exclusive): other writers fail instead of
+	// interleaving with this one.
+	LockRefuse
+)
+
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// ReadOnly opens without writing anything (no lock, no watch side
+	// effects beyond the header watch).
+	ReadOnly bool
+	// Snapshot opens the image as of the named snapshot (read-only).
+	Snapshot string
+	// LockPolicy applies with the exclusive-lock feature.
+	LockPolicy LockPolicy
+	// AcquireLock takes the exclusive lock at Open instead of at the
+	// first write.
+	AcquireLock bool
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Image is an open RBD image. Its methods are safe for concurrent use;
+// I/O to disjoint or overlapping ranges may run in parallel (overlapping
+// writes land in an unspecified order, as with a disk).
+type Image struct {
+	name     string
+	id       string
+	meta     objects // the header's pool
+	data     objects // the data pool (== meta without a data pool)
+	readOnly bool
+	snapID   uint64
+	opts     OpenOptions
+	log      *slog.Logger
+
+	hdr   atomic.Pointer[header]
+	stale atomic.Bool // a HEADER_UPDATE arrived: refresh before the next operation
+
+	// ioGate is held shared by every write while it runs and
+	// exclusively by operations that must see no write in flight
+	// (releasing the exclusive lock, snapshot creation, resize).
+	ioGate sync.RWMutex
+
+	watchMu sync.Mutex
+	watch   watchHandle
+
+	lock   *exclusiveLock // nil without the feature or when read-only
+	parent *Image         // clones: the parent at its snapshot
+
+	objLocks objectLocks
+
+	refreshMu sync.Mutex
+	closed    atomic.Bool
+}
+
+// Open opens image name in the pool of ioc.
+func Open(ctx context.Context, ioc IOContext, name string, opts OpenOptions) (*Image, error) {
+	o, err := adapt(ioc)
+	if err != nil {
+		return nil, err
+	}
+	return openImage(ctx, o, name, "", opts)
+}
+
+// OpenByID opens the image with the given id (its name is looked up in
+// the directory).
+func OpenByID(ctx context.Context, ioc IOContext, id string, opts OpenOptions) (*Image, error) {
+	o, err := adapt(ioc)
+	if err != nil {
+		return nil, err
+	}
+	return openImage(ctx, o, "", id, opts)
+}
+
+func imageID(ctx context.Context, o objects, name string) (string, error) {
+	out, err := call(ctx, o, idObject(name), cls.GetID())
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) {
+			return "", fmt.Errorf("%w: image %q", ErrNotFound, name)
+		}
+		return "", fmt.Errorf("rbd: reading id of %q: %w", name, err)
+	}
+	return cls.DecodeString(out)
+}
+
+func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions) (*Image, error) {
+	var err error
+	if id == "" {
+		if id, err = imageID(ctx, o, name); err != nil {
+			return nil, err
+		}
+	} else if name == "" {
+		if out, err := call(ctx, o, directoryObject, cls.DirGetName(id)); err == nil {
+			name, _ = cls.DecodeString(out)
+		}
+	}
+	log := discardOr(opts.Logger)
+	img := &Image{name: name, id: id, meta: o, data: o, opts: opts, snapID: noSnap,
+		readOnly: opts.ReadOnly || opts.Snapshot != "",
+		log:      log.With("image", name, "id", id)}
+	h, err := loadHeader(ctx, o, id, img.readOnly)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkFeatures(name, img.readOnly); err != nil {
+		return nil, err
+	}
+	if opts.Snapshot != "" {
+		s, ok := h.snapByName(opts.Snapshot)
+		if !ok {
+			return nil, fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, name, opts.Snapshot)
+		}
+		img.snapID = s.ID
+	}
+	if !img.readOnly && h.features&FeatureObjectMap != 0 && h.flags&FlagObjectMapInvalid != 0 {
+		return nil, fmt.Errorf("rbd: image %q: object map is flagged invalid; rebuild it with `rbd object-map rebuild` before writing", name)
+	}
+	img.hdr.Store(h)
+	if h.dataPool >= 0 && h.dataPool != o.poolID() {
+		if img.data, err = o.pool(ctx, h.dataPool, o.namespace()); err != nil {
+			return nil, fmt.Errorf("rbd: image %q: data pool %d: %w", name, h.dataPool, err)
+		}
+	}
+	if err := img.openParent(ctx); err != nil {
+		return nil, err
+	}
+	if img.snapID == noSnap {
+		if err := img.startWatch(ctx); err != nil {
+			img.closeParent(ctx)
+			return nil, err
+		}
+	}
+	if !img.readOnly && h.features&FeatureExclusiveLock != 0 {
+		img.lock = newExclusiveLock(img)
+		if opts.AcquireLock || opts.LockPolicy == LockRefuse {
+			if err := img.lock.acquire(ctx); err != nil {
+				_ = img.Close()
+				return nil, err
+			}
+		}
+	}
+	return img, nil
+}
+
+// Close releases the exclusive lock (if held), removes the header watch
+// and closes the parent. The image is unusable afterwards.
+func (img *Image) Close() error {
+	return img.CloseContext(context.Background())
+}
+
+// CloseContext is Close with a context bounding the cluster round trips.
+func (img *Image) CloseContext(ctx context.Context) error {
+	if img.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	if img.lock != nil {
+		if err := img.lock.shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	img.watchMu.Lock()
+	w := img.watch
+	img.watch = nil
+	img.watchMu.Unlock()
+	if w != nil {
+		if err := w.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rbd: unwatching header: %w", err))
+		}
+	}
+	img.closeParent(ctx)
+	return errors.Join(errs...)
+}
+
+func (img *Image) closeParent(ctx context.Context) {
+	if img.parent != nil {
+		_ = img.parent.CloseContext(ctx)
+		img.parent = nil
+	}
+}
+
+// Name returns the image's name; ID its id.
+func (img *Image) Name() string { return img.name }
+
+// ID returns the image id.
+func (img *Image) ID() string { return img.id }
+
+// header returns the current header, refreshing it first when a
+// notification said it changed.
+func (img *Image) header(ctx context.Context) (*header, error) {
+	if img.closed.Load() {
+		return nil, ErrClosed
+	}
+	if img.stale.Load() {
+		if err := img.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return img.hdr.Load(), nil
+}
+
+// refresh re-reads the header.
+func (img *Image) refresh(ctx context.Context) error {
+	img.refreshMu.Lock()
+	defer img.refreshMu.Unlock()
+	img.stale.Store(false)
+	h, err := loadHeader(ctx, img.meta, img.id, img.readOnly)
+	if err != nil {
+		img.stale.Store(true)
+		return err
+	}
+	old := img.hdr.Load()
+	if old != nil && h.features != old.features && !img.readOnly {
+		if err := h.checkFeatures(img.name, false); err != nil {
+			return err
+		}
+	}
+	img.hdr.Store(h)
+	return nil
+}
+
+// Refresh re-reads the image's metadata from the cluster.
+func (img *Image) Refresh(ctx context.Context) error { return img.refresh(ctx) }
+
+// Size returns the image size in bytes (at the open snapshot).
+func (img *Image) Size() int64 { return int64(img.sizeOf(img.hdr.Load())) }
+
+// sizeOf is the size of the open view (head or snapshot) in h.
+func (img *Image) sizeOf(h *header) uint64 {
+	if img.snapID != noSnap {
+		if s, ok := h.snapByID(img.snapID); ok {
+			return s.Size
+		}
+	}
+	return h.size
+}
+
+// ReadOnly reports whether the image was opened read-only (or at a
+// snapshot).
+func (img *Image) ReadOnly() bool { return img.readOnly }
+
+// Info describes an image as `rbd info` does.
+type Info struct {
+	Name            string
+	ID              string
+	Size            uint64
+	Order           uint8
+	ObjectSize      uint64
+	NumObjects      uint64
+	BlockNamePrefix string
+	Features        Feature
+	OpFeatures      uint64
+	Flags           uint64
+	StripeUnit      uint64
+	StripeCount     uint64
+	DataPoolID      int64 // -1 without a data pool
+	CreateTimestamp int64 // Unix seconds; 0 when unknown
+	Snapshots       []SnapInfo
+	Parent          *ParentSpec
+	ParentOverlap   uint64
+}
+
+// Stat returns the image's metadata (re-reading the header).
+func (img *Image) Stat(ctx context.Context) (Info, error) {
+	if err := img.refresh(ctx); err != nil {
+		return Info{}, err
+	}
+	h := img.hdr.Load()
+	return infoOf(img.name, img.id, h, img.sizeOf(h)), nil
+}
+
+func infoOf(name, id string, h *header, size uint64) Info {
+	return Info{
+		Name: name, ID: id, Size: size, Order: h.order, ObjectSize: 1 << h.order,
+		NumObjects: h.layout.NumObjects(size), BlockNamePrefix: h.prefix,
+		Features: h.features, OpFeatures: h.opFeatures, Flags: h.flags,
+		StripeUnit: h.layout.StripeUnit, StripeCount: h.layout.StripeCount,
+		DataPoolID: h.dataPool, CreateTimestamp: int64(h.created.Sec),
+		Snapshots: append([]SnapInfo(nil), h.snaps...), Parent: h.parent, ParentOverlap: h.overlap,
+	}
+}
+
+// layoutOf returns the image's striping layout.
+func layoutOf(h *header) striper.Layout { return h.layout }

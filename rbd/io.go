@@ -1,0 +1,358 @@
+package rbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+
+	"github.com/purerbd/purerbd/rbd/objectmap"
+	"github.com/purerbd/purerbd/rbd/striper"
+)
+
+// Image I/O: byte ranges are cut into per-object extents (Ceph's
+// striping), which are read or written in parallel.
+
+// maxObjectsInFlight bounds the object requests one image request keeps
+// in flight.
+const maxObjectsInFlight = 32
+
+// forEach runs f for 0..n-1 with bounded parallelism and returns the
+// first error (cancelling the others).
+func forEach(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	if n == 1 {
+		return f(ctx, 0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+		ferr error
+	)
+	sem := make(chan struct{}, maxObjectsInFlight)
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(ctx, i); err != nil {
+				once.Do(func() { ferr = err; cancel() })
+			}
+		}(i)
+	}
+	wg.Wait()
+	if ferr == nil && ctx.Err() != nil {
+		ferr = ctx.Err()
+	}
+	return ferr
+}
+
+// objectLocks serialises operations on one data object (object map
+// transitions must not interleave with another operation's data I/O on
+// the same object); operations on different objects do not wait for
+// each other.
+type objectLocks struct {
+	mu sync.Mutex
+	m  map[uint64]*objectLockEntry
+}
+
+type objectLockEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (t *objectLocks) lock(n uint64) func() {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[uint64]*objectLockEntry{}
+	}
+	e := t.m[n]
+	if e == nil {
+		e = &objectLockEntry{}
+		t.m[n] = e
+	}
+	e.refs++
+	t.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		t.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(t.m, n)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// gather returns the bytes of p that extent x covers, contiguous.
+func gather(p []byte, x striper.ObjectExtent) []byte {
+	if len(x.Buffer) == 1 {
+		b := x.Buffer[0]
+		return p[b.Offset : b.Offset+b.Length]
+	}
+	buf := make([]byte, 0, x.Length)
+	for _, b := range x.Buffer {
+		buf = append(buf, p[b.Offset:b.Offset+b.Length]...)
+	}
+	return buf
+}
+
+// scatter copies data (object bytes from x.Offset) into p's pieces and
+// zero-fills what data does not cover.
+func scatter(p []byte, x striper.ObjectExtent, data []byte) {
+	for _, b := range x.Buffer {
+		dst := p[b.Offset : b.Offset+b.Length]
+		n := copy(dst, data)
+		clear(dst[n:])
+		data = data[n:]
+	}
+}
+
+// beginWrite waits until this client may write (taking the exclusive
+// lock if the image has one) and returns the header and object map to
+// use; done must be called when the write finished.
+func (img *Image) beginWrite(ctx context.Context) (h *header, om *objectMap, done func(), err error) {
+	if img.readOnly {
+		return nil, nil, nil, ErrReadOnly
+	}
+	for {
+		if _, err := img.header(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+		img.ioGate.RLock()
+		if img.lock == nil || img.lock.isOwner() {
+			if img.lock != nil {
+				om = img.lock.objectMap()
+			}
+			return img.hdr.Load(), om, img.ioGate.RUnlock, nil
+		}
+		img.ioGate.RUnlock()
+		if err := img.lock.acquire(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+}
+
+// ReadAt implements io.ReaderAt.
+func (img *Image) ReadAt(p []byte, off int64) (int, error) {
+	return img.ReadAtContext(context.Background(), p, off)
+}
+
+// WriteAt implements io.WriterAt.
+func (img *Image) WriteAt(p []byte, off int64) (int, error) {
+	return img.WriteAtContext(context.Background(), p, off)
+}
+
+// ReadAtContext reads len(p) bytes at off. Ranges never written read as
+// zeros (or as the parent's data, for clones). At the end of the image it
+// returns fewer bytes and io.EOF.
+func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	h, err := img.header(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var om *objectMap
+	if img.snapID == noSnap && img.lock != nil {
+		img.ioGate.RLock()
+		defer img.ioGate.RUnlock()
+		if img.lock.isOwner() {
+			om = img.lock.objectMap()
+		}
+		h = img.hdr.Load()
+	}
+	size := img.sizeOf(h)
+	if uint64(off) >= size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := min(uint64(len(p)), size-uint64(off))
+	exts := h.layout.MapExtents(uint64(off), n)
+	err = forEach(ctx, len(exts), func(ctx context.Context, i int) error {
+		return img.readObject(ctx, h, om, exts[i], uint64(off), p)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n < uint64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
+	if om != nil && h.parent == nil && om.get(x.ObjectNo) == objectmap.Nonexistent {
+		scatter(p, x, nil)
+		return nil
+	}
+	oid := striper.ObjectName(h.prefix, x.ObjectNo)
+	op := readOp(x.Offset, x.Length)
+	err := img.data.read(ctx, oid, img.snapID, op)
+	if errors.Is(err, syscall.ENOENT) {
+		if h.parent != nil && img.parent != nil {
+			return img.readFromParent(ctx, h, x, base, p)
+		}
+		scatter(p, x, nil)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rbd: reading %s: %w", oid, err)
+	}
+	scatter(p, x, op.out)
+	return nil
+}
+
+// WriteAtContext writes p at off. Writes past the end of the image fail
+// with ErrOutOfRange (resize first).
+func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	h, om, done, err := img.beginWrite(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	if uint64(off)+uint64(len(p)) > h.size {
+		return 0, fmt.Errorf("%w: write of %d bytes at %d, image size %d", ErrOutOfRange, len(p), off, h.size)
+	}
+	exts := h.layout.MapExtents(uint64(off), uint64(len(p)))
+	err = forEach(ctx, len(exts), func(ctx context.Context, i int) error {
+		return img.writeObject(ctx, h, om, exts[i], uint64(off), p)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
+	buf := gather(p, x)
+	unlock := img.objLocks.lock(x.ObjectNo)
+	defer unlock()
+	if om != nil {
+		if err := om.ensure(ctx, x.ObjectNo, objectmap.Exists); err != nil {
+			return err
+		}
+	}
+	oid := striper.ObjectName(h.prefix, x.ObjectNo)
+	if h.parent != nil && img.parent != nil {
+		return img.writeClone(ctx, h, om, x, oid, writeOp(x.Offset, buf))
+	}
+	if err := img.data.write(ctx, oid, h.snapc, writeOp(x.Offset, buf)); err != nil {
+		return fmt.Errorf("rbd: writing %s: %w", oid, err)
+	}
+	return nil
+}
+
+// Flush returns once every write acknowledged so far is stable: writes
+// are acknowledged by the OSDs only once durable, and purerbd caches
+// nothing, so there is nothing to wait for.
+func (img *Image) Flush(ctx context.Context) error {
+	if img.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Discard deallocates [off, off+length): whole objects are removed, the
+// tail of an object truncated, other ranges zeroed, as librbd does. The
+// range reads as zeros afterwards.
+func (img *Image) Discard(ctx context.Context, off, length int64) error {
+	if off < 0 || length < 0 {
+		return fmt.Errorf("%w: negative range", ErrInvalid)
+	}
+	if length == 0 {
+		return nil
+	}
+	h, om, done, err := img.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if uint64(off) >= h.size {
+		return nil
+	}
+	n := min(uint64(length), h.size-uint64(off))
+	exts := h.layout.MapExtents(uint64(off), n)
+	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
+		return img.discardObject(ctx, h, om, exts[i])
+	})
+}
+
+// WriteZeroes makes [off, off+length) read as zeros, deallocating where
+// it can (the same object operations as Discard).
+func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
+	return img.Discard(ctx, off, length)
+}
+
+func (img *Image) discardObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent) error {
+	unlock := img.objLocks.lock(x.ObjectNo)
+	defer unlock()
+	oid := striper.ObjectName(h.prefix, x.ObjectNo)
+	if h.parent != nil && img.parent != nil {
+		return img.zeroClone(ctx, h, om, x, oid)
+	}
+	return img.discardPlain(ctx, h, om, x, oid)
+}
+
+// discardPlain discards a range of an object that has no parent data.
+func (img *Image) discardPlain(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
+	n := x.ObjectNo
+	if om != nil && om.get(n) == objectmap.Nonexistent {
+		return nil
+	}
+	objSize := h.layout.ObjectSize
+	switch {
+	case x.Offset == 0 && x.Length == objSize:
+		pending := objectmap.Pending
+		if om != nil {
+			if err := om.update(ctx, n, n+1, objectmap.Pending, nil); err != nil {
+				return err
+			}
+		}
+		err := img.data.write(ctx, oid, h.snapc, deleteOp())
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: removing %s: %w", oid, err)
+		}
+		if om != nil {
+			return om.update(ctx, n, n+1, objectmap.Nonexistent, &pending)
+		}
+		return nil
+	case x.Offset+x.Length == objSize:
+		if om != nil {
+			if err := om.ensure(ctx, n, objectmap.Exists); err != nil {
+				return err
+			}
+		}
+		if err := img.data.write(ctx, oid, h.snapc, truncateOp(x.Offset)); err != nil {
+			return fmt.Errorf("rbd: truncating %s: %w", oid, err)
+		}
+	default:
+		if om != nil {
+			if err := om.ensure(ctx, n, objectmap.Exists); err != nil {
+				return err
+			}
+		}
+		if err := img.data.write(ctx, oid, h.snapc, zeroOp(x.Offset, x.Length)); err != nil {
+			return fmt.Errorf("rbd: zeroing %s: %w", oid, err)
+		}
+	}
+	return nil
+}

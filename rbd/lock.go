@@ -1,0 +1,356 @@
+package rbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/watchnotify"
+)
+
+// exclusiveLock is librbd's managed exclusive lock: the `lock` class lock
+// "rbd_lock" on the header, exclusive, cookie "auto <watch handle>", tag
+// "internal". While it is held the object map (if any) is loaded and
+// locked too.
+type exclusiveLock struct {
+	img *Image
+
+	mu        sync.Mutex // serialises acquire, release and cookie changes
+	owned     atomic.Bool
+	cookie    string
+	cookieMu  sync.Mutex
+	curCookie string // cookie, readable without mu
+	omap      atomic.Pointer[objectMap]
+
+	releasing atomic.Bool
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	wakeMu sync.Mutex
+	wake   chan struct{} // closed when a peer releases the lock
+}
+
+func newExclusiveLock(img *Image) *exclusiveLock {
+	return &exclusiveLock{img: img, closing: make(chan struct{}), wake: make(chan struct{})}
+}
+
+func (l *exclusiveLock) isOwner() bool { return l.owned.Load() }
+
+// objectMap returns the loaded object map (nil without the feature or
+// when the lock is not held).
+func (l *exclusiveLock) objectMap() *objectMap { return l.omap.Load() }
+
+func (l *exclusiveLock) wakeChan() chan struct{} {
+	l.wakeMu.Lock()
+	defer l.wakeMu.Unlock()
+	return l.wake
+}
+
+// peerReleased wakes acquirers waiting for the owner to let go.
+func (l *exclusiveLock) peerReleased() {
+	l.wakeMu.Lock()
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.wakeMu.Unlock()
+}
+
+var errLockRetry = errors.New("retry")
+
+// acquire takes the lock, asking its current owner to release it if a
+// live librbd-compatible client holds it, and breaking it if its owner is
+// gone.
+func (l *exclusiveLock) acquire(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owned.Load() {
+		return nil
+	}
+	img := l.img
+	oid := headerObject(img.id)
+	wait := 50 * time.Millisecond
+	for {
+		select {
+		case <-l.closing:
+			return ErrClosed
+		default:
+		}
+		cookie := lockCookie(img.watchHandle())
+		wake := l.wakeChan()
+		err := callWrite(ctx, img.meta, oid, cls.Lock(lockName, cls.LockExclusive, cookie, lockTag, "", denc.UTime{}, 0))
+		if err == nil || errors.Is(err, syscall.EEXIST) {
+			return l.postAcquire(ctx, cookie)
+		}
+		if !errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("rbd: taking the exclusive lock of %q: %w", img.name, err)
+		}
+		err = l.handleBusy(ctx, oid)
+		if err == nil {
+			continue // the lock was broken: try again at once
+		}
+		if !errors.Is(err, errLockRetry) {
+			return err
+		}
+		select {
+		case <-wake:
+			wait = 50 * time.Millisecond
+		case <-time.After(wait):
+			wait = min(2*wait, time.Second)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// handleBusy deals with a lock held by someone else. It returns nil when
+// the lock was broken (retry at once), errLockRetry after asking a live
+// owner for it (wait, then retry), or a final error.
+func (l *exclusiveLock) handleBusy(ctx context.Context, oid string) error {
+	img := l.img
+	out, err := call(ctx, img.meta, oid, cls.GetInfo(lockName))
+	if err != nil {
+		return fmt.Errorf("rbd: reading the lock of %q: %w", img.name, err)
+	}
+	info, err := cls.DecodeGetInfo(out)
+	if err != nil {
+		return err
+	}
+	if len(info.Lockers) == 0 {
+		return nil
+	}
+	lk := info.Lockers[0]
+	handle, ok := parseLockCookie(lk.Cookie)
+	if info.Tag != lockTag || info.Type != cls.LockExclusive || !ok {
+		return fmt.Errorf("%w: %q is locked by %s (cookie %q, tag %q)", ErrLockedExternally, img.name, lk.Entity, lk.Cookie, info.Tag)
+	}
+	watchers, err := listWatchers(ctx, img.meta, oid)
+	if err != nil {
+		return fmt.Errorf("rbd: listing watchers of %q: %w", img.name, err)
+	}
+	alive := false
+	for _, w := range watchers {
+		if w.Entity == lk.Entity && w.Cookie == handle {
+			alive = true
+		}
+	}
+	if !alive {
+		img.log.Info("breaking the exclusive lock of a dead client", "owner", lk.Entity.String(), "cookie", lk.Cookie)
+		err := callWrite(ctx, img.meta, oid, cls.BreakLock(lockName, lk.Entity, lk.Cookie))
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: breaking the lock of %q held by %s: %w", img.name, lk.Entity, err)
+		}
+		return nil
+	}
+	replies, err := img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpRequestLock, Client: img.clientID()})
+	if err != nil && !errors.Is(err, syscall.ETIMEDOUT) {
+		img.log.Warn("lock request notification failed", "err", err)
+	}
+	for _, r := range replies {
+		if len(r.Reply) == 0 {
+			continue
+		}
+		resp, err := watchnotify.ParseResponse(r.Reply)
+		if err != nil {
+			continue
+		}
+		if resp.Result == -int32(syscall.EROFS) {
+			return fmt.Errorf("%w: the lock owner %s of %q will not release it", ErrBusy, lk.Entity, img.name)
+		}
+	}
+	return errLockRetry
+}
+
+// postAcquire loads what the lock protects and announces the new owner.
+func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
+	img := l.img
+	l.setCookie(cookie)
+	if err := img.refresh(ctx); err != nil {
+		l.unlockHeader(ctx)
+		return err
+	}
+	h := img.hdr.Load()
+	if h.features&FeatureObjectMap != 0 {
+		if h.flags&FlagObjectMapInvalid != 0 {
+			l.unlockHeader(ctx)
+			return fmt.Errorf("rbd: image %q: object map is flagged invalid; rebuild it with `rbd object-map rebuild`", img.name)
+		}
+		om, err := openObjectMap(ctx, img, h)
+		if err != nil {
+			l.unlockHeader(ctx)
+			return err
+		}
+		l.omap.Store(om)
+	}
+	l.owned.Store(true)
+	img.log.Debug("acquired exclusive lock", "cookie", cookie)
+	if _, err := img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpAcquiredLock, Client: img.clientID()}); err != nil {
+		img.log.Debug("acquired-lock notification", "err", err)
+	}
+	return nil
+}
+
+func (l *exclusiveLock) unlockHeader(ctx context.Context) {
+	err := callWrite(ctx, l.img.meta, headerObject(l.img.id), cls.Unlock(lockName, l.cookie))
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		l.img.log.Warn("releasing the header lock failed", "err", err)
+	}
+}
+
+// release waits for writes in flight, closes the object map, unlocks and
+// tells the other clients.
+func (l *exclusiveLock) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.owned.Load() {
+		return nil
+	}
+	img := l.img
+	img.ioGate.Lock()
+	defer img.ioGate.Unlock()
+	var errs []error
+	if om := l.omap.Swap(nil); om != nil {
+		if err := om.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := callWrite(ctx, img.meta, headerObject(img.id), cls.Unlock(lockName, l.cookie))
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		errs = append(errs, fmt.Errorf("rbd: releasing the exclusive lock of %q: %w", img.name, err))
+	}
+	l.owned.Store(false)
+	img.log.Debug("released exclusive lock")
+	if _, err := img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpReleasedLock, Client: img.clientID()}); err != nil {
+		img.log.Debug("released-lock notification", "err", err)
+	}
+	return errors.Join(errs...)
+}
+
+// handleRequest answers a peer's REQUEST_LOCK (from the notify callback,
+// so it must not block).
+func (l *exclusiveLock) handleRequest(m watchnotify.NotifyMessage) []byte {
+	if !l.owned.Load() {
+		return nil
+	}
+	if l.img.opts.LockPolicy == LockRefuse {
+		return watchnotify.ResponseMessage{Result: -int32(syscall.EROFS)}.Marshal()
+	}
+	if l.releasing.CompareAndSwap(false, true) {
+		go func() {
+			defer l.releasing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			l.img.log.Info("releasing the exclusive lock on request", "requester", m.Client.String())
+			if err := l.release(ctx); err != nil {
+				l.img.log.Warn("releasing the exclusive lock", "err", err)
+			}
+		}()
+	}
+	return watchnotify.ResponseMessage{Result: 0}.Marshal()
+}
+
+// rewatched moves a held lock to the new watch handle's cookie.
+func (l *exclusiveLock) rewatched(handle uint64) {
+	go func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.owned.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		newCookie := lockCookie(handle)
+		err := callWrite(ctx, l.img.meta, headerObject(l.img.id),
+			cls.SetCookie(lockName, cls.LockExclusive, l.cookie, lockTag, newCookie))
+		if err != nil {
+			l.img.log.Warn("exclusive lock lost after the header watch was re-established", "err", err)
+			l.omap.Store(nil)
+			l.owned.Store(false)
+			return
+		}
+		l.setCookie(newCookie)
+	}()
+}
+
+// shutdown stops acquisitions and releases the lock.
+func (l *exclusiveLock) shutdown(ctx context.Context) error {
+	l.closeOnce.Do(func() { close(l.closing) })
+	return l.release(ctx)
+}
+
+// Lock takes the exclusive lock now (it is otherwise taken at the first
+// write). Images without the exclusive-lock feature return nil.
+func (img *Image) Lock(ctx context.Context) error {
+	if img.lock == nil {
+		if img.readOnly {
+			return ErrReadOnly
+		}
+		return nil
+	}
+	return img.lock.acquire(ctx)
+}
+
+// Unlock releases the exclusive lock if held.
+func (img *Image) Unlock(ctx context.Context) error {
+	if img.lock == nil {
+		return nil
+	}
+	return img.lock.release(ctx)
+}
+
+// IsLockOwner reports whether this image holds the exclusive lock.
+func (img *Image) IsLockOwner() bool { return img.lock != nil && img.lock.isOwner() }
+
+func (l *exclusiveLock) setCookie(c string) {
+	l.cookie = c
+	l.cookieMu.Lock()
+	l.curCookie = c
+	l.cookieMu.Unlock()
+}
+
+// assertOp is the operation that fails a header update (with EBUSY)
+// unless this client still holds the lock, as librbd adds to its header
+// changes.
+func (l *exclusiveLock) assertOp() *objOp {
+	l.cookieMu.Lock()
+	c := l.curCookie
+	l.cookieMu.Unlock()
+	return callOp(cls.AssertLocked(lockName, cls.LockExclusive, c, lockTag))
+}
+
+// exclusive runs f while holding the exclusive lock (if the image has
+// one) with no write in flight; f gets the header ops prefix asserting
+// the lock.
+func (img *Image) exclusive(ctx context.Context, f func(ctx context.Context, guard []*objOp) error) error {
+	if img.readOnly {
+		return ErrReadOnly
+	}
+	for {
+		if img.lock != nil {
+			if err := img.lock.acquire(ctx); err != nil {
+				return err
+			}
+		}
+		img.ioGate.Lock()
+		if img.lock != nil && !img.lock.isOwner() {
+			img.ioGate.Unlock()
+			continue
+		}
+		var guard []*objOp
+		if img.lock != nil {
+			guard = []*objOp{img.lock.assertOp()}
+		}
+		err := img.refresh(ctx)
+		if err == nil {
+			err = f(ctx, guard)
+		}
+		img.ioGate.Unlock()
+		return err
+	}
+}

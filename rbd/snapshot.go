@@ -1,0 +1,312 @@
+package rbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/striper"
+)
+
+// Snapshots: self-managed RADOS snapshots recorded in the header. Every
+// write carries the image's snapshot context, so the OSDs keep each
+// object's data as of each snapshot.
+
+// Snapshots lists the image's snapshots, newest first.
+func (img *Image) Snapshots(ctx context.Context) ([]SnapInfo, error) {
+	if err := img.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return append([]SnapInfo(nil), img.hdr.Load().snaps...), nil
+}
+
+func validSnapName(name string) error {
+	if name == "" || len(name) > maxNameLength || strings.ContainsAny(name, "/@") {
+		return fmt.Errorf("%w: snapshot name %q", ErrInvalid, name)
+	}
+	return nil
+}
+
+// CreateSnapshot takes a snapshot of the image's head. Writes are held
+// back while it is taken, so it holds exactly the writes acknowledged
+// before it.
+func (img *Image) CreateSnapshot(ctx context.Context, name string) error {
+	if err := validSnapName(name); err != nil {
+		return err
+	}
+	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+		h := img.hdr.Load()
+		if _, ok := h.snapByName(name); ok {
+			return fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
+		}
+		for attempt := 0; ; attempt++ {
+			id, err := img.data.allocSnap(ctx)
+			if err != nil {
+				return fmt.Errorf("rbd: allocating a snapshot id: %w", err)
+			}
+			ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotAdd(id, name, cls.UserNamespace)))
+			err = img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...)
+			if err != nil {
+				_ = img.data.releaseSnap(context.WithoutCancel(ctx), id)
+				if errors.Is(err, syscall.ESTALE) && attempt < 5 {
+					if err := img.refresh(ctx); err != nil {
+						return err
+					}
+					continue
+				}
+				if errors.Is(err, syscall.EEXIST) {
+					return fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
+				}
+				return fmt.Errorf("rbd: adding snapshot %s@%s: %w", img.name, name, err)
+			}
+			if img.lock != nil {
+				if om := img.lock.objectMap(); om != nil {
+					if err := om.snapshot(ctx, id, h.features&FeatureFastDiff != 0); err != nil {
+						return err
+					}
+				}
+			}
+			return img.refresh(ctx)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
+
+// snapChildren lists the clones of snapshot snap (clone v2 and v1).
+func (img *Image) snapChildren(ctx context.Context, snap uint64) ([]cls.ChildImageSpec, error) {
+	var out []cls.ChildImageSpec
+	reply, err := call(ctx, img.meta, headerObject(img.id), cls.ChildrenList(snap))
+	if err == nil {
+		if out, err = cls.DecodeChildrenList(reply); err != nil {
+			return nil, err
+		}
+	} else if optional(err) != nil {
+		return nil, fmt.Errorf("rbd: listing children of %s@%d: %w", img.name, snap, err)
+	}
+	reply, err = call(ctx, img.meta, childrenObject, cls.GetChildren(cls.ParentImageSpec{
+		PoolID: img.meta.poolID(), PoolNamespace: img.meta.namespace(), ImageID: img.id, SnapID: snap}))
+	if err == nil {
+		ids, err := cls.DecodeStringList(reply)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			out = append(out, cls.ChildImageSpec{PoolID: img.meta.poolID(), ImageID: id})
+		}
+	} else if optional(err) != nil {
+		return nil, fmt.Errorf("rbd: listing v1 children of %s@%d: %w", img.name, snap, err)
+	}
+	return out, nil
+}
+
+// RemoveSnapshot deletes a snapshot (refusing protected snapshots and
+// snapshots with clones).
+func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+		h := img.hdr.Load()
+		s, ok := h.snapByName(name)
+		if !ok {
+			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
+		}
+		if s.ProtectionStatus != cls.Unprotected {
+			return fmt.Errorf("%w: snapshot %s@%s", ErrProtected, img.name, name)
+		}
+		children, err := img.snapChildren(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		if len(children) > 0 {
+			return fmt.Errorf("%w: snapshot %s@%s has %d clone(s)", ErrHasChildren, img.name, name, len(children))
+		}
+		if h.features&FeatureObjectMap != 0 {
+			if err := img.removeSnapObjectMap(ctx, h, s.ID, guard); err != nil {
+				return err
+			}
+		}
+		if err := img.data.releaseSnap(ctx, s.ID); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: releasing snapshot id %d: %w", s.ID, err)
+		}
+		ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotRemove(s.ID)))
+		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: removing snapshot %s@%s: %w", img.name, name, err)
+		}
+		return img.refresh(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
+
+// removeSnapObjectMap folds a removed snapshot's object map into the next
+// newer one (fast-diff) and deletes it.
+func (img *Image) removeSnapObjectMap(ctx context.Context, h *header, snap uint64, guard []*objOp) error {
+	oid := objectMapObject(img.id, snap)
+	if h.features&FeatureFastDiff != 0 {
+		out, err := call(ctx, img.meta, oid, cls.ObjectMapLoad())
+		if err == nil {
+			bv, err := cls.DecodeObjectMapLoad(out)
+			if err != nil {
+				return err
+			}
+			next := noSnap
+			for _, s := range h.snaps { // newest first
+				if s.ID > snap {
+					next = s.ID
+				}
+			}
+			dst := objectMapObject(img.id, next)
+			var ops []*objOp
+			if next == noSnap {
+				ops = append(ops, callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")))
+			}
+			ops = append(ops, callOp(cls.ObjectMapSnapRemove(bv)))
+			if err := img.meta.write(ctx, dst, denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("rbd: folding object map of snapshot %d into %s: %w", snap, dst, err)
+			}
+			if next == noSnap && img.lock != nil {
+				if om := img.lock.objectMap(); om != nil {
+					if err := om.reload(ctx); err != nil {
+						return err
+					}
+				}
+			}
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: loading object map %s: %w", oid, err)
+		}
+	}
+	if err := img.meta.write(ctx, oid, denc.SnapContext{}, deleteOp()); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: removing object map %s: %w", oid, err)
+	}
+	return nil
+}
+
+// ProtectSnapshot protects a snapshot (clones of it can be made, it
+// cannot be removed).
+func (img *Image) ProtectSnapshot(ctx context.Context, name string) error {
+	return img.setProtection(ctx, name, true)
+}
+
+// UnprotectSnapshot unprotects a snapshot that has no clones.
+func (img *Image) UnprotectSnapshot(ctx context.Context, name string) error {
+	return img.setProtection(ctx, name, false)
+}
+
+func (img *Image) setProtection(ctx context.Context, name string, protect bool) error {
+	if img.readOnly {
+		return ErrReadOnly
+	}
+	if err := img.refresh(ctx); err != nil {
+		return err
+	}
+	h := img.hdr.Load()
+	if h.features&FeatureLayering == 0 {
+		return fmt.Errorf("%w: image %q does not have the layering feature", ErrInvalid, img.name)
+	}
+	s, ok := h.snapByName(name)
+	if !ok {
+		return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
+	}
+	oid := headerObject(img.id)
+	set := func(st uint8) error {
+		return callWrite(ctx, img.meta, oid, cls.SetProtectionStatus(s.ID, st))
+	}
+	if protect {
+		if s.ProtectionStatus == cls.Protected {
+			return fmt.Errorf("%w: snapshot %s@%s is already protected", ErrBusy, img.name, name)
+		}
+		if err := set(cls.Protected); err != nil {
+			return fmt.Errorf("rbd: protecting %s@%s: %w", img.name, name, err)
+		}
+	} else {
+		if s.ProtectionStatus == cls.Unprotected {
+			return fmt.Errorf("%w: snapshot %s@%s is not protected", ErrInvalid, img.name, name)
+		}
+		if err := set(cls.Unprotecting); err != nil {
+			return fmt.Errorf("rbd: unprotecting %s@%s: %w", img.name, name, err)
+		}
+		children, err := img.snapChildren(ctx, s.ID)
+		if err == nil && len(children) > 0 {
+			err = fmt.Errorf("%w: snapshot %s@%s has %d clone(s)", ErrHasChildren, img.name, name, len(children))
+		}
+		if err != nil {
+			_ = set(cls.Protected)
+			return err
+		}
+		if err := set(cls.Unprotected); err != nil {
+			return fmt.Errorf("rbd: unprotecting %s@%s: %w", img.name, name, err)
+		}
+	}
+	if err := img.refresh(ctx); err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
+
+// RollbackSnapshot makes the head identical to a snapshot (size, data
+// and object map).
+func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+		h := img.hdr.Load()
+		s, ok := h.snapByName(name)
+		if !ok {
+			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
+		}
+		if s.Size != h.size {
+			if err := img.resizeLocked(ctx, s.Size, guard); err != nil {
+				return err
+			}
+			h = img.hdr.Load()
+		}
+		var om *objectMap
+		if img.lock != nil {
+			om = img.lock.objectMap()
+		}
+		if om != nil {
+			out, err := call(ctx, img.meta, objectMapObject(img.id, s.ID), cls.ObjectMapLoad())
+			if err != nil {
+				return fmt.Errorf("rbd: loading object map of snapshot %s: %w", name, err)
+			}
+			bv, err := cls.DecodeObjectMapLoad(out)
+			if err != nil {
+				return err
+			}
+			err = img.meta.write(ctx, om.oid, denc.SnapContext{},
+				callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")), writeFullOp(bv.Marshal()))
+			if err != nil {
+				return fmt.Errorf("rbd: rolling back object map: %w", err)
+			}
+			if err := om.reload(ctx); err != nil {
+				return err
+			}
+		}
+		n := h.layout.NumObjects(s.Size)
+		err := forEach(ctx, int(n), func(ctx context.Context, i int) error {
+			oid := striper.ObjectName(h.prefix, uint64(i))
+			err := img.data.write(ctx, oid, h.snapc, rollbackOp(s.ID))
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("rbd: rolling back %s: %w", oid, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return img.refresh(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
