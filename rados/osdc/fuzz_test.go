@@ -59,19 +59,19 @@ func normalizeReply(r *MOSDOpReply) {
 }
 
 func FuzzWatchNotify(f *testing.F) {
-	m := (&MWatchNotify{Opcode: WatchEventNotifyComplete, Cookie: 3, NotifyID: 99, Payload: []byte{0, 0, 0, 0, 0, 0, 0, 0}, ReturnCode: -110}).Message()
+	m := (&MWatchNotify{Opcode: WatchEventNotifyComplete, Cookie: 3, NotifyID: 99, Data: []byte{0, 0, 0, 0, 0, 0, 0, 0}, ReturnCode: -110}).Message()
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
 		w, err := DecodeWatchNotify(&msgr.Message{Type: MsgWatchNotify, Version: version, Front: front, Data: data})
 		if err != nil {
 			return
 		}
-		_, _, _ = DecodeNotifyAcks(w.Payload)
+		_, _, _ = DecodeNotifyAcks(w.Data)
 		if version < 3 || len(front) == 0 || front[0] == 0 {
 			return
 		}
 		w2, err := DecodeWatchNotify(w.Message())
-		if err != nil || w2.Cookie != w.Cookie || w2.NotifyID != w.NotifyID || !bytes.Equal(w2.Payload, w.Payload) ||
+		if err != nil || w2.Cookie != w.Cookie || w2.NotifyID != w.NotifyID || !bytes.Equal(w2.Payload, w.Payload) || !bytes.Equal(w2.Data, w.Data) ||
 			w2.ReturnCode != w.ReturnCode || w2.NotifierGID != w.NotifierGID || w2.Opcode != w.Opcode {
 			t.Fatalf("round trip: %+v -> %+v, %v", w, w2, err)
 		}

@@ -210,7 +210,7 @@ func (l *linger) waitComplete(ctx context.Context, id uint64) (*NotifyResult, bo
 			if w.NotifyID != id {
 				continue
 			}
-			acks, timedOut, err := DecodeNotifyAcks(w.Payload)
+			acks, timedOut, err := DecodeNotifyAcks(w.Data)
 			if err != nil {
 				return nil, true, err
 			}
@@ -467,6 +467,8 @@ func (o *Objecter) handleWatchNotify(w *MWatchNotify) {
 		if l.events != nil {
 			l.events.push(WatchEvent{NotifyID: w.NotifyID, NotifierGID: w.NotifierGID, Payload: append([]byte(nil), w.Payload...)})
 		}
+	default:
+		o.log.Debug("osdc: unknown watch event", "opcode", w.Opcode, "cookie", w.Cookie)
 	}
 }
 

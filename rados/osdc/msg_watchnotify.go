@@ -15,17 +15,21 @@ type MWatchNotify struct {
 	Cookie      uint64 // the watch's (or the notify's) cookie
 	Ver         uint64 // unused
 	NotifyID    uint64
-	Payload     []byte // notify: the notifier's payload; completion: the acks (DecodeNotifyAcks)
+	Payload     []byte // notify: the notifier's payload
 	ReturnCode  int32  // completion: 0 or -ETIMEDOUT
 	NotifierGID uint64 // notify: the notifier's global id
+	// Data is the message's data segment: for a completion, the
+	// watchers' acknowledgements (DecodeNotifyAcks).
+	Data []byte
 }
 
-// DecodeWatchNotify decodes an MWatchNotify. Payload aliases msg.Front.
+// DecodeWatchNotify decodes an MWatchNotify. Payload aliases msg.Front,
+// Data msg.Data.
 func DecodeWatchNotify(msg *msgr.Message) (*MWatchNotify, error) {
 	if msg.Type != MsgWatchNotify {
 		return nil, fmt.Errorf("osdc: message type %d is not MWatchNotify", msg.Type)
 	}
-	w := &MWatchNotify{}
+	w := &MWatchNotify{Data: msg.Data}
 	d := denc.NewDecoder(msg.Front)
 	msgVer := d.U8("MWatchNotify msg_ver")
 	w.Opcode = d.U8("MWatchNotify opcode")
@@ -58,5 +62,5 @@ func (w *MWatchNotify) Message() *msgr.Message {
 	e.Blob(w.Payload)
 	e.I32(w.ReturnCode)
 	e.U64(w.NotifierGID)
-	return &msgr.Message{Type: MsgWatchNotify, Version: 3, CompatVersion: 1, Front: e.Bytes()}
+	return &msgr.Message{Type: MsgWatchNotify, Version: 3, CompatVersion: 1, Front: e.Bytes(), Data: w.Data}
 }
