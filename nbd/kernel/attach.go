@@ -32,6 +32,9 @@ type AttachConfig struct {
 	// the device was configured with.
 	Conns int
 	// Timeout is the kernel's per-request timeout (0: kernel default).
+	// The kernel resends a request that was in flight on a connection
+	// that died only when it times out, so devices that must survive a
+	// restart of their server want a modest one (tens of seconds).
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel holds I/O when every
 	// connection is dead, waiting for a reattach; 0 fails I/O at once, so

@@ -45,6 +45,16 @@ func runScenario(ctx context.Context) error {
 		fmt.Printf("RESULT fail %v\n", err)
 		return err
 	}
+	// Request timeouts are not failures (a loaded host can starve the
+	// emulated CPU), but they are worth seeing.
+	timeouts := 0
+	for _, l := range strings.Split(dmesgTail(1000), "\n") {
+		if strings.Contains(l, "nbd") && strings.Contains(l, "timed out") {
+			fmt.Println("    dmesg:", l)
+			timeouts++
+		}
+	}
+	s.facts["kernel_request_timeouts"] = timeouts
 	out, _ := json.Marshal(map[string]any{"timings_s": s.timings, "facts": s.facts})
 	fmt.Printf("RESULT ok %s\n", out)
 	return nil
@@ -89,6 +99,9 @@ func (s *scenario) run(ctx context.Context) error {
 	}
 	defer s.client.Close()
 	if err := s.step("memory backend in process", func() error { return s.memoryInProcess(ctx) }); err != nil {
+		return err
+	}
+	if err := s.step("read-only, no cookie, destroy on disconnect", func() error { return s.readOnlyDestroy(ctx) }); err != nil {
 		return err
 	}
 	return s.reattachScenario(ctx)
@@ -180,6 +193,51 @@ func (s *scenario) memoryInProcess(ctx context.Context) error {
 	return nil
 }
 
+// readOnlyDestroy attaches a read-only export without a cookie that the
+// kernel removes on disconnect.
+func (s *scenario) readOnlyDestroy(ctx context.Context) error {
+	mem, err := nbd.NewMemory(4 * mib)
+	if err != nil {
+		return err
+	}
+	dev, err := kernel.Attach(ctx, kernel.AttachConfig{
+		Backend: mem, ReadOnly: true, DestroyOnDisconnect: true, Index: kernel.AnyIndex,
+	})
+	if err != nil {
+		return err
+	}
+	idx := dev.Index()
+	if dev.Reattachable() {
+		return errors.New("a device without a cookie says it can be reattached")
+	}
+	if err := expectSysfs(idx, map[string]string{"ro": "1", "queue/logical_block_size": "512", "backend": ""}); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dev.Path(), os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.Write(make([]byte, 4096))
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
+	}
+	if err == nil {
+		return errors.New("a write to a read-only device succeeded")
+	}
+	fmt.Printf("    write refused: %v\n", err)
+	if err := dev.Detach(ctx); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/sys/block/nbd%d", idx)); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nbd%d still exists after a disconnect with destroy-on-disconnect", idx)
+		}
+	}
+}
+
 // reattachScenario is the node plugin's life: a server process attaches
 // a file on tmpfs, ext4 goes on it, the server is SIGKILLed with writes
 // pending, a new process reattaches by cookie, the writes complete, the
@@ -195,7 +253,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	var idx int
 	if err := s.step("attach (server process, 2 conns)", func() error {
 		var err error
-		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", "2", "-dead", "60s", "-timeout", "60s")
+		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", "2", "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
@@ -229,31 +287,24 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 
-	// Kill the server with nothing in flight, then start a writer that
-	// must wait for the reattach.
+	// Kill the server while a writer keeps fdatasync'd writes in flight.
+	writer := startStreamWriter(mnt + "/B")
+	if !writer.waitProgress(4, 30*time.Second) {
+		return errors.New("the writer does not progress")
+	}
 	killed := time.Now()
 	srv.kill()
-	fmt.Printf("### [%6.2fs] server SIGKILLed\n", uptime())
+	fmt.Printf("### [%6.2fs] server SIGKILLed with writes in flight\n", uptime())
 	if c, err := s.client.Cookie(idx); err != nil || c != cookie {
 		return fmt.Errorf("cookie after the kill: %q %v", c, err)
 	}
-	type written struct {
-		sum string
-		err error
-		at  time.Time
-	}
-	writer := make(chan written, 1)
-	go func() {
-		sum, err := writeRandomFile(mnt+"/B", 8*mib)
-		writer <- written{sum, err, time.Now()}
-	}()
 	if err := s.step("I/O blocked while no server", func() error {
-		select {
-		case w := <-writer:
-			return fmt.Errorf("the writer finished with no server: %v", w.err)
-		case <-time.After(time.Second):
-			return nil
+		time.Sleep(500 * time.Millisecond)
+		before := writer.synced.Load()
+		if writer.waitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no server", writer.synced.Load()-before)
 		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -266,7 +317,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	var reattached time.Time
 	if err := s.step("reattach (new process, same cookie)", func() error {
 		var err error
-		srv2, err = startChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s")
+		srv2, err = startChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
@@ -285,18 +336,18 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	s.timings["kill to reattached"] = reattached.Sub(killed).Seconds()
 
 	var sumB string
-	if err := s.step("blocked writer completes", func() error {
-		select {
-		case w := <-writer:
-			if w.err != nil {
-				return w.err
-			}
-			sumB = w.sum
-			s.timings["reattached to writer done"] = w.at.Sub(reattached).Seconds()
-			return nil
-		case <-time.After(60 * time.Second):
+	if err := s.step("blocked writes resume", func() error {
+		if !writer.waitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
+		s.timings["reattached to writes resumed"] = time.Since(reattached).Seconds()
+		r := writer.finish()
+		if r.err != nil {
+			return r.err
+		}
+		sumB = r.sum
+		s.facts["writer_bytes"] = r.bytes
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -379,7 +430,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 			return err
 		}
 		var err error
-		srv3, err = startChild("reattach2", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s")
+		srv3, err = startChild("reattach2", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
