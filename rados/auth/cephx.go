@@ -97,6 +97,22 @@ func (c *CephX) Invalidate(service denc.EntityType) {
 	delete(c.tickets, service)
 }
 
+// MarkForRenewal makes the held tickets of services (a mask; include
+// denc.EntityTypeAuth for the AUTH ticket) due for renewal now, while
+// still valid: the next BuildRenewalRequest asks for them again. Use it
+// when a service refused an authorizer built from a ticket that looked
+// valid.
+func (c *CephX) MarkForRenewal(services denc.EntityType) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for s, t := range c.tickets {
+		if s&services != 0 && t.renewAfter.After(now) {
+			t.renewAfter = now
+		}
+	}
+}
+
 // needMask returns the services (including Auth) whose tickets are
 // missing or due for renewal. Callers hold c.mu.
 func (c *CephX) needMask() denc.EntityType {

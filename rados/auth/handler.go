@@ -103,6 +103,9 @@ func errnoText(result int32) string {
 // badMethodError is the common AUTH_BAD_METHOD interpretation.
 func badMethodError(name denc.AuthName, peer denc.EntityType, used Method, result int32, allowed []Method) error {
 	reason := fmt.Sprintf("%s refused: %s", used, errnoText(result))
+	if used == MethodCephX && (result == -13 || result == -1) {
+		reason = fmt.Sprintf("the %s refused our credentials (wrong key, or no such entity): %s", peer, errnoText(result))
+	}
 	if result == -95 {
 		ok := false
 		for _, m := range allowed {

@@ -1,0 +1,437 @@
+package msgr
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/denc"
+)
+
+// defaultHandshakeTimeout bounds Dial when ctx has no earlier deadline.
+const defaultHandshakeTimeout = 30 * time.Second
+
+// Conn is an established msgr2.1 connection. Its methods are safe for
+// concurrent use.
+type Conn struct {
+	cfg    Config
+	nc     net.Conn
+	br     *bufio.Reader
+	fr     *frameReader // owned by the reader goroutine after Dial
+	fw     *frameWriter // owned by the writer goroutine after Dial
+	target denc.EntityAddr
+	log    *slog.Logger
+
+	// Set by the handshake, read-only afterwards.
+	mode         ConnMode
+	myAddr       denc.EntityAddr
+	globalID     uint64
+	peerAddrs    denc.EntityAddrVec
+	peerGID      int64
+	peerFeatures uint64
+	features     uint64
+
+	incoming chan *Message
+	sendq    chan *sendReq
+	wake     chan struct{} // reader -> writer: an ack or keepalive reply is due
+	done     chan struct{}
+	failOnce sync.Once
+	err      error
+	wg       sync.WaitGroup
+
+	inSeq     atomic.Uint64 // last message sequence received
+	lastRx    atomic.Int64  // unix nanos of the last frame received
+	stalled   atomic.Bool   // the reader waits for the owner to take a message
+	kaReply   atomic.Pointer[denc.UTime]
+	lastKAAck atomic.Int64 // unix nanos of the last KEEPALIVE2_ACK
+}
+
+// sendReq is one message waiting for the writer.
+type sendReq struct {
+	m     *Message
+	state atomic.Int32 // sendQueued, sendTaken, sendCanceled
+	done  chan error
+}
+
+const (
+	sendQueued int32 = iota
+	sendTaken
+	sendCanceled
+)
+
+// Dial connects to addr, authenticates and establishes a session. addr
+// is "IP:PORT" or a Ceph address such as "v2:10.0.0.1:3300/0"; the nonce
+// of a Ceph address must match the daemon's (monitors use 0, OSDs a
+// random one from the OSDMap), as the peer checks it. A monitor address
+// without a port means 3300.
+//
+// ctx bounds the handshake only (30 s at most unless ctx ends earlier).
+// The returned Conn runs until Close or a fault.
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	a, err := denc.ParseEntityAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("msgr: dial %q: %w", addr, err)
+	}
+	return DialAddr(ctx, a, cfg)
+}
+
+// DialAddr is Dial with a parsed address. An address of type "any" is
+// taken as a v2 address; v1 addresses are refused.
+func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, error) {
+	if cfg.Auth == nil {
+		return nil, errors.New("msgr: Config.Auth is required")
+	}
+	if cfg.PeerType == 0 {
+		return nil, errors.New("msgr: Config.PeerType is required")
+	}
+	switch addr.Type {
+	case denc.AddrAny:
+		addr.Type = denc.AddrMsgr2
+	case denc.AddrMsgr2:
+	default:
+		return nil, fmt.Errorf("msgr: dial %s: not a msgr2 address", addr)
+	}
+	if addr.Port == 0 && cfg.PeerType == denc.EntityTypeMon {
+		addr.Port = 3300
+	}
+	if !addr.IP.IsValid() || addr.Port == 0 {
+		return nil, fmt.Errorf("msgr: dial %s: need an IP address and port", addr)
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Nonce == 0 {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("msgr: random nonce: %w", err)
+		}
+		cfg.Nonce = binary.LittleEndian.Uint32(b[:]) | 1
+	}
+
+	deadline := time.Now().Add(defaultHandshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	nc, err := dial(dctx, "tcp", addr.AddrPort().String())
+	if err != nil {
+		return nil, fmt.Errorf("msgr: dial %s: %w", addr, err)
+	}
+	c := &Conn{
+		cfg:      cfg,
+		nc:       nc,
+		br:       bufio.NewReaderSize(nc, 64<<10),
+		fr:       newFrameReader(cfg.limits()),
+		fw:       &frameWriter{},
+		target:   addr,
+		log:      cfg.Logger.With("peer", addr.String()),
+		incoming: make(chan *Message, cfg.IncomingQueue),
+		sendq:    make(chan *sendReq),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	// The handshake runs under a socket deadline; cancelling ctx cuts it.
+	_ = nc.SetDeadline(deadline)
+	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	herr := (&handshake{c: c}).run()
+	stopped := stop()
+	if herr == nil && !stopped {
+		herr = dctx.Err()
+	}
+	if herr != nil {
+		nc.Close()
+		if cerr := dctx.Err(); cerr != nil && !errors.Is(herr, cerr) {
+			herr = fmt.Errorf("%w (%w)", cerr, herr)
+		} else if peerGone(herr) {
+			herr = fmt.Errorf("%w during the handshake: %w", ErrPeerClosed, herr)
+		}
+		return nil, fmt.Errorf("msgr: handshake with %s %s: %w", cfg.PeerType, addr, herr)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c.lastRx.Store(time.Now().UnixNano())
+	c.log.Debug("msgr: connected", "mode", c.mode.String(), "global_id", c.globalID,
+		"peer_gid", c.peerGID, "features", fmt.Sprintf("%#x", c.features))
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c, nil
+}
+
+// Incoming delivers received messages in order. It is closed after the
+// connection fails or is closed, once the messages received before that
+// have been delivered.
+func (c *Conn) Incoming() <-chan *Message { return c.incoming }
+
+// Done is closed when the connection has failed or been closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended (ErrClosed after Close), or nil
+// while it is up.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Mode returns the negotiated connection mode.
+func (c *Conn) Mode() ConnMode { return c.mode }
+
+// Features returns the Ceph features both ends support: what message
+// encodings should assume.
+func (c *Conn) Features() uint64 { return c.features }
+
+// PeerFeatures returns the features the peer advertised.
+func (c *Conn) PeerFeatures() uint64 { return c.peerFeatures }
+
+// PeerAddrs returns the addresses the peer identified itself with.
+func (c *Conn) PeerAddrs() denc.EntityAddrVec { return c.peerAddrs }
+
+// PeerName returns the peer's entity name (type and its global id).
+func (c *Conn) PeerName() denc.EntityName {
+	return denc.EntityName{Type: c.cfg.PeerType, Num: c.peerGID}
+}
+
+// GlobalID returns our global id as authenticated on this connection.
+func (c *Conn) GlobalID() uint64 { return c.globalID }
+
+// LastKeepaliveAck returns when the peer last answered a KEEPALIVE2
+// (zero before the first answer).
+func (c *Conn) LastKeepaliveAck() time.Time {
+	if n := c.lastKAAck.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// LocalAddr returns the address we identified ourselves with (the IP
+// the peer sees, port 0, our nonce).
+func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
+
+// Send queues m and waits until it has been written to the socket; the
+// caller may reuse m's buffers once Send returns. It sets m.Seq. An error
+// means m was not (completely) sent: ctx ended before the writer took
+// it, or the connection failed. Messages from concurrent Sends go out in
+// the order the writer takes them.
+func (c *Conn) Send(ctx context.Context, m *Message) error {
+	req := &sendReq{m: m, done: make(chan error, 1)}
+	select {
+	case c.sendq <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.err
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
+			return ctx.Err()
+		}
+		return <-req.done // being written; bounded by the write timeout
+	}
+}
+
+// Close ends the connection and waits for its goroutines to stop.
+// Messages not yet read from Incoming are dropped. Close is idempotent.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// fail records the first error, closes the socket and signals Done.
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		_ = c.nc.Close()
+		if !errors.Is(err, ErrClosed) {
+			c.log.Debug("msgr: connection failed", "err", err)
+		}
+	})
+}
+
+// readLoop reads frames until the connection fails.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.incoming)
+	for {
+		f, err := c.fr.read(c.br)
+		if err != nil {
+			select {
+			case <-c.done: // closed or failed elsewhere; the socket error is a consequence
+			default:
+				if peerGone(err) {
+					err = fmt.Errorf("%w (%s): %w", ErrPeerClosed, c.cfg.PeerType, err)
+				} else {
+					err = fmt.Errorf("msgr: reading from %s: %w", c.cfg.PeerType, err)
+				}
+				c.fail(err)
+			}
+			return
+		}
+		c.lastRx.Store(time.Now().UnixNano())
+		if err := c.handleFrame(f); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// handleFrame processes one frame of an open session.
+func (c *Conn) handleFrame(f frame) error {
+	switch f.tag {
+	case tagMessage:
+		m, _, err := decodeHeader2(f.segs[0])
+		if err != nil {
+			return err
+		}
+		want := c.inSeq.Load() + 1
+		switch {
+		case m.Seq < want:
+			c.log.Debug("msgr: skipping old message", "seq", m.Seq, "want", want)
+			return nil
+		case m.Seq > want:
+			return fmt.Errorf("%w: message seq %d, want %d", ErrProtocol, m.Seq, want)
+		}
+		m.Front, m.Middle, m.Data = f.segs[1], f.segs[2], f.segs[3]
+		c.inSeq.Store(m.Seq)
+		select {
+		case c.incoming <- m:
+		default:
+			// The owner is behind: wait, without counting the wait
+			// against the peer's liveness.
+			c.stalled.Store(true)
+			select {
+			case c.incoming <- m:
+			case <-c.done:
+				return c.err
+			}
+			c.lastRx.Store(time.Now().UnixNano())
+			c.stalled.Store(false)
+		}
+		c.poke()
+	case tagKeepalive2:
+		ts, err := decodeStamp("KEEPALIVE2", f.segs[0])
+		if err != nil {
+			return err
+		}
+		c.kaReply.Store(&ts)
+		c.poke()
+	case tagKeepalive2Ack:
+		if _, err := decodeStamp("KEEPALIVE2_ACK", f.segs[0]); err != nil {
+			return err
+		}
+		c.lastKAAck.Store(time.Now().UnixNano())
+	case tagAck:
+		if _, err := decodeU64("ACK", f.segs[0]); err != nil {
+			return err
+		}
+		// Lossy: nothing is kept for resending, so acks free nothing.
+	default:
+		return fmt.Errorf("%w: unexpected frame tag %d in an open session", ErrProtocol, f.tag)
+	}
+	return nil
+}
+
+// poke wakes the writer without blocking.
+func (c *Conn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes messages, acks and keepalives until the connection
+// fails.
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	var tick <-chan time.Time
+	if c.cfg.KeepaliveInterval > 0 {
+		t := time.NewTicker(c.cfg.KeepaliveInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var outSeq, acked uint64
+	for {
+		var err error
+		select {
+		case <-c.done:
+			return
+		case req := <-c.sendq:
+			if !req.state.CompareAndSwap(sendQueued, sendTaken) {
+				continue
+			}
+			outSeq++
+			req.m.Seq = outSeq
+			ack := c.inSeq.Load()
+			err = c.writeMessage(req.m, outSeq, ack)
+			if err == nil {
+				acked = ack
+			}
+			req.done <- err
+		case <-c.wake:
+			if ts := c.kaReply.Swap(nil); ts != nil {
+				err = c.writeControl(tagKeepalive2Ack, encodeStamp(*ts))
+			}
+			if in := c.inSeq.Load(); err == nil && in > acked {
+				if err = c.writeControl(tagAck, encodeU64(in)); err == nil {
+					acked = in
+				}
+			}
+		case now := <-tick:
+			if lt := c.cfg.LivenessTimeout; lt > 0 && !c.stalled.Load() && now.Sub(time.Unix(0, c.lastRx.Load())) > lt {
+				err = fmt.Errorf("%w (nothing received for %s)", ErrTimeout, lt)
+				break
+			}
+			err = c.writeControl(tagKeepalive2, encodeStamp(denc.UTimeOf(now)))
+		}
+		if err != nil {
+			if peerGone(err) {
+				err = fmt.Errorf("%w (%s): %w", ErrPeerClosed, c.cfg.PeerType, err)
+			} else if !errors.Is(err, ErrTimeout) {
+				err = fmt.Errorf("msgr: writing to %s: %w", c.cfg.PeerType, err)
+			}
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// writeMessage writes a MESSAGE frame.
+func (c *Conn) writeMessage(m *Message, seq, ack uint64) error {
+	var hdr [header2Len]byte
+	encodeHeader2(hdr[:], m, seq, ack)
+	segs := [maxSegments][]byte{hdr[:], m.Front, m.Middle, m.Data}
+	return c.writeBuffers(c.fw.build(tagMessage, &segs))
+}
+
+// writeControl writes a frame with only a control segment.
+func (c *Conn) writeControl(tag uint8, control []byte) error {
+	segs := [maxSegments][]byte{control}
+	return c.writeBuffers(c.fw.build(tag, &segs))
+}
+
+func (c *Conn) writeBuffers(bufs net.Buffers) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
+		return err
+	}
+	_, err := bufs.WriteTo(c.nc)
+	c.fw.release()
+	return err
+}

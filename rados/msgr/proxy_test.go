@@ -1,0 +1,119 @@
+package msgr
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// faultProxy is a TCP relay between the client and a real Ceph daemon
+// that can record, cut or silence the daemon's side, to inject faults
+// into real sessions. Tests route Config.DialContext through it.
+type faultProxy struct {
+	t      testing.TB
+	ln     net.Listener
+	target string
+
+	cutAfter  atomic.Int64 // close both ends after this many daemon->client bytes (0: never)
+	blackhole atomic.Bool  // drop daemon->client bytes
+	mu        sync.Mutex
+	recorded  bytes.Buffer // daemon->client bytes, when record is set
+	record    bool
+	conns     []net.Conn
+	wg        sync.WaitGroup
+}
+
+func newFaultProxy(t testing.TB, target string) *faultProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{t: t, ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// dial is a Config.DialContext that goes through the proxy.
+func (p *faultProxy) dial(ctx context.Context, network, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.ln.Addr().String())
+}
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { // client -> daemon
+			defer p.wg.Done()
+			_, _ = io.Copy(s, c)
+			s.Close()
+		}()
+		go func() { // daemon -> client
+			defer p.wg.Done()
+			defer c.Close()
+			defer s.Close()
+			buf := make([]byte, 32<<10)
+			var sent int64
+			for {
+				n, err := s.Read(buf)
+				if n > 0 {
+					chunk := buf[:n]
+					if cut := p.cutAfter.Load(); cut > 0 && sent+int64(n) >= cut {
+						chunk = chunk[:cut-sent]
+						_, _ = c.Write(chunk)
+						return
+					}
+					if p.blackhole.Load() {
+						continue
+					}
+					p.mu.Lock()
+					if p.record {
+						p.recorded.Write(chunk)
+					}
+					p.mu.Unlock()
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+					sent += int64(n)
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// dropAll closes every relayed connection (as if the daemon died).
+func (p *faultProxy) dropAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *faultProxy) close() {
+	p.ln.Close()
+	p.dropAll()
+	p.wg.Wait()
+}
