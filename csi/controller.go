@@ -1,0 +1,556 @@
+package csi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The Controller service. No ControllerPublish: a node opens RBD images
+// itself from the volume ID, so nothing needs attaching (the CSIDriver
+// object says attachRequired: false and no csi-attacher runs).
+
+type controller struct {
+	csi.UnimplementedControllerServer
+	d *Driver
+}
+
+var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME,
+	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+}
+
+func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	caps := make([]*csi.ControllerServiceCapability, len(controllerCaps))
+	for i, t := range controllerCaps {
+		caps[i] = &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
+			Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}}
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// cluster finds a cluster by ID; an empty ID means the only one
+// configured.
+func (d *Driver) cluster(id string) (Cluster, error) {
+	cs, err := d.clusters()
+	if err != nil {
+		return Cluster{}, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if id == "" {
+		if len(cs) == 1 {
+			return cs[0], nil
+		}
+		return Cluster{}, status.Errorf(codes.InvalidArgument, "parameter %q is required when the cluster config lists %d clusters", paramClusterID, len(cs))
+	}
+	c, ok := cs.Find(id)
+	if !ok {
+		return Cluster{}, status.Errorf(codes.InvalidArgument, "cluster %q is not in the cluster config", id)
+	}
+	return c, nil
+}
+
+// open returns a session on a cluster with the request's secrets or the
+// plugin's credentials.
+func (d *Driver) open(ctx context.Context, clusterID string, secrets map[string]string) (Cluster, Credentials, Session, error) {
+	cl, err := d.cluster(clusterID)
+	if err != nil {
+		return cl, Credentials{}, nil, err
+	}
+	cred, err := d.credentials(secrets, cl.ID)
+	if err != nil {
+		return cl, cred, nil, err
+	}
+	s, err := d.cfg.Store.Session(ctx, cl, cred)
+	if err != nil {
+		return cl, cred, nil, storeError(err, cred, "cluster %q", cl.ID)
+	}
+	return cl, cred, s, nil
+}
+
+func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	d := c.d
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	src := req.GetVolumeContentSource()
+	if err := checkCapabilities(req.GetVolumeCapabilities(), src != nil); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if len(req.GetMutableParameters()) > 0 {
+		return nil, status.Error(codes.InvalidArgument, "mutable parameters are not supported")
+	}
+	p, err := parseVolumeParams(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if fs := fsTypeOf(req.GetVolumeCapabilities()); fs != "" {
+		p.FsType = fs
+	}
+	unlock, err := d.inFlight.lock(nameKey("volume", req.GetName()))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	cl, cred, s, err := d.open(ctx, p.ClusterID, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	ns := cl.Namespace
+	if p.hasNS {
+		ns = p.Namespace
+	}
+	pool, err := s.LookupPool(ctx, p.Pool)
+	if errors.Is(err, ErrNotFound) {
+		return nil, status.Errorf(codes.InvalidArgument, "pool %q does not exist in cluster %q", p.Pool, cl.ID)
+	}
+	if err != nil {
+		return nil, storeError(err, cred, "pool %q", p.Pool)
+	}
+	if p.DataPool != "" {
+		if _, err := s.LookupPool(ctx, p.DataPool); errors.Is(err, ErrNotFound) {
+			return nil, status.Errorf(codes.InvalidArgument, "data pool %q does not exist in cluster %q", p.DataPool, cl.ID)
+		} else if err != nil {
+			return nil, storeError(err, cred, "data pool %q", p.DataPool)
+		}
+	}
+	img := ImageRef{Pool: pool, Namespace: ns, Name: volumeImageName(p.Prefix, req.GetName())}
+	volID, err := VolumeID{ClusterID: cl.ID, Pool: pool, Namespace: ns, Image: img.Name}.Encode()
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	keys := []string{imageKey(cl.ID, img)}
+	source, err := d.resolveSource(ctx, s, cl, cred, src, img)
+	if err != nil {
+		return nil, err
+	}
+	if source != nil {
+		if k := imageKey(cl.ID, source.parent); k != keys[0] {
+			keys = append(keys, k)
+		}
+	}
+	unlockImages, err := d.inFlight.lock(keys...)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockImages()
+	var min uint64
+	if source != nil {
+		min = source.size
+	}
+	size, err := chooseSize(req.GetCapacityRange(), min)
+	if err != nil {
+		return nil, err
+	}
+	info, err := d.ensureVolume(ctx, s, cred, volumeRequest{
+		name: req.GetName(), cr: req.GetCapacityRange(), img: img, src: source, size: size,
+		opts: ImageOptions{Features: p.Features, DataPool: p.DataPool},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:      volID,
+		CapacityBytes: int64(info.Size),
+		VolumeContext: volumeContext(cl, p.Pool, img, p),
+		ContentSource: src,
+	}}, nil
+}
+
+func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	d := c.d
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	vid, err := ParseVolumeID(req.GetVolumeId())
+	if err != nil {
+		d.log.Info("DeleteVolume: not a purerbd volume ID, nothing to delete", "volumeID", req.GetVolumeId(), "error", err.Error())
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	img := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
+	unlock, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	_, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.retireImage(ctx, s, cred, img); err != nil {
+		return nil, err
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// volumeByID opens the cluster of a volume ID and stats its image; a
+// volume that cannot exist or does not exist is NOT_FOUND.
+func (d *Driver) volumeByID(ctx context.Context, id string, secrets map[string]string) (VolumeID, Credentials, Session, ImageInfo, error) {
+	vid, err := ParseVolumeID(id)
+	if err != nil {
+		return vid, Credentials{}, nil, ImageInfo{}, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
+	}
+	_, cred, s, err := d.open(ctx, vid.ClusterID, secrets)
+	if err != nil {
+		return vid, cred, nil, ImageInfo{}, err
+	}
+	info, err := s.StatImage(ctx, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
+	if err != nil {
+		return vid, cred, s, info, storeError(err, cred, "volume %q", id)
+	}
+	return vid, cred, s, info, nil
+}
+
+func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "volume capabilities are required")
+	}
+	if _, err := parseVolumeParams(req.GetParameters()); len(req.GetParameters()) > 0 && err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: errorMessage(err)}, nil
+	}
+	if _, _, _, _, err := c.d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+		return nil, err
+	}
+	// An existing volume has content, so read-only many is fine.
+	if err := checkCapabilities(req.GetVolumeCapabilities(), true); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      req.GetVolumeContext(),
+		VolumeCapabilities: req.GetVolumeCapabilities(),
+		Parameters:         req.GetParameters(),
+	}}, nil
+}
+
+func (c *controller) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	_, _, _, info, err := c.d.volumeByID(ctx, req.GetVolumeId(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerGetVolumeResponse{
+		Volume: &csi.Volume{VolumeId: req.GetVolumeId(), CapacityBytes: int64(info.Size)},
+		Status: &csi.ControllerGetVolumeResponse_VolumeStatus{},
+	}, nil
+}
+
+func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	d := c.d
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	cr := req.GetCapacityRange()
+	if cr == nil {
+		return nil, status.Error(codes.InvalidArgument, "capacity range is required")
+	}
+	if vc := req.GetVolumeCapability(); vc != nil {
+		if err := checkCapability(vc, true); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "volume capability: %v", err)
+		}
+	}
+	want, err := chooseSize(cr, 0)
+	if err != nil {
+		return nil, err
+	}
+	if cr.GetRequiredBytes() > 0 {
+		// Growing to exactly what was asked keeps the CO's and the
+		// image's idea of the size the same.
+		want = max(roundUp(uint64(cr.GetRequiredBytes()), sizeAlign), 1)
+	}
+	// A filesystem must be grown by the node; a block device is
+	// already its new size.
+	nodeExpansion := !isBlock(req.GetVolumeCapability())
+	vid, err := ParseVolumeID(req.GetVolumeId())
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "volume %q not found: %v", req.GetVolumeId(), err)
+	}
+	img := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
+	unlock, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	_, cred, s, info, err := d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if info.Size >= want {
+		return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(info.Size), NodeExpansionRequired: nodeExpansion}, nil
+	}
+	if err := s.ResizeImage(ctx, img, want); err != nil {
+		return nil, storeError(err, cred, "resizing volume %q", req.GetVolumeId())
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(want), NodeExpansionRequired: nodeExpansion}, nil
+}
+
+// GetCapacity reports what the pool a StorageClass names can still hold
+// (Ceph's MAX AVAIL, which accounts for replication); without a pool
+// parameter it reports 0, "unknown".
+func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	d := c.d
+	if caps := req.GetVolumeCapabilities(); len(caps) > 0 {
+		if err := checkCapabilities(caps, true); err != nil {
+			return &csi.GetCapacityResponse{}, nil // nothing of this shape fits
+		}
+	}
+	if len(req.GetParameters()) == 0 {
+		return &csi.GetCapacityResponse{}, nil
+	}
+	p, err := parseVolumeParams(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	cl, cred, s, err := d.open(ctx, p.ClusterID, nil)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := s.LookupPool(ctx, p.Pool)
+	if errors.Is(err, ErrNotFound) {
+		return nil, status.Errorf(codes.InvalidArgument, "pool %q does not exist in cluster %q", p.Pool, cl.ID)
+	}
+	if err != nil {
+		return nil, storeError(err, cred, "pool %q", p.Pool)
+	}
+	avail, err := s.PoolAvailable(ctx, pool)
+	if err != nil {
+		return nil, storeError(err, cred, "pool %q", p.Pool)
+	}
+	return &csi.GetCapacityResponse{AvailableCapacity: avail}, nil
+}
+
+func (c *controller) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	d := c.d
+	if req.GetMaxEntries() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "max entries is negative")
+	}
+	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := ParseVolumeID(s); return err == nil })
+	if err != nil {
+		return nil, err
+	}
+	var pg page[*csi.ListVolumesResponse_Entry]
+	err = d.scanImages(ctx, d.pluginCredentials, func(s Session, cred Credentials, im scanned) error {
+		if !isManagedName(im.name) {
+			return nil
+		}
+		id, err := VolumeID{ClusterID: im.cluster.ID, Pool: im.pool, Namespace: im.ns, Image: im.name}.Encode()
+		if err != nil {
+			return nil
+		}
+		info, err := s.StatImage(ctx, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
+		if errors.Is(err, ErrNotFound) {
+			return nil // removed since the listing
+		}
+		if err != nil {
+			return storeError(err, cred, "image %s", im.name)
+		}
+		pg.add(id, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: id, CapacityBytes: int64(info.Size)}})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	entries, next := pg.take(after, req.GetMaxEntries())
+	return &csi.ListVolumesResponse{Entries: entries, NextToken: next}, nil
+}
+
+// pluginCredentials are the plugin's own credentials for a cluster, for
+// calls that carry no secrets.
+func (d *Driver) pluginCredentials(c Cluster) (Credentials, error) {
+	if d.cfg.Credentials != nil {
+		if cred, ok := d.cfg.Credentials(c.ID); ok {
+			return cred, nil
+		}
+	}
+	return Credentials{}, status.Errorf(codes.FailedPrecondition, "no plugin credentials for cluster %q (see --secrets-dir)", c.ID)
+}
+
+func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	d := c.d
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	if req.GetSourceVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "source volume ID is required")
+	}
+	p, err := parseSnapshotParams(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	vid, err := ParseVolumeID(req.GetSourceVolumeId())
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "source volume %q not found: %v", req.GetSourceVolumeId(), err)
+	}
+	if p.ClusterID != "" && p.ClusterID != vid.ClusterID {
+		return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the snapshot class names cluster %q", vid.ClusterID, p.ClusterID)
+	}
+	src := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
+	unlock, err := d.inFlight.lock(nameKey("snapshot", req.GetName()), imageKey(vid.ClusterID, src))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cl, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := d.ensureSnapshot(ctx, s, cred, snapshotRequest{
+		name: req.GetName(), source: req.GetSourceVolumeId(), src: src,
+		snap: snapshotName(p.Prefix, req.GetName()), cluster: cl,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.CreateSnapshotResponse{Snapshot: snap}, nil
+}
+
+func (c *controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	d := c.d
+	if req.GetSnapshotId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "snapshot ID is required")
+	}
+	sid, err := ParseSnapshotID(req.GetSnapshotId())
+	if err != nil {
+		d.log.Info("DeleteSnapshot: not a purerbd snapshot ID, nothing to delete", "snapshotID", req.GetSnapshotId(), "error", err.Error())
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	unlock, err := d.inFlight.lock("snapshot " + req.GetSnapshotId())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cl, cred, s, err := d.open(ctx, sid.ClusterID, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.removeSnapshot(ctx, s, cred, cl, sid); err != nil {
+		return nil, err
+	}
+	return &csi.DeleteSnapshotResponse{}, nil
+}
+
+func (c *controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	if req.GetSnapshotId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "snapshot ID is required")
+	}
+	snap, err := c.d.snapshotByID(ctx, req.GetSnapshotId(), req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	return &csi.GetSnapshotResponse{Snapshot: snap}, nil
+}
+
+// snapshotByID looks a snapshot up; NOT_FOUND if it cannot or does not
+// exist.
+func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string]string) (*csi.Snapshot, error) {
+	sid, err := ParseSnapshotID(id)
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "snapshot %q not found: %v", id, err)
+	}
+	cl, cred, s, err := d.open(ctx, sid.ClusterID, secrets)
+	if err != nil {
+		return nil, err
+	}
+	info, sn, err := findSnapshot(ctx, s, sid, cred)
+	if err != nil {
+		return nil, err
+	}
+	snap, ok := snapshotEntry(cl, sid.Pool, sid.Namespace, info, sn)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "snapshot %q not found", id)
+	}
+	return snap, nil
+}
+
+func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	d := c.d
+	if req.GetMaxEntries() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "max entries is negative")
+	}
+	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := ParseSnapshotID(s); return err == nil })
+	if err != nil {
+		return nil, err
+	}
+	var pg page[*csi.ListSnapshotsResponse_Entry]
+	add := func(sn *csi.Snapshot) { pg.add(sn.GetSnapshotId(), &csi.ListSnapshotsResponse_Entry{Snapshot: sn}) }
+	switch {
+	case req.GetSnapshotId() != "":
+		snap, err := d.snapshotByID(ctx, req.GetSnapshotId(), req.GetSecrets())
+		switch {
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			return nil, err
+		default:
+			add(snap)
+		}
+	case req.GetSourceVolumeId() != "":
+		vid, cred, s, info, err := d.volumeByID(ctx, req.GetSourceVolumeId(), req.GetSecrets())
+		switch {
+		case status.Code(err) == codes.NotFound:
+		case err != nil:
+			return nil, err
+		default:
+			cl, _ := d.cluster(vid.ClusterID)
+			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, add); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		credFor := func(cl Cluster) (Credentials, error) {
+			if len(req.GetSecrets()) > 0 {
+				return d.credentials(req.GetSecrets(), cl.ID)
+			}
+			return d.pluginCredentials(cl)
+		}
+		err := d.scanImages(ctx, credFor, func(s Session, cred Credentials, im scanned) error {
+			info, err := s.StatImage(ctx, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return storeError(err, cred, "image %s", im.name)
+			}
+			return d.addSnapshots(ctx, s, cred, im.cluster, im.pool, im.ns, info, add)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	entries, next := pg.take(after, req.GetMaxEntries())
+	return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}, nil
+}
+
+// addSnapshots adds an image's CSI snapshots.
+func (d *Driver) addSnapshots(ctx context.Context, s Session, cred Credentials, cl Cluster, pool int64, ns string, info ImageInfo, add func(*csi.Snapshot)) error {
+	snaps, err := s.ListSnapshots(ctx, ImageRef{Pool: pool, Namespace: ns, Name: info.Name})
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return storeError(err, cred, "snapshots of %s", info.Name)
+	}
+	for _, sn := range snaps {
+		if !isManagedName(sn.Name) {
+			continue
+		}
+		if snap, ok := snapshotEntry(cl, pool, ns, info, sn); ok {
+			add(snap)
+		}
+	}
+	return nil
+}

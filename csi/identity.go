@@ -1,0 +1,88 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// probeTimeout bounds the cluster checks of one Probe call.
+const probeTimeout = 5 * time.Second
+
+type identity struct {
+	csi.UnimplementedIdentityServer
+	d *Driver
+}
+
+func (i *identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: i.d.cfg.DriverName, VendorVersion: i.d.cfg.Version}, nil
+}
+
+func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	var caps []*csi.PluginCapability
+	service := func(t csi.PluginCapability_Service_Type) {
+		caps = append(caps, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{
+			Service: &csi.PluginCapability_Service{Type: t}}})
+	}
+	if i.d.cfg.Controller {
+		service(csi.PluginCapability_Service_CONTROLLER_SERVICE)
+	}
+	if len(i.d.cfg.Topology) > 0 {
+		service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
+	}
+	// RBD images grow while mapped; the node grows the filesystem.
+	caps = append(caps, &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
+		VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// Probe reports ready when the cluster configuration loads and, for the
+// controller, every configured cluster answers: a full session (cephx
+// included) when the plugin has credentials for it, else a check that
+// its monitors answer. The reason for not being ready is logged, since
+// the response has no room for it.
+func (i *identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	err := i.d.probe(ctx)
+	if err != nil {
+		i.d.log.Warn("probe: not ready", "reason", err.Error())
+	}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
+}
+
+func (d *Driver) probe(ctx context.Context) error {
+	cs, err := d.clusters()
+	if err != nil {
+		return err
+	}
+	if !d.cfg.Controller {
+		return nil
+	}
+	if len(cs) == 0 {
+		return errors.New("the cluster config lists no clusters")
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	for _, c := range cs {
+		var err error
+		cred, ok := Credentials{}, false
+		if d.cfg.Credentials != nil {
+			cred, ok = d.cfg.Credentials(c.ID)
+		}
+		if ok {
+			var s Session
+			if s, err = d.cfg.Store.Session(ctx, c, cred); err == nil {
+				err = s.Ping(ctx)
+			}
+		} else {
+			err = d.cfg.Store.Reachable(ctx, c)
+		}
+		if err != nil {
+			return fmt.Errorf("cluster %q: %s", c.ID, redact(err.Error(), cred))
+		}
+	}
+	return nil
+}

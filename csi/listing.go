@@ -1,0 +1,182 @@
+package csi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"sort"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Listing scans every configured cluster, every pool whose application is
+// rbd, and in each the default namespace and the cluster's configured
+// radosNamespace (namespaces named only by StorageClasses are not
+// scanned). Volumes are the images with managed names, snapshots the
+// managed snapshots of every image, tombstones included (a deleted
+// volume's snapshots are still snapshots).
+
+// scanned is one image found by a scan.
+type scanned struct {
+	cluster Cluster
+	pool    int64
+	ns      string
+	name    string
+}
+
+// scanImages lists the images of every cluster, as the credentials that
+// credFor returns for each.
+func (d *Driver) scanImages(ctx context.Context, credFor func(Cluster) (Credentials, error), visit func(Session, Credentials, scanned) error) error {
+	cs, err := d.clusters()
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	for _, c := range cs {
+		cred, err := credFor(c)
+		if errors.Is(err, errNoCredentials) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s, err := d.cfg.Store.Session(ctx, c, cred)
+		if err != nil {
+			return storeError(err, cred, "cluster %q", c.ID)
+		}
+		pools, err := s.RBDPools(ctx)
+		if err != nil {
+			return storeError(err, cred, "cluster %q: listing pools", c.ID)
+		}
+		namespaces := []string{""}
+		if c.Namespace != "" {
+			namespaces = append(namespaces, c.Namespace)
+		}
+		for _, pool := range pools {
+			for _, ns := range namespaces {
+				names, err := s.ListImages(ctx, pool, ns)
+				if errors.Is(err, ErrNotFound) {
+					continue // namespace absent from this pool
+				}
+				if err != nil {
+					return storeError(err, cred, "cluster %q pool %d: listing images", c.ID, pool)
+				}
+				for _, n := range names {
+					if err := visit(s, cred, scanned{cluster: c, pool: pool, ns: ns, name: n}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// page holds sorted IDs and picks one page of them.
+type page[T any] struct {
+	ids     []string
+	entries map[string]T
+}
+
+func (p *page[T]) add(id string, e T) {
+	if p.entries == nil {
+		p.entries = map[string]T{}
+	}
+	if _, dup := p.entries[id]; !dup {
+		p.ids = append(p.ids, id)
+	}
+	p.entries[id] = e
+}
+
+// Pagination tokens are the base64url of the last ID of the previous
+// page; the next page starts after it in byte order. Entries added or
+// removed between pages are therefore neither repeated nor skipped,
+// apart from the added ones that sort before the token.
+func encodeToken(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// decodeToken checks a token against valid, which tells whether its
+// content is an ID of the listed kind.
+func decodeToken(tok string, valid func(string) bool) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || !valid(string(b)) {
+		return "", status.Errorf(codes.Aborted, "invalid starting token %q", tok)
+	}
+	return string(b), nil
+}
+
+// take returns at most max entries (0: all) after the token, and the
+// token of the page after them.
+func (p *page[T]) take(after string, max int32) ([]T, string) {
+	sort.Strings(p.ids)
+	i, _ := slices.BinarySearch(p.ids, after)
+	if i < len(p.ids) && p.ids[i] == after {
+		i++
+	}
+	if after == "" {
+		i = 0
+	}
+	rest := p.ids[i:]
+	next := ""
+	if max > 0 && len(rest) > int(max) {
+		rest = rest[:max]
+		next = encodeToken(rest[len(rest)-1])
+	}
+	out := make([]T, len(rest))
+	for j, id := range rest {
+		out[j] = p.entries[id]
+	}
+	return out, next
+}
+
+// Sweep collects what a crash may have left behind: tombstoned images
+// whose snapshots are all gone (and the ancestors they release), and
+// internal or tombstoned snapshots no clone needs any more. It uses the plugin's own
+// credentials and skips clusters it has none for. Run calls it
+// periodically; it is safe to call at any time.
+func (d *Driver) Sweep(ctx context.Context) error {
+	credFor := func(c Cluster) (Credentials, error) {
+		if d.cfg.Credentials != nil {
+			if cred, ok := d.cfg.Credentials(c.ID); ok {
+				return cred, nil
+			}
+		}
+		return Credentials{}, errNoCredentials
+	}
+	var firstErr error
+	err := d.scanImages(ctx, func(c Cluster) (Credentials, error) {
+		cred, err := credFor(c)
+		if err != nil {
+			d.log.Debug("sweep: no credentials, skipping cluster", "cluster", c.ID)
+		}
+		return cred, err
+	}, func(s Session, cred Credentials, im scanned) error {
+		img := ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name}
+		unlock, err := d.inFlight.lock(imageKey(im.cluster.ID, img))
+		if err != nil {
+			return nil // busy: next time
+		}
+		defer unlock()
+		if isTombstone(im.name) {
+			err = d.retireImage(ctx, s, cred, img)
+		} else {
+			// Holding the image's lock means no CreateVolume is
+			// cloning from it right now, so an internal snapshot
+			// without clones is a leftover.
+			_, err = d.purgeSnapshots(ctx, s, img)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return firstErr
+}
+
+var errNoCredentials = errors.New("no plugin credentials")

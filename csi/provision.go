@@ -1,0 +1,417 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Volume creation and deletion. The steps of CreateVolume, each preceded
+// by a fault-hook call, are:
+//
+//	create-volume/snap-source  (volume source only) snapshot the source
+//	create-volume/create       create the image, or clone the source snapshot
+//	create-volume/resize       grow a clone to the requested size
+//	create-volume/set-source   metadata: the content source
+//	create-volume/set-name     metadata: the CSI name, marking the image complete
+//
+// A retry after any of them finds the deterministically named image
+// and carries on from where the failed call stopped; an incomplete image
+// made from another source than the retry asks for is thrown away (it
+// was never handed to the CO) and made again.
+
+// source is a resolved volume content source.
+type source struct {
+	tag     string // metaSource value: "snapshot:ID" or "volume:ID"
+	parent  ImageRef
+	info    ImageInfo
+	snap    string // snapshot to clone from
+	snapID  uint64 // known up front for snapshot sources
+	size    uint64
+	fromVol bool // the snapshot is taken by CreateVolume itself
+}
+
+// resolveSource finds a request's content source; nil without one.
+func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, cred Credentials, src *csi.VolumeContentSource, target ImageRef) (*source, error) {
+	switch {
+	case src == nil:
+		return nil, nil
+	case src.GetSnapshot() != nil:
+		id := src.GetSnapshot().GetSnapshotId()
+		sid, err := ParseSnapshotID(id)
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "source snapshot %q not found: %v", id, err)
+		}
+		if sid.ClusterID != cluster.ID {
+			return nil, status.Errorf(codes.InvalidArgument, "source snapshot is in cluster %q, the volume would be in cluster %q", sid.ClusterID, cluster.ID)
+		}
+		info, snap, err := findSnapshot(ctx, s, sid, cred)
+		if err != nil {
+			return nil, err
+		}
+		return &source{
+			tag:    "snapshot:" + id,
+			parent: ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, Name: info.Name},
+			info:   info, snap: snap.Name, snapID: snap.ID, size: snap.Size,
+		}, nil
+	case src.GetVolume() != nil:
+		id := src.GetVolume().GetVolumeId()
+		vid, err := ParseVolumeID(id)
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "source volume %q not found: %v", id, err)
+		}
+		if vid.ClusterID != cluster.ID {
+			return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the clone would be in cluster %q", vid.ClusterID, cluster.ID)
+		}
+		ref := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
+		info, err := s.StatImage(ctx, ref)
+		if err != nil {
+			return nil, storeError(err, cred, "source volume %q", id)
+		}
+		return &source{tag: "volume:" + id, parent: ref, info: info, snap: cloneSnapName(target), size: info.Size, fromVol: true}, nil
+	default:
+		return nil, status.Error(codes.InvalidArgument, "volume content source must be a snapshot or a volume")
+	}
+}
+
+// findSnapshot returns the live snapshot a snapshot ID names and its image.
+func findSnapshot(ctx context.Context, s Session, sid SnapshotID, cred Credentials) (ImageInfo, SnapInfo, error) {
+	info, err := s.StatImage(ctx, ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, ID: sid.ImageID})
+	if err != nil {
+		return ImageInfo{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
+	}
+	snaps, err := s.ListSnapshots(ctx, ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, Name: info.Name})
+	if err != nil {
+		return ImageInfo{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
+	}
+	for _, sn := range snaps {
+		if sn.Name == sid.Snap {
+			return info, sn, nil
+		}
+	}
+	return ImageInfo{}, SnapInfo{}, status.Errorf(codes.NotFound, "snapshot %s not found", sid)
+}
+
+// volumeRequest is a validated CreateVolume request.
+type volumeRequest struct {
+	name string
+	cr   *csi.CapacityRange
+	img  ImageRef
+	src  *source
+	size uint64
+	opts ImageOptions
+}
+
+// ensureVolume makes the image for r exist, complete, and compatible.
+func (d *Driver) ensureVolume(ctx context.Context, s Session, cred Credentials, r volumeRequest) (ImageInfo, error) {
+	info, err := s.StatImage(ctx, r.img)
+	switch {
+	case err == nil:
+		done, err := d.existingVolume(ctx, s, cred, r, info)
+		if err != nil || done {
+			return info, err
+		}
+		if ok, err := d.parentMatches(ctx, s, cred, info.Parent, r.src); err != nil {
+			return info, err
+		} else if ok {
+			return d.finishVolume(ctx, s, cred, r, info)
+		}
+		d.log.Info("removing an incomplete image made from another source", "image", r.img.Name)
+		if err := d.retireImage(ctx, s, cred, r.img); err != nil {
+			return info, err
+		}
+	case !errors.Is(err, ErrNotFound):
+		return info, storeError(err, cred, "image %s", r.img.Name)
+	}
+
+	if r.src == nil {
+		if err := d.step("create-volume/create"); err != nil {
+			return info, err
+		}
+		if err := s.CreateImage(ctx, r.img, r.size, r.opts); err != nil && !errors.Is(err, ErrExists) {
+			return info, createError(err, cred, "creating image %s", r.img.Name)
+		}
+	} else {
+		if r.src.fromVol {
+			if err := d.step("create-volume/snap-source"); err != nil {
+				return info, err
+			}
+			if err := s.CreateSnapshot(ctx, r.src.parent, r.src.snap); err != nil && !errors.Is(err, ErrExists) {
+				return info, storeError(err, cred, "snapshotting source image %s", r.src.parent.Name)
+			}
+		}
+		if err := d.step("create-volume/create"); err != nil {
+			return info, err
+		}
+		if err := s.CloneImage(ctx, r.src.parent, r.src.snap, r.img, r.opts); err != nil && !errors.Is(err, ErrExists) {
+			return info, createError(err, cred, "cloning %s@%s to %s", r.src.parent.Name, r.src.snap, r.img.Name)
+		}
+	}
+	if info, err = s.StatImage(ctx, r.img); err != nil {
+		return info, storeError(err, cred, "image %s", r.img.Name)
+	}
+	return d.finishVolume(ctx, s, cred, r, info)
+}
+
+// createError is storeError, except that a missing pool, namespace or
+// data pool is the StorageClass's fault: INVALID_ARGUMENT, not NOT_FOUND
+// (which CreateVolume reserves for a missing content source).
+func createError(err error, cred Credentials, what string, args ...any) error {
+	if errors.Is(err, ErrNotFound) {
+		return status.Errorf(codes.InvalidArgument, "%s: %s (does the pool, radosNamespace or dataPool exist?)",
+			fmt.Sprintf(what, args...), redact(err.Error(), cred))
+	}
+	return storeError(err, cred, what, args...)
+}
+
+// existingVolume checks a complete image against the request; done is
+// false when the image is incomplete.
+func (d *Driver) existingVolume(ctx context.Context, s Session, cred Credentials, r volumeRequest, info ImageInfo) (done bool, err error) {
+	owner, err := s.Metadata(ctx, r.img, metaName)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storeError(err, cred, "image %s", r.img.Name)
+	}
+	if owner != r.name {
+		return true, status.Errorf(codes.AlreadyExists, "image %s belongs to volume %q", r.img.Name, owner)
+	}
+	tag, err := s.Metadata(ctx, r.img, metaSource)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return true, storeError(err, cred, "image %s", r.img.Name)
+	}
+	want := ""
+	if r.src != nil {
+		want = r.src.tag
+	}
+	if tag != want {
+		return true, status.Errorf(codes.AlreadyExists, "volume %q exists with content source %q, not %q", r.name, tag, want)
+	}
+	if !sizeFits(info.Size, r.cr) {
+		return true, status.Errorf(codes.AlreadyExists, "volume %q exists with %d bytes, outside the requested range [%d, %d]",
+			r.name, info.Size, r.cr.GetRequiredBytes(), r.cr.GetLimitBytes())
+	}
+	return true, nil
+}
+
+// parentMatches reports whether an incomplete image was made from src.
+func (d *Driver) parentMatches(ctx context.Context, s Session, cred Credentials, p *ParentInfo, src *source) (bool, error) {
+	if src == nil || p == nil {
+		return src == nil && p == nil, nil
+	}
+	if p.Pool != src.parent.Pool || p.Namespace != src.parent.Namespace || p.ImageID != src.info.ID {
+		return false, nil
+	}
+	if !src.fromVol {
+		return p.SnapID == src.snapID, nil
+	}
+	snaps, err := s.ListSnapshots(ctx, src.parent)
+	if err != nil {
+		return false, storeError(err, cred, "source image %s", src.parent.Name)
+	}
+	for _, sn := range snaps {
+		if sn.Name == src.snap {
+			return sn.ID == p.SnapID, nil
+		}
+	}
+	return false, nil
+}
+
+// finishVolume runs the steps after the image exists.
+func (d *Driver) finishVolume(ctx context.Context, s Session, cred Credentials, r volumeRequest, info ImageInfo) (ImageInfo, error) {
+	if info.Size != r.size {
+		if err := d.step("create-volume/resize"); err != nil {
+			return info, err
+		}
+		if err := s.ResizeImage(ctx, r.img, r.size); err != nil {
+			return info, storeError(err, cred, "resizing image %s", r.img.Name)
+		}
+		info.Size = r.size
+	}
+	tag := ""
+	if r.src != nil {
+		tag = r.src.tag
+	}
+	if err := d.step("create-volume/set-source"); err != nil {
+		return info, err
+	}
+	if err := s.SetMetadata(ctx, r.img, metaSource, tag); err != nil {
+		return info, storeError(err, cred, "image %s metadata", r.img.Name)
+	}
+	if err := d.step("create-volume/set-name"); err != nil {
+		return info, err
+	}
+	if err := s.SetMetadata(ctx, r.img, metaName, r.name); err != nil {
+		return info, storeError(err, cred, "image %s metadata", r.img.Name)
+	}
+	return info, nil
+}
+
+// Deletion. retireImage removes an image, or, while snapshots that CSI
+// snapshots or clones need remain, renames it to a tombstone; either way
+// the volume is gone for the CO. Its steps:
+//
+//	delete-volume/purge      remove internal and tombstoned snapshots nothing needs
+//	delete-volume/tombstone  rename the image out of the way
+//	delete-volume/remove     remove the image
+//	delete-volume/cascade    release the parent snapshot and tombstoned ancestors
+//
+// What a crash between remove and cascade leaves behind (a childless
+// internal snapshot, a tombstone without snapshots) is collected by
+// Sweep.
+func (d *Driver) retireImage(ctx context.Context, s Session, cred Credentials, img ImageRef) error {
+	info, err := s.StatImage(ctx, img)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return storeError(err, cred, "image %s", img.Name)
+	}
+	img = ImageRef{Pool: img.Pool, Namespace: img.Namespace, Name: info.Name}
+	if err := d.step("delete-volume/purge"); err != nil {
+		return err
+	}
+	left, err := d.purgeSnapshots(ctx, s, img)
+	if err != nil {
+		return storeError(err, cred, "image %s", img.Name)
+	}
+	if len(left) > 0 {
+		if isTombstone(img.Name) {
+			return nil
+		}
+		if err := d.step("delete-volume/tombstone"); err != nil {
+			return err
+		}
+		to := imageTombstone(img.Name, info.ID)
+		if err := s.RenameImage(ctx, img, to); err != nil {
+			return storeError(err, cred, "renaming image %s", img.Name)
+		}
+		d.log.Info("volume deleted; image kept as a tombstone until its snapshots go",
+			"image", to, "snapshots", len(left))
+		return nil
+	}
+	if err := d.step("delete-volume/remove"); err != nil {
+		return err
+	}
+	switch err := s.RemoveImage(ctx, img); {
+	case errors.Is(err, ErrBusy):
+		return status.Errorf(codes.FailedPrecondition, "image %s is in use: %v", img.Name, redact(err.Error(), cred))
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return storeError(err, cred, "removing image %s", img.Name)
+	}
+	if err := d.step("delete-volume/cascade"); err != nil {
+		return err
+	}
+	d.cascade(ctx, s, info.Parent)
+	return nil
+}
+
+// purgeSnapshots removes an image's internal clone snapshots and
+// tombstoned snapshots that no clone needs any more, and returns the
+// snapshots left.
+func (d *Driver) purgeSnapshots(ctx context.Context, s Session, img ImageRef) ([]SnapInfo, error) {
+	snaps, err := s.ListSnapshots(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	var left []SnapInfo
+	for _, sn := range snaps {
+		if !isCloneSnap(sn.Name) && !isTombstone(sn.Name) {
+			left = append(left, sn)
+			continue
+		}
+		switch err := s.RemoveSnapshot(ctx, img, sn.Name); {
+		case err == nil, errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrBusy):
+			left = append(left, sn)
+		default:
+			return nil, err
+		}
+	}
+	return left, nil
+}
+
+// cascade releases what a removed clone held: the parent snapshot if it
+// was internal or tombstoned, then the parent image if it was a
+// tombstone left with no snapshots, and so on up the chain. It is best
+// effort: what it cannot remove now stays for Sweep.
+func (d *Driver) cascade(ctx context.Context, s Session, p *ParentInfo) {
+	for p != nil {
+		ref := ImageRef{Pool: p.Pool, Namespace: p.Namespace, ID: p.ImageID}
+		info, err := s.StatImage(ctx, ref)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				d.log.Warn("cascade: parent image", "imageID", p.ImageID, "error", err.Error())
+			}
+			return
+		}
+		ref = ImageRef{Pool: p.Pool, Namespace: p.Namespace, Name: info.Name}
+		if !d.releaseSnapshot(ctx, s, ref, p.SnapID) || !isTombstone(info.Name) {
+			return
+		}
+		left, err := d.purgeSnapshots(ctx, s, ref)
+		if err != nil {
+			d.log.Warn("cascade: parent snapshots", "image", info.Name, "error", err.Error())
+			return
+		}
+		if len(left) > 0 {
+			return
+		}
+		if err := s.RemoveImage(ctx, ref); err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				d.log.Info("cascade: tombstone stays", "image", info.Name, "error", err.Error())
+			}
+			return
+		}
+		d.log.Info("removed tombstone", "image", info.Name)
+		p = info.Parent
+	}
+}
+
+// releaseSnapshot removes snapshot id of img if it is internal or a
+// tombstone and no other clone needs it. It returns false when the
+// snapshot stays because clones still need it or on errors.
+func (d *Driver) releaseSnapshot(ctx context.Context, s Session, img ImageRef, id uint64) bool {
+	snaps, err := s.ListSnapshots(ctx, img)
+	if err != nil {
+		d.log.Warn("cascade: parent snapshots", "image", img.Name, "error", err.Error())
+		return false
+	}
+	for _, sn := range snaps {
+		if sn.ID != id || (!isCloneSnap(sn.Name) && !isTombstone(sn.Name)) {
+			continue
+		}
+		switch err := s.RemoveSnapshot(ctx, img, sn.Name); {
+		case err == nil, errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrBusy):
+			return false
+		default:
+			d.log.Warn("cascade: removing parent snapshot", "image", img.Name, "snapshot", sn.Name, "error", err.Error())
+			return false
+		}
+	}
+	return true
+}
+
+// volumeContext is what the node gets besides the volume ID.
+func volumeContext(cluster Cluster, poolName string, img ImageRef, p volumeParams) map[string]string {
+	vc := map[string]string{ctxClusterID: cluster.ID, ctxPool: poolName, ctxImageName: img.Name}
+	if img.Namespace != "" {
+		vc[ctxNamespace] = img.Namespace
+	}
+	if p.DataPool != "" {
+		vc[ctxDataPool] = p.DataPool
+	}
+	if p.MkfsOptions != "" {
+		vc[ctxMkfsOptions] = p.MkfsOptions
+	}
+	if p.FsType != "" {
+		vc[ctxFsType] = p.FsType
+	}
+	return vc
+}

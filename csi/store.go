@@ -1,0 +1,143 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ImageStore is what the controller needs from Ceph: sessions on clusters
+// as a given user. The production implementation (package csi/rbdstore)
+// sits on packages rados and rbd and caches connections; tests may use
+// the in-memory fake in package csi/fakestore.
+type ImageStore interface {
+	// Session returns a handle on cluster c authenticated as cred.
+	// Failing authentication is reported as ErrUnauthenticated.
+	Session(ctx context.Context, c Cluster, cred Credentials) (Session, error)
+	// Reachable checks, without credentials, that the cluster's
+	// monitors answer. Probe uses it when the plugin has no credentials
+	// of its own for a cluster.
+	Reachable(ctx context.Context, c Cluster) error
+}
+
+// Session is the set of RBD and RADOS operations the controller performs
+// on one cluster. Every method reports a missing object with an error
+// wrapping ErrNotFound, a name already taken with ErrExists, and an object
+// that cannot be removed because something depends on it (snapshots,
+// clone children, watchers) with ErrBusy.
+type Session interface {
+	// Ping checks that the session can still talk to the cluster.
+	Ping(ctx context.Context) error
+
+	// LookupPool returns the ID of the pool called name.
+	LookupPool(ctx context.Context, name string) (int64, error)
+	// PoolName returns the name of pool id.
+	PoolName(ctx context.Context, id int64) (string, error)
+	// RBDPools lists the pools whose application is "rbd".
+	RBDPools(ctx context.Context) ([]int64, error)
+	// PoolAvailable returns the bytes that can still be written to pool
+	// id (Ceph's MAX AVAIL), 0 when the cluster does not know.
+	PoolAvailable(ctx context.Context, id int64) (int64, error)
+
+	// CreateImage creates an image of size bytes.
+	CreateImage(ctx context.Context, img ImageRef, size uint64, opts ImageOptions) error
+	// CloneImage creates child as a clone of the snapshot named snap of
+	// parent (clone v2: no snapshot protection needed).
+	CloneImage(ctx context.Context, parent ImageRef, snap string, child ImageRef, opts ImageOptions) error
+	// StatImage describes an image found by name, or by ID when
+	// img.Name is empty.
+	StatImage(ctx context.Context, img ImageRef) (ImageInfo, error)
+	// ListImages returns the names of the images in a pool's namespace.
+	ListImages(ctx context.Context, pool int64, namespace string) ([]string, error)
+	// RemoveImage deletes an image that has no snapshots and no watchers.
+	RemoveImage(ctx context.Context, img ImageRef) error
+	// RenameImage gives an image a new name in the same namespace.
+	RenameImage(ctx context.Context, img ImageRef, newName string) error
+	// ResizeImage sets the size of an image.
+	ResizeImage(ctx context.Context, img ImageRef, size uint64) error
+
+	// Metadata returns one image metadata value.
+	Metadata(ctx context.Context, img ImageRef, key string) (string, error)
+	// SetMetadata sets one image metadata value.
+	SetMetadata(ctx context.Context, img ImageRef, key, value string) error
+
+	// CreateSnapshot takes a snapshot of an image's head.
+	CreateSnapshot(ctx context.Context, img ImageRef, name string) error
+	// ListSnapshots lists an image's user snapshots.
+	ListSnapshots(ctx context.Context, img ImageRef) ([]SnapInfo, error)
+	// RemoveSnapshot deletes a snapshot that has no clone children.
+	RemoveSnapshot(ctx context.Context, img ImageRef, name string) error
+	// RenameSnapshot renames a snapshot.
+	RenameSnapshot(ctx context.Context, img ImageRef, oldName, newName string) error
+
+	// Reservation reads key from the reservation table of a pool's
+	// namespace (one RADOS object holding string keys and values).
+	Reservation(ctx context.Context, pool int64, namespace, key string) (string, error)
+	// SetReservation writes key in that table.
+	SetReservation(ctx context.Context, pool int64, namespace, key, value string) error
+	// RemoveReservation deletes key from that table; removing a missing
+	// key is not an error.
+	RemoveReservation(ctx context.Context, pool int64, namespace, key string) error
+}
+
+// Cluster is one entry of the cluster configuration.
+type Cluster struct {
+	ID       string
+	Monitors []string
+	// Namespace is the RADOS namespace volumes go to unless a
+	// StorageClass names another ("rbd": {"radosNamespace": ...}).
+	Namespace string
+}
+
+// ImageRef names an image: by Name, or by ID when Name is empty.
+type ImageRef struct {
+	Pool      int64
+	Namespace string
+	Name      string
+	ID        string
+}
+
+// ImageOptions shape a new image.
+type ImageOptions struct {
+	// Features are RBD feature names ("layering", "exclusive-lock",
+	// ...); nil means the store's default set.
+	Features []string
+	// DataPool names a pool for the image's data objects; empty keeps
+	// them in the image's own pool.
+	DataPool string
+}
+
+// ImageInfo describes an image.
+type ImageInfo struct {
+	Name   string
+	ID     string
+	Size   uint64
+	Parent *ParentInfo // nil unless the image is a clone not yet flattened
+}
+
+// ParentInfo locates the snapshot a clone was made from.
+type ParentInfo struct {
+	Pool      int64
+	Namespace string
+	ImageID   string
+	SnapID    uint64
+}
+
+// SnapInfo describes a snapshot.
+type SnapInfo struct {
+	ID      uint64
+	Name    string
+	Size    uint64
+	Created time.Time
+}
+
+// Errors a Session wraps so the controller can pick gRPC codes.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrExists          = errors.New("already exists")
+	ErrBusy            = errors.New("in use")
+	ErrUnauthenticated = errors.New("authentication failed")
+	ErrPermission      = errors.New("permission denied")
+	ErrUnsupported     = errors.New("not supported")
+	ErrUnavailable     = errors.New("cluster unavailable")
+)
