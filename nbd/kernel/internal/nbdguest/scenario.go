@@ -419,7 +419,12 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}
 
 	var srv3 *child
-	if err := s.step("graceful handover (release + reattach)", func() error {
+	if err := s.step("graceful handover under writes (release + reattach)", func() error {
+		writer := startStreamWriter(mnt + "/C")
+		if !writer.waitProgress(4, 30*time.Second) {
+			return errors.New("the writer does not progress")
+		}
+		released := time.Now()
 		if err := srv2.send("release"); err != nil {
 			return err
 		}
@@ -437,11 +442,15 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		if _, err := srv3.expect(ctx, "ready"); err != nil {
 			return err
 		}
-		sum, err := writeRandomFile(mnt+"/C", 1*mib)
-		if err != nil {
-			return err
+		if !writer.waitProgress(4, 90*time.Second) {
+			return errors.New("the writer is still blocked after the handover")
 		}
-		return checkSum(mnt+"/C", sum)
+		s.timings["handover: release to writes resumed"] = time.Since(released).Seconds()
+		r := writer.finish()
+		if r.err != nil {
+			return r.err
+		}
+		return checkSum(mnt+"/C", r.sum)
 	}); err != nil {
 		return err
 	}
