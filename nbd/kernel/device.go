@@ -231,7 +231,9 @@ func (d *Device) Detach(ctx context.Context) error {
 // Release stops serving but leaves the device configured, for another
 // process (or this one) to Reattach: requests already read are answered,
 // nothing more is read, the connections are closed. The kernel holds new
-// I/O for up to the dead connection timeout.
+// I/O for up to the dead connection timeout. A request the kernel had
+// already sent but the server had not read is resent only when it times
+// out (AttachConfig.Timeout), so a release under load can stall that long.
 func (d *Device) Release(ctx context.Context) error {
 	d.stopNotify()
 	err := d.srv.Shutdown(ctx)
