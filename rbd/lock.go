@@ -29,8 +29,11 @@ type exclusiveLock struct {
 	omap      atomic.Pointer[objectMap]
 
 	releasing atomic.Bool
-	closing   chan struct{}
-	closeOnce sync.Once
+	// acquisitions and releases count lock transitions (tests, stats).
+	acquisitions atomic.Int64
+	releases     atomic.Int64
+	closing      chan struct{}
+	closeOnce    sync.Once
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed when a peer releases the lock
@@ -189,6 +192,7 @@ func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
 		l.omap.Store(om)
 	}
 	l.owned.Store(true)
+	l.acquisitions.Add(1)
 	img.log.Debug("acquired exclusive lock", "cookie", cookie)
 	if _, err := img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpAcquiredLock, Client: img.clientID()}); err != nil {
 		img.log.Debug("acquired-lock notification", "err", err)
@@ -225,6 +229,7 @@ func (l *exclusiveLock) release(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("rbd: releasing the exclusive lock of %q: %w", img.name, err))
 	}
 	l.owned.Store(false)
+	l.releases.Add(1)
 	img.log.Debug("released exclusive lock")
 	if _, err := img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpReleasedLock, Client: img.clientID()}); err != nil {
 		img.log.Debug("released-lock notification", "err", err)

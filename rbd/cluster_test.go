@@ -1,0 +1,667 @@
+package rbd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/radostest"
+)
+
+// Interoperability tests against a real cluster, with Ceph's rbd CLI
+// (librbd) as the oracle: what purerbd writes, librbd must read the same
+// way, and the reverse.
+
+var cluster *radostest.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(radostest.Main(m, radostest.Options{}, &cluster))
+}
+
+var imageSeq atomic.Int64
+
+// imageName returns a fresh image name for a test.
+func imageName(t *testing.T) string {
+	return fmt.Sprintf("%s-%d", strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), imageSeq.Add(1))
+}
+
+func rbdCLI(t *testing.T, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := cluster.Rbd(ctx, args...)
+	if err != nil {
+		t.Fatalf("rbd %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func rbdInfo(t *testing.T, spec string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(rbdCLI(t, "info", "--format", "json", spec), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// rbdExport returns an image's content as librbd reads it.
+func rbdExport(t *testing.T, spec string) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "export")
+	rbdCLI(t, "export", spec, path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// rbdImport creates an image from data with librbd.
+func rbdImport(t *testing.T, data []byte, spec string, args ...string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "import")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, append(append([]string{"import"}, args...), path, spec)...)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openT(t *testing.T, name string, opts OpenOptions) *Image {
+	t.Helper()
+	img, err := Open(ctxT(t), testPool(t), name, opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = img.Close() })
+	return img
+}
+
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func readAll(t *testing.T, img *Image) []byte {
+	t.Helper()
+	b := make([]byte, img.Size())
+	n, err := img.ReadAtContext(ctxT(t), b, 0)
+	if err != nil || n != len(b) {
+		t.Fatalf("read all: %d %v", n, err)
+	}
+	return b
+}
+
+func mustEqual(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d bytes, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: first difference at byte %d (got %#x, want %#x)", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestCreateMatchesRbdInfo creates images with purerbd and checks that
+// librbd describes them exactly as asked.
+func TestCreateMatchesRbdInfo(t *testing.T) {
+	ctx := ctxT(t)
+	cases := []struct {
+		opts     CreateOptions
+		size     uint64
+		features []string
+		su, sc   float64
+	}{
+		{CreateOptions{}, 64 << 20, []string{"layering", "exclusive-lock", "object-map", "fast-diff", "deep-flatten"}, 0, 0},
+		{CreateOptions{Order: 20, Features: FeatureNone}, 10<<20 + 4096, []string{}, 0, 0},
+		{CreateOptions{Order: 16, Features: FeatureLayering, StripeUnit: 4096, StripeCount: 4}, 1 << 20,
+			[]string{"layering", "striping"}, 4096, 4},
+		{CreateOptions{Features: FeatureLayering | FeatureExclusiveLock | FeatureObjectMap, StripeUnit: 1 << 20, StripeCount: 3}, 40 << 20,
+			[]string{"layering", "striping", "exclusive-lock", "object-map"}, 1 << 20, 3},
+	}
+	for _, c := range cases {
+		name := imageName(t)
+		if err := Create(ctx, testPool(t), name, c.size, c.opts); err != nil {
+			t.Fatalf("create %+v: %v", c.opts, err)
+		}
+		info := rbdInfo(t, "rbd/"+name)
+		order := c.opts.Order
+		if order == 0 {
+			order = 22
+		}
+		if info["size"].(float64) != float64(c.size) || info["order"].(float64) != float64(order) {
+			t.Errorf("%+v: rbd info %v", c.opts, info)
+		}
+		got := fmt.Sprint(info["features"])
+		if want := fmt.Sprint(c.features); got != want {
+			t.Errorf("%+v: features %s, want %s", c.opts, got, want)
+		}
+		if c.su != 0 && (info["stripe_unit"] != c.su || info["stripe_count"] != c.sc) {
+			t.Errorf("%+v: striping %v/%v", c.opts, info["stripe_unit"], info["stripe_count"])
+		}
+		img := openT(t, name, OpenOptions{ReadOnly: true})
+		st, err := img.Stat(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info["id"] != st.ID || info["block_name_prefix"] != "rbd_data."+st.ID {
+			t.Errorf("id %v / prefix %v, purerbd says %s", info["id"], info["block_name_prefix"], st.ID)
+		}
+		if c.opts.Features&FeatureObjectMap != 0 || c.opts.Features == 0 {
+			rbdCLI(t, "object-map", "check", "rbd/"+name)
+		}
+	}
+	ls := string(rbdCLI(t, "ls"))
+	list, err := List(ctx, testPool(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if !strings.Contains(ls, e.Name+"\n") {
+			t.Errorf("rbd ls lacks %s", e.Name)
+		}
+	}
+}
+
+// TestCreateHeaderMatchesLibrbd compares the header omap of an image made
+// by purerbd with one made by rbd create with the same options.
+func TestCreateHeaderMatchesLibrbd(t *testing.T) {
+	ctx := ctxT(t)
+	a, b := imageName(t), imageName(t)
+	if err := Create(ctx, testPool(t), a, 8<<20, CreateOptions{StripeUnit: 65536, StripeCount: 2,
+		Features: FeatureLayering | FeatureExclusiveLock | FeatureObjectMap | FeatureFastDiff}); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "create", "--size", "8M", "--stripe-unit", "65536", "--stripe-count", "2",
+		"--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/"+b)
+	keys := func(name string) string {
+		id := rbdInfo(t, "rbd/"+name)["id"].(string)
+		out, err := cluster.Rados(ctx, "-p", "rbd", "listomapkeys", "rbd_header."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		om, err := cluster.Rados(ctx, "-p", "rbd", "stat", "rbd_object_map."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out) + strings.SplitN(string(om), "size", 2)[1]
+	}
+	if ka, kb := keys(a), keys(b); ka != kb {
+		t.Errorf("header keys / object map size differ:\npurerbd:\n%s\nlibrbd:\n%s", ka, kb)
+	}
+}
+
+// TestWriteReadByRbd writes random data at random offsets (crossing
+// object and stripe boundaries) and checks rbd export reads the same.
+func TestWriteReadByRbd(t *testing.T) {
+	for _, opts := range []CreateOptions{
+		{Order: 16},
+		{Order: 16, Features: FeatureLayering, StripeUnit: 4096, StripeCount: 3},
+		{Order: 17, Features: FeatureLayering | FeatureExclusiveLock | FeatureObjectMap | FeatureFastDiff, StripeUnit: 8192, StripeCount: 5},
+	} {
+		t.Run(fmt.Sprintf("su%d-sc%d", opts.StripeUnit, opts.StripeCount), func(t *testing.T) {
+			ctx := ctxT(t)
+			name := imageName(t)
+			const size = 3<<20 + 12345
+			if err := Create(ctx, testPool(t), name, size, opts); err != nil {
+				t.Fatal(err)
+			}
+			img := openT(t, name, OpenOptions{})
+			r := rand.New(rand.NewPCG(7, uint64(opts.StripeCount)))
+			model := make([]byte, size)
+			for i := 0; i < 40; i++ {
+				n := 1 + r.IntN(300000)
+				off := r.IntN(size - n)
+				p := randBytes(r, n)
+				if _, err := img.WriteAtContext(ctx, p, int64(off)); err != nil {
+					t.Fatal(err)
+				}
+				copy(model[off:], p)
+			}
+			mustEqual(t, "purerbd read", readAll(t, img), model)
+			if err := img.Close(); err != nil {
+				t.Fatal(err)
+			}
+			mustEqual(t, "rbd export", rbdExport(t, "rbd/"+name), model)
+			if opts.Features&FeatureObjectMap != 0 {
+				rbdCLI(t, "object-map", "check", "rbd/"+name)
+			}
+		})
+	}
+}
+
+// TestReadWhatRbdWrote reads images written by rbd import and rbd bench.
+func TestReadWhatRbdWrote(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	data := randBytes(r, 5<<20+777)
+	copy(data[1<<20:], make([]byte, 1<<20)) // a hole
+	name := imageName(t)
+	rbdImport(t, data, "rbd/"+name, "--object-size", "1M", "--stripe-unit", "64K", "--stripe-count", "3")
+	img := openT(t, name, OpenOptions{ReadOnly: true})
+	mustEqual(t, "read of rbd import", readAll(t, img)[:len(data)], data)
+
+	bench := imageName(t)
+	rbdCLI(t, "create", "--size", "16M", "rbd/"+bench)
+	rbdCLI(t, "bench", "--io-type", "write", "--io-size", "64K", "--io-total", "8M", "--io-pattern", "rand", "rbd/"+bench)
+	img2 := openT(t, bench, OpenOptions{ReadOnly: true})
+	mustEqual(t, "read of rbd bench", readAll(t, img2), rbdExport(t, "rbd/"+bench))
+}
+
+// TestSnapshotsBothWays takes snapshots with purerbd and with rbd and reads
+// each with the other.
+func TestSnapshotsBothWays(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	const size = 4 << 20
+	if err := Create(ctx, testPool(t), name, size, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	v1 := randBytes(r, size)
+	img := openT(t, name, OpenOptions{})
+	if _, err := img.WriteAtContext(ctx, v1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.CreateSnapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	v2 := append([]byte(nil), v1...)
+	p := randBytes(r, 1<<20+100)
+	copy(v2[500000:], p)
+	if _, err := img.WriteAtContext(ctx, p, 500000); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export @s1", rbdExport(t, spec+"@s1"), v1)
+	mustEqual(t, "rbd export head", rbdExport(t, spec), v2)
+	if !strings.Contains(string(rbdCLI(t, "snap", "ls", spec)), "s1") {
+		t.Error("rbd snap ls does not show s1")
+	}
+	// librbd snapshot, then librbd writes: purerbd reads both
+	rbdCLI(t, "snap", "create", spec+"@s2")
+	v3 := randBytes(r, 1<<20)
+	rbdImportAt(t, spec, v3)
+	s2 := openT(t, name, OpenOptions{Snapshot: "s2"})
+	mustEqual(t, "purerbd read @s2", readAll(t, s2), v2)
+	head := openT(t, name, OpenOptions{ReadOnly: true})
+	mustEqual(t, "purerbd read head", readAll(t, head), rbdExport(t, spec))
+	snaps, err := head.Snapshots(ctx)
+	if err != nil || len(snaps) != 2 {
+		t.Fatalf("snapshots %+v %v", snaps, err)
+	}
+	// remove: purerbd refuses while snapshots exist, rbd removes ours
+	if err := Remove(ctx, testPool(t), name, RemoveOptions{Force: true}); !errors.Is(err, ErrHasSnapshots) {
+		t.Errorf("remove with snapshots: %v", err)
+	}
+	rbdCLI(t, "snap", "rm", spec+"@s1")
+	w := openT(t, name, OpenOptions{})
+	if err := w.RemoveSnapshot(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	_ = s2.Close()
+	_ = head.Close()
+	if out := rbdCLI(t, "snap", "ls", spec); len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("snapshots left: %s", out)
+	}
+	if err := Remove(ctx, testPool(t), name, RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rbdCLI(t, "ls")), name+"\n") {
+		t.Error("removed image still listed")
+	}
+}
+
+// rbdImportAt writes p at offset 0 of an existing image through librbd,
+// feeding `rbd import-diff` a diff stream (format v1: header, one write
+// record, end record).
+func rbdImportAt(t *testing.T, spec string, p []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("rbd diff v1\n")
+	b.WriteByte('w')
+	le := func(v uint64) {
+		var x [8]byte
+		for i := range x {
+			x[i] = byte(v >> (8 * i))
+		}
+		b.Write(x[:])
+	}
+	le(0)
+	le(uint64(len(p)))
+	b.Write(p)
+	b.WriteByte('e')
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cluster.ToolInput(ctx, b.Bytes(), "rbd", "import-diff", "-", spec); err != nil {
+		t.Fatalf("rbd import-diff: %v", err)
+	}
+}
+
+// TestObjectMapCheck writes, discards, resizes with purerbd on an
+// object-map image and asks librbd to check the map.
+func TestObjectMapCheck(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	if err := Create(ctx, testPool(t), name, 8<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	r := rand.New(rand.NewPCG(9, 9))
+	model := make([]byte, 8<<20)
+	for i := 0; i < 10; i++ {
+		off := r.IntN(7 << 20)
+		p := randBytes(r, 300000)
+		copy(model[off:], p)
+		if _, err := img.WriteAtContext(ctx, p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := img.Discard(ctx, 1<<20, 2<<20); err != nil { // two whole objects
+		t.Fatal(err)
+	}
+	clear(model[1<<20 : 3<<20])
+	if err := img.Discard(ctx, 5<<20+1000, 1<<20); err != nil { // tail + head
+		t.Fatal(err)
+	}
+	clear(model[5<<20+1000 : 6<<20+1000])
+	p := randBytes(r, 100)
+	copy(model[7<<20:], p)
+	if _, err := img.WriteAtContext(ctx, p, 7<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Resize(ctx, 6<<20+500); err != nil {
+		t.Fatal(err)
+	}
+	model = model[:6<<20+500]
+	if err := img.Resize(ctx, 9<<20); err != nil {
+		t.Fatal(err)
+	}
+	model = append(model, make([]byte, 9<<20-len(model))...)
+	mustEqual(t, "purerbd read", readAll(t, img), model)
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "object-map", "check", spec)
+	mustEqual(t, "rbd export", rbdExport(t, spec), model)
+	if info := rbdInfo(t, spec); fmt.Sprint(info["flags"]) != "[]" {
+		t.Errorf("flags after purerbd: %v", info["flags"])
+	}
+	if out := rbdCLI(t, "lock", "ls", spec); len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("lock left after close: %s", out)
+	}
+}
+
+// TestExclusiveLockHandover writes with purerbd while rbd bench writes to
+// the same image: the lock goes back and forth, nothing is lost.
+func TestExclusiveLockHandover(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	const size = 16 << 20
+	if err := Create(ctx, testPool(t), name, size, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	r := rand.New(rand.NewPCG(1, 1))
+	mine := make([]byte, 8<<20) // purerbd owns [8M,16M), bench writes [0,4M)
+	if _, err := img.WriteAtContext(ctx, mine, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if !img.IsLockOwner() {
+		t.Fatal("no lock after a write")
+	}
+	done := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := cluster.Rbd(cctx, "bench", "--io-type", "write", "--io-size", "64K", "--io-threads", "1", "--io-total", "4M", spec)
+		done <- err
+	}()
+	writes := 0
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("rbd bench: %v", err)
+			}
+			finished = true
+		default:
+		}
+		off := r.IntN(len(mine) - 65536)
+		p := randBytes(r, 65536)
+		copy(mine[off:], p)
+		if _, err := img.WriteAtContext(ctx, p, int64(8<<20+off)); err != nil {
+			t.Fatal(err)
+		}
+		writes++
+	}
+	t.Logf("purerbd wrote %d times while rbd bench ran; lock acquired %d times, released %d times",
+		writes, img.lock.acquisitions.Load(), img.lock.releases.Load())
+	if img.lock.releases.Load() < 1 || img.lock.acquisitions.Load() < 2 {
+		t.Error("the lock never went to rbd bench and back")
+	}
+	got := make([]byte, len(mine))
+	if _, err := img.ReadAtContext(ctx, got, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "purerbd's region (purerbd read)", got, mine)
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	exp := rbdExport(t, spec)
+	mustEqual(t, "purerbd's region (rbd export)", exp[8<<20:], mine)
+	if bytes.Equal(exp[:4<<20], make([]byte, 4<<20)) {
+		t.Error("rbd bench's writes are missing")
+	}
+	rbdCLI(t, "object-map", "check", spec)
+	if out := rbdCLI(t, "lock", "ls", spec); len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("lock left after close: %s", out)
+	}
+}
+
+// TestLockRefuse keeps the lock from librbd.
+func TestLockRefuse(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{LockPolicy: LockRefuse})
+	if !img.IsLockOwner() {
+		t.Fatal("LockRefuse did not take the lock at open")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cluster.Rbd(cctx, "bench", "--io-type", "write", "--io-total", "64K", "rbd/"+name); err == nil {
+		t.Error("rbd bench wrote to an image held with LockRefuse")
+	}
+	if !img.IsLockOwner() {
+		t.Error("lock lost")
+	}
+}
+
+// TestUnsupportedFeatureRefused opens a journaling image.
+func TestUnsupportedFeatureRefused(t *testing.T) {
+	name := imageName(t)
+	rbdCLI(t, "create", "--size", "4M", "--image-feature", "layering,exclusive-lock,journaling", "rbd/"+name)
+	_, err := Open(ctxT(t), testPool(t), name, OpenOptions{})
+	var fe *FeatureError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "journaling") {
+		t.Fatalf("read-write open of a journaling image: %v", err)
+	}
+	img := openT(t, name, OpenOptions{ReadOnly: true})
+	if img.Size() != 4<<20 {
+		t.Error("read-only open")
+	}
+}
+
+// TestMetadataRenameResize covers the smaller verbs against rbd.
+func TestMetadataRenameResize(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	if err := img.MetadataSet(ctx, "conf_rbd_cache", "false"); err != nil {
+		t.Fatal(err)
+	}
+	if v := strings.TrimSpace(string(rbdCLI(t, "image-meta", "get", spec, "conf_rbd_cache"))); v != "false" {
+		t.Errorf("rbd image-meta get: %q", v)
+	}
+	rbdCLI(t, "image-meta", "set", spec, "owner", "alice")
+	if v, err := img.MetadataGet(ctx, "owner"); err != nil || v != "alice" {
+		t.Errorf("metadata get: %q %v", v, err)
+	}
+	if err := img.Resize(ctx, 12<<20); err != nil {
+		t.Fatal(err)
+	}
+	if s := rbdInfo(t, spec)["size"].(float64); s != 12<<20 {
+		t.Errorf("rbd info size after resize %v", s)
+	}
+	rbdCLI(t, "resize", "--size", "20M", spec)
+	if err := img.Refresh(ctx); err != nil || img.Size() != 20<<20 {
+		t.Errorf("size after rbd resize: %d %v", img.Size(), err)
+	}
+	_ = img.Close()
+	renamed := name + "-renamed"
+	if err := Rename(ctx, testPool(t), name, renamed); err != nil {
+		t.Fatal(err)
+	}
+	if rbdInfo(t, "rbd/"+renamed)["size"].(float64) != 20<<20 {
+		t.Error("renamed image")
+	}
+	if err := Remove(ctx, testPool(t), renamed, RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClones clones both ways and flattens.
+func TestClones(t *testing.T) {
+	ctx := ctxT(t)
+	parent := imageName(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	data := randBytes(r, 3<<20)
+	rbdImport(t, data, "rbd/"+parent, "--object-size", "1M")
+	rbdCLI(t, "snap", "create", "rbd/"+parent+"@base")
+	rbdCLI(t, "snap", "protect", "rbd/"+parent+"@base")
+
+	// purerbd clones librbd's parent; librbd reads the clone
+	child := imageName(t)
+	if err := Clone(ctx, testPool(t), parent, "base", testPool(t), child, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export of purerbd clone", rbdExport(t, "rbd/"+child), data)
+	if !strings.Contains(string(rbdCLI(t, "children", "rbd/"+parent+"@base")), child) {
+		t.Error("rbd children does not list the clone")
+	}
+	img := openT(t, child, OpenOptions{})
+	p := randBytes(r, 5000)
+	if _, err := img.WriteAtContext(ctx, p, 1<<20-100); err != nil { // copy-up of two objects
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), data...)
+	copy(want[1<<20-100:], p)
+	mustEqual(t, "purerbd read of clone", readAll(t, img), want)
+	mustEqual(t, "rbd export after copy-up", rbdExport(t, "rbd/"+child), want)
+	if err := img.Flatten(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = img.Close()
+	if _, ok := rbdInfo(t, "rbd/"+child)["parent"]; ok {
+		t.Error("flattened clone still has a parent")
+	}
+	mustEqual(t, "rbd export after flatten", rbdExport(t, "rbd/"+child), want)
+	rbdCLI(t, "object-map", "check", "rbd/"+child)
+
+	// librbd clones; purerbd reads the clone
+	child2 := imageName(t)
+	rbdCLI(t, "clone", "rbd/"+parent+"@base", "rbd/"+child2)
+	c2 := openT(t, child2, OpenOptions{ReadOnly: true})
+	mustEqual(t, "purerbd read of rbd clone", readAll(t, c2), data)
+}
+
+// TestSnapshotObjectMaps takes snapshots with purerbd on an object-map,
+// fast-diff image, writes, shrinks and rolls back, and asks librbd to
+// check every map.
+func TestSnapshotObjectMaps(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	if err := Create(ctx, testPool(t), name, 6<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	r := rand.New(rand.NewPCG(13, 14))
+	v1 := randBytes(r, 6<<20)
+	clear(v1[2<<20 : 3<<20])
+	if _, err := img.WriteAtContext(ctx, v1[:2<<20], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := img.WriteAtContext(ctx, v1[3<<20:], 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.CreateSnapshot(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	p := randBytes(r, 10)
+	if _, err := img.WriteAtContext(ctx, p, 4<<20+5); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Discard(ctx, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.CreateSnapshot(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Resize(ctx, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{spec, spec + "@a", spec + "@b"} {
+		rbdCLI(t, "object-map", "check", s)
+	}
+	mustEqual(t, "rbd export @a", rbdExport(t, spec+"@a"), v1)
+	if err := img.RemoveSnapshot(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "object-map", "check", spec)
+	rbdCLI(t, "object-map", "check", spec+"@a")
+	if err := img.RollbackSnapshot(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "purerbd read after rollback", readAll(t, img), v1)
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export after rollback", rbdExport(t, spec), v1)
+	rbdCLI(t, "object-map", "check", spec)
+	if info := rbdInfo(t, spec); fmt.Sprint(info["flags"]) != "[]" {
+		t.Errorf("flags: %v", info["flags"])
+	}
+}
