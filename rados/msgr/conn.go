@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,13 @@ func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, err
 	}
 	if herr != nil {
 		nc.Close()
-		if cerr := dctx.Err(); cerr != nil && !errors.Is(herr, cerr) {
+		cerr := dctx.Err()
+		if cerr == nil && errors.Is(herr, os.ErrDeadlineExceeded) {
+			// The socket deadline is the handshake deadline; it may fire
+			// a moment before the context's own timer.
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil && !errors.Is(herr, cerr) {
 			herr = fmt.Errorf("%w (%w)", cerr, herr)
 		} else if peerGone(herr) {
 			herr = fmt.Errorf("%w during the handshake: %w", ErrPeerClosed, herr)

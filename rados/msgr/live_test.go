@@ -566,21 +566,28 @@ func TestLiveness(t *testing.T) {
 	p := newFaultProxy(t, cluster.MonAddrs[0])
 	c, err := Dial(ctxT(t, 10*time.Second), cluster.MonAddrs[0], Config{
 		Auth: adminCephX(t), PeerType: denc.EntityTypeMon, DialContext: p.dial,
-		KeepaliveInterval: 50 * time.Millisecond, LivenessTimeout: 400 * time.Millisecond,
+		KeepaliveInterval: 50 * time.Millisecond, LivenessTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	time.Sleep(300 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.LastKeepaliveAck().IsZero() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if c.Err() != nil || c.LastKeepaliveAck().IsZero() {
 		t.Fatalf("healthy session: %v", c.Err())
 	}
 	p.blackhole.Store(true)
+	t0 := time.Now()
 	select {
 	case <-c.Done():
-	case <-time.After(3 * time.Second):
+	case <-time.After(5 * time.Second):
 		t.Fatal("silence not noticed")
+	}
+	if d := time.Since(t0); d < 900*time.Millisecond {
+		t.Fatalf("timed out after %v, before the liveness timeout", d)
 	}
 	if !errors.Is(c.Err(), ErrTimeout) {
 		t.Fatalf("err %v", c.Err())
@@ -593,7 +600,7 @@ func TestSlowOwner(t *testing.T) {
 	requireCluster(t)
 	c, err := Dial(ctxT(t, 10*time.Second), cluster.MonAddrs[0], Config{
 		Auth: adminCephX(t), PeerType: denc.EntityTypeMon, IncomingQueue: 1,
-		KeepaliveInterval: 50 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
+		KeepaliveInterval: 50 * time.Millisecond, LivenessTimeout: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -604,7 +611,7 @@ func TestSlowOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(1500 * time.Millisecond) // three liveness timeouts without reading
 	for i := 1; i <= 3; i++ {
 		if m := receive(t, c, msgMonMap); m.Seq != uint64(i) {
 			t.Fatalf("seq %d", m.Seq)
