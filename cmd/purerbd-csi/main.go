@@ -1,0 +1,128 @@
+// Command purerbd-csi is purerbd's CSI plugin: the controller service,
+// the node service, or both, for RBD volumes, in one static binary.
+//
+//	purerbd-csi --controller --endpoint unix:///csi/csi.sock \
+//	    --cluster-config /etc/ceph-csi-config/config.json
+//
+// It maps its flags onto csi.Config and runs a csi.Driver until SIGINT or
+// SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
+	"github.com/purerbd/purerbd/csi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the flags that are not csi.Config fields.
+type options struct {
+	version    bool
+	secretsDir string
+	logLevel   slog.Level
+	logFormat  string
+}
+
+// parseFlags maps the command line onto a csi.Config.
+func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
+	var cfg csi.Config
+	var o options
+	fs := flag.NewFlagSet("purerbd-csi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Endpoint, "endpoint", "unix:///csi/csi.sock", "unix socket to serve CSI on")
+	fs.StringVar(&cfg.NodeID, "nodeid", "", "this node's ID (the Kubernetes node name); required with --node")
+	fs.StringVar(&cfg.DriverName, "drivername", csi.DefaultDriverName, "CSI driver name")
+	fs.StringVar(&cfg.ClusterConfigPath, "cluster-config", "/etc/ceph-csi-config/config.json",
+		"cluster configuration file, in ceph-csi's config.json shape")
+	fs.BoolVar(&cfg.Controller, "controller", false, "serve the controller service")
+	fs.BoolVar(&cfg.Node, "node", false, "serve the node service")
+	fs.StringVar(&o.secretsDir, "secrets-dir", "",
+		"directory of the plugin's own Ceph credentials (files userID and userKey, or <clusterID>.userID and <clusterID>.userKey), used by calls that carry no secrets")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 10*time.Minute,
+		"how often the controller collects images and snapshots left behind by interrupted deletions (0: never)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, o, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return cfg, o, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return cfg, o, fmt.Errorf("--log-format %q: want text or json", o.logFormat)
+	}
+	if o.version {
+		return cfg, o, nil
+	}
+	if !cfg.Controller && !cfg.Node {
+		return cfg, o, errors.New("give --controller, --node or both")
+	}
+	if cfg.Node && cfg.NodeID == "" {
+		return cfg, o, errors.New("--node needs --nodeid")
+	}
+	if cfg.SweepInterval < 0 {
+		return cfg, o, errors.New("--sweep-interval is negative")
+	}
+	if o.secretsDir != "" {
+		cfg.Credentials = csi.CredentialsFromDir(o.secretsDir)
+	}
+	cfg.Version = buildinfo.Version()
+	return cfg, o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "purerbd-csi: %v\n", err)
+		return 2
+	}
+	if o.version {
+		fmt.Fprintf(stdout, "purerbd-csi %s\n", buildinfo.Version())
+		return 0
+	}
+	hopts := &slog.HandlerOptions{Level: o.logLevel}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	cfg.Logger = slog.New(h)
+	if cfg.Controller {
+		store, err := newStore(cfg.Logger)
+		if err != nil {
+			cfg.Logger.Error("cannot start", "error", err.Error())
+			return 1
+		}
+		defer store.Close()
+		cfg.Store = store
+	}
+	if err := csi.NewDriver(cfg).Run(ctx); err != nil {
+		cfg.Logger.Error("stopped", "error", strings.TrimPrefix(err.Error(), "csi: "))
+		return 1
+	}
+	cfg.Logger.Info("stopped")
+	return 0
+}
