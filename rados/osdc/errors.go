@@ -66,8 +66,14 @@ func (e *OpError) Error() string {
 func (e *OpError) Unwrap() error { return e.Errno }
 
 // ErrPoolNotFound is returned for requests to a pool the OSD map does not
-// have (also after asking the monitors for a newer map).
-var ErrPoolNotFound = errors.New("osdc: pool does not exist")
+// have (also after asking the monitors for a newer map). It also matches
+// syscall.ENOENT with errors.Is.
+var ErrPoolNotFound error = poolNotFound{}
+
+type poolNotFound struct{}
+
+func (poolNotFound) Error() string        { return "osdc: pool does not exist" }
+func (poolNotFound) Is(target error) bool { return target == syscall.ENOENT }
 
 // ErrPoolEIO is returned for requests to a pool flagged EIO.
 var ErrPoolEIO = errors.New("osdc: pool is marked EIO")

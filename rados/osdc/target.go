@@ -1,6 +1,7 @@
 package osdc
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -127,4 +128,26 @@ func (t *target) hobject(oid string) HObject {
 		Pool:      t.oloc.Pool,
 		Namespace: t.oloc.Namespace,
 	}
+}
+
+// Location is where an object lives under the current map.
+type Location struct {
+	Epoch uint32
+	RawPG denc.PG // full-precision placement seed
+	PG    denc.PG // the placement group (folded into pg_num)
+	osdmap.Mapping
+}
+
+// Locate computes where an object lives, as `ceph osd map` reports it.
+func (o *Objecter) Locate(pool int64, ns, key, oid string) (Location, error) {
+	m := o.osdmap.Load()
+	if m == nil {
+		return Location{}, errors.New("osdc: no OSD map yet")
+	}
+	b := base{oloc: denc.ObjectLocator{Pool: pool, Namespace: ns, Key: key, Hash: -1}, oid: oid, flags: FlagRead | FlagIgnoreOverlay}
+	t, err := calcTarget(m, &b)
+	if err != nil {
+		return Location{}, err
+	}
+	return Location{Epoch: t.epoch, RawPG: t.rawPG, PG: t.pgid, Mapping: t.mapping}, nil
 }

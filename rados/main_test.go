@@ -1,0 +1,66 @@
+package rados
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/radostest"
+)
+
+var cluster *radostest.Cluster
+
+func TestMain(m *testing.M) {
+	// The examples connect the way programs do, through CEPH_CONF: put
+	// the cluster where that points.
+	dir, err := os.MkdirTemp("", "purerbd-rados-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("CEPH_CONF", filepath.Join(dir, "ceph.conf"))
+	code := radostest.Main(m, radostest.Options{Dir: dir}, &cluster)
+	if code == 0 {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// connectTest connects to the package's cluster with an explicit
+// Config, and checks at cleanup that Close leaves no goroutine behind.
+func connectTest(t testing.TB) *Conn {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := Connect(ctx, Config{MonHost: cluster.MonHost(), Key: cluster.AdminKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Errorf("goroutines: %d before Connect, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return conn
+}
+
+func testIO(t testing.TB, conn *Conn, ns string) *IOContext {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	io, err := conn.IOContext(ctx, cluster.Pool, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return io
+}
