@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/purerbd/purerbd/rados"
 	"io"
 	"log/slog"
 	"syscall"
@@ -258,8 +259,8 @@ func detachFromParent(ctx context.Context, o objects, id string, h *header) erro
 // attached to the parent snapshot's children (child_attach). Order and
 // striping default to the parent's; Features default to the parent's
 // (layering is required).
-func Clone(ctx context.Context, parentIoc IOContext, parentName, snapName string,
-	childIoc IOContext, childName string, opts CreateOptions) error {
+func Clone(ctx context.Context, parentIoc *rados.IOContext, parentName, snapName string,
+	childIoc *rados.IOContext, childName string, opts CreateOptions) error {
 	po, err := adapt(parentIoc)
 	if err != nil {
 		return err

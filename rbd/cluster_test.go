@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
@@ -24,7 +25,8 @@ import (
 var cluster *radostest.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(radostest.Main(m, radostest.Options{}, &cluster))
+	// a dead client's watch expires after 10 s instead of 30 (TestBreakDeadOwnersLock)
+	os.Exit(radostest.Main(m, radostest.Options{Conf: map[string]string{"osd_client_watch_timeout": "10"}}, &cluster))
 }
 
 var imageSeq atomic.Int64
@@ -663,5 +665,164 @@ func TestSnapshotObjectMaps(t *testing.T) {
 	rbdCLI(t, "object-map", "check", spec)
 	if info := rbdInfo(t, spec); fmt.Sprint(info["flags"]) != "[]" {
 		t.Errorf("flags: %v", info["flags"])
+	}
+}
+
+// TestDataPoolAndNamespace puts data objects in a separate pool and an
+// image in a namespace, and checks librbd agrees on both.
+func TestDataPoolAndNamespace(t *testing.T) {
+	ctx := ctxT(t)
+	if _, err := cluster.Ceph(ctx, "osd", "pool", "create", "rbddata", "8"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Rbd(ctx, "pool", "init", "rbddata"); err != nil {
+		t.Fatal(err)
+	}
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 3<<20, CreateOptions{Order: 20, DataPool: "rbddata"}); err != nil {
+		t.Fatal(err)
+	}
+	info := rbdInfo(t, "rbd/"+name)
+	if info["data_pool"] != "rbddata" || !strings.Contains(fmt.Sprint(info["features"]), "data-pool") {
+		t.Errorf("rbd info: data_pool %v features %v", info["data_pool"], info["features"])
+	}
+	img := openT(t, name, OpenOptions{})
+	data := randBytes(rand.New(rand.NewPCG(21, 22)), 3<<20)
+	if _, err := img.WriteAtContext(ctx, data, 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = img.Close()
+	mustEqual(t, "rbd export (data pool)", rbdExport(t, "rbd/"+name), data)
+	out, err := cluster.Rados(ctx, "-p", "rbddata", "ls")
+	if err != nil || !strings.Contains(string(out), "rbd_data."+info["id"].(string)) {
+		t.Errorf("data objects not in the data pool: %s %v", out, err)
+	}
+	rbdCLI(t, "object-map", "check", "rbd/"+name)
+	if err := Remove(ctx, testPool(t), name, RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cluster.Rados(ctx, "-p", "rbddata", "ls"); strings.Contains(string(out), "rbd_data."+info["id"].(string)) {
+		t.Errorf("data objects left after removal: %s", out)
+	}
+
+	rbdCLI(t, "namespace", "create", "rbd/ns1")
+	nsio := testPool(t).WithNamespace("ns1")
+	nsName := imageName(t)
+	if err := Create(ctx, nsio, nsName, 1<<20, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rbdCLI(t, "ls", "rbd/ns1")), nsName) {
+		t.Error("rbd ls rbd/ns1 lacks the image")
+	}
+	nimg, err := Open(ctx, nsio, nsName, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nimg.WriteAtContext(ctx, data[:1<<20], 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = nimg.Close()
+	mustEqual(t, "rbd export (namespace)", rbdExport(t, "rbd/ns1/"+nsName), data[:1<<20])
+}
+
+// TestWritesKeepLibrbdSnapshots writes with purerbd after librbd took
+// snapshots: the snapshots keep their data (the snap context is right),
+// purerbd reads them, protects, rolls back.
+func TestWritesKeepLibrbdSnapshots(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	r := rand.New(rand.NewPCG(31, 32))
+	v1 := randBytes(r, 3<<20)
+	rbdImport(t, v1, spec, "--object-size", "1M")
+	rbdCLI(t, "snap", "create", spec+"@one")
+
+	img := openT(t, name, OpenOptions{})
+	v2 := append([]byte(nil), v1...)
+	p := randBytes(r, 1<<20+10)
+	copy(v2[700000:], p)
+	if _, err := img.WriteAtContext(ctx, p, 700000); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Discard(ctx, 2<<20, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	clear(v2[2<<20:])
+	mustEqual(t, "rbd export @one", rbdExport(t, spec+"@one"), v1)
+	mustEqual(t, "rbd export head", rbdExport(t, spec), v2)
+	rbdCLI(t, "object-map", "check", spec+"@one")
+
+	s := openT(t, name, OpenOptions{Snapshot: "one"})
+	mustEqual(t, "purerbd read @one", readAll(t, s), v1)
+	if _, err := s.WriteAtContext(ctx, []byte{1}, 0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("write to a snapshot: %v", err)
+	}
+
+	if err := img.ProtectSnapshot(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rbdCLI(t, "snap", "ls", spec)), "yes") {
+		t.Error("rbd snap ls does not show the protection")
+	}
+	if err := img.UnprotectSnapshot(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.RollbackSnapshot(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "purerbd read after rollback", readAll(t, img), v1)
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export after rollback", rbdExport(t, spec), v1)
+	rbdCLI(t, "object-map", "check", spec)
+}
+
+// TestBreakDeadOwnersLock: a client holding the lock disappears; the next
+// writer blocklists it, breaks the lock and writes.
+func TestBreakDeadOwnersLock(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := rados.Connect(ctx, rados.Config{MonHost: strings.Join(cluster.MonAddrs, ","), Key: cluster.AdminKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oio, err := other.IOContext(ctx, cluster.Pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := Open(ctx, oio, name, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.WriteAtContext(ctx, []byte("first"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Close() // gone without unlocking: its watch disappears, the lock stays
+	if out := rbdCLI(t, "lock", "ls", "rbd/"+name); !strings.Contains(string(out), "auto ") {
+		t.Fatalf("no lock left by the dead client: %s", out)
+	}
+	img := openT(t, name, OpenOptions{})
+	if _, err := img.WriteAtContext(ctx, []byte("second"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !img.IsLockOwner() {
+		t.Fatal("lock not taken over")
+	}
+	if out := string(rbdCLI(t, "lock", "ls", "rbd/"+name)); !strings.Contains(out, fmt.Sprintf("client.%d", conn.InstanceID())) {
+		t.Errorf("rbd lock ls after takeover: %s", out)
+	}
+	bl, err := cluster.Ceph(ctx, "osd", "blocklist", "ls")
+	if err != nil || !strings.Contains(string(bl), "127.0.0.1") {
+		t.Errorf("dead owner not blocklisted: %s %v", bl, err)
+	}
+	_ = img.Close()
+	got := make([]byte, 6)
+	r := openT(t, name, OpenOptions{ReadOnly: true})
+	if _, err := r.ReadAtContext(ctx, got, 0); err != nil || string(got) != "second" {
+		t.Errorf("read %q %v", got, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/purerbd/purerbd/rados"
 	"strings"
 	"syscall"
 
@@ -41,7 +42,7 @@ func validName(name string) error {
 }
 
 // Create creates image name of size bytes.
-func Create(ctx context.Context, ioc IOContext, name string, size uint64, opts CreateOptions) error {
+func Create(ctx context.Context, ioc *rados.IOContext, name string, size uint64, opts CreateOptions) error {
 	o, err := adapt(ioc)
 	if err != nil {
 		return err
@@ -192,7 +193,7 @@ type RemoveOptions struct {
 // Remove deletes image name and all its data, like `rbd rm`: it refuses
 // images with snapshots (ErrHasSnapshots) and images other clients have
 // open (ErrBusy).
-func Remove(ctx context.Context, ioc IOContext, name string, opts RemoveOptions) error {
+func Remove(ctx context.Context, ioc *rados.IOContext, name string, opts RemoveOptions) error {
 	o, err := adapt(ioc)
 	if err != nil {
 		return err
@@ -302,7 +303,7 @@ func trimObjects(ctx context.Context, meta, data objects, id string, h *header, 
 }
 
 // Rename renames image src to dst.
-func Rename(ctx context.Context, ioc IOContext, src, dst string) error {
+func Rename(ctx context.Context, ioc *rados.IOContext, src, dst string) error {
 	o, err := adapt(ioc)
 	if err != nil {
 		return err
@@ -342,7 +343,7 @@ type ImageEntry struct {
 }
 
 // List returns the pool's images (its rbd_directory), by name.
-func List(ctx context.Context, ioc IOContext) ([]ImageEntry, error) {
+func List(ctx context.Context, ioc *rados.IOContext) ([]ImageEntry, error) {
 	o, err := adapt(ioc)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/purerbd/purerbd/rados"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,11 @@ type OpenOptions struct {
 	// AcquireLock takes the exclusive lock at Open instead of at the
 	// first write.
 	AcquireLock bool
+	// NoBlocklist breaks the lock of a dead owner without blocklisting
+	// it first (librbd's rbd_blocklist_on_break_lock = false). By
+	// default the owner is blocklisted, so that a client that only lost
+	// its watch cannot keep writing.
+	NoBlocklist bool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -77,7 +83,7 @@ type Image struct {
 }
 
 // Open opens image name in the pool of ioc.
-func Open(ctx context.Context, ioc IOContext, name string, opts OpenOptions) (*Image, error) {
+func Open(ctx context.Context, ioc *rados.IOContext, name string, opts OpenOptions) (*Image, error) {
 	o, err := adapt(ioc)
 	if err != nil {
 		return nil, err
@@ -87,7 +93,7 @@ func Open(ctx context.Context, ioc IOContext, name string, opts OpenOptions) (*I
 
 // OpenByID opens the image with the given id (its name is looked up in
 // the directory).
-func OpenByID(ctx context.Context, ioc IOContext, id string, opts OpenOptions) (*Image, error) {
+func OpenByID(ctx context.Context, ioc *rados.IOContext, id string, opts OpenOptions) (*Image, error) {
 	o, err := adapt(ioc)
 	if err != nil {
 		return nil, err

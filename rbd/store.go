@@ -129,6 +129,9 @@ type objects interface {
 	// same cluster; poolByName looks a pool id up by name.
 	pool(ctx context.Context, id int64, ns string) (objects, error)
 	poolByName(ctx context.Context, name string) (int64, error)
+	// blocklist keeps the client at addr away from the OSDs (before its
+	// lock is broken, so that it cannot write any more).
+	blocklist(ctx context.Context, addr denc.EntityAddr) error
 }
 
 // call runs one read-only class method.

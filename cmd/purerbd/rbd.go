@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -42,6 +43,8 @@ verbs:
   image-meta get|set|remove|list IMAGE [KEY [VALUE]]
   import [--image-feature F,...] [--object-size S] PATH|- IMAGE
   export IMAGE[@SNAP] PATH|-
+  status IMAGE
+  lock ls IMAGE
   bench --io-type write|read|readwrite [--io-size S] [--io-threads N]
         [--io-total S] [--io-pattern seq|rand] IMAGE
 IMAGE is [POOL/[NAMESPACE/]]NAME; sizes take K/M/G/T suffixes (--size
@@ -49,11 +52,12 @@ without a suffix is in MiB, as in rbd).`
 
 // rbdCommand holds what every verb shares.
 type rbdCommand struct {
-	conn   cephconf.Args
-	pool   string
-	ns     string
-	stdout io.Writer
-	stderr io.Writer
+	conn      cephconf.Args
+	radosConn *rados.Conn
+	pool      string
+	ns        string
+	stdout    io.Writer
+	stderr    io.Writer
 }
 
 func runRBD(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -62,6 +66,11 @@ func runRBD(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	c := &rbdCommand{conn: conn, pool: "rbd", stdout: stdout, stderr: stderr}
+	defer func() {
+		if c.radosConn != nil {
+			_ = c.radosConn.Close()
+		}
+	}()
 	// -p/--pool and --namespace may come anywhere
 	var verbArgs []string
 	for i := 0; i < len(rest); i++ {
@@ -119,6 +128,10 @@ func runRBD(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return c.exportImage(ctx, vargs)
 	case "bench":
 		return c.bench(ctx, vargs)
+	case "status":
+		return c.status(ctx, vargs)
+	case "lock":
+		return c.lockList(ctx, vargs)
 	}
 	fmt.Fprintln(stderr, rbdUsage)
 	return fmt.Errorf("unknown verb %q", verb)
@@ -305,7 +318,7 @@ func (c *rbdCommand) create(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.withPool(ctx, sp, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		return rbd.Create(ctx, ioc, sp.name, uint64(sz), opts)
 	})
 }
@@ -474,7 +487,7 @@ func (c *rbdCommand) list(ctx context.Context, args []string) error {
 		p, ns, _ := strings.Cut(pos[0], "/")
 		sp.pool, sp.ns = p, ns
 	}
-	return c.withPool(ctx, sp, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		images, err := rbd.List(ctx, ioc)
 		if err != nil {
 			return err
@@ -534,7 +547,7 @@ func (c *rbdCommand) remove(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.withPool(ctx, sp, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		return rbd.Remove(ctx, ioc, sp.name, rbd.RemoveOptions{Force: *force})
 	})
 }
@@ -554,7 +567,7 @@ func (c *rbdCommand) rename(ctx context.Context, args []string) error {
 	if src.pool != dst.pool || src.ns != dst.ns {
 		return errors.New("rename: source and destination must be in the same pool and namespace")
 	}
-	return c.withPool(ctx, src, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, src, func(ioc *rados.IOContext) error {
 		return rbd.Rename(ctx, ioc, src.name, dst.name)
 	})
 }
@@ -692,8 +705,8 @@ func (c *rbdCommand) clone(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.withPool(ctx, parent, func(pioc rbd.IOContext) error {
-		return c.withPool(ctx, child, func(cioc rbd.IOContext) error {
+	return c.withPool(ctx, parent, func(pioc *rados.IOContext) error {
+		return c.withPool(ctx, child, func(cioc *rados.IOContext) error {
 			return rbd.Clone(ctx, pioc, parent.name, parent.snap, cioc, child.name, opts)
 		})
 	})
@@ -786,7 +799,7 @@ func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
 		}
 		in = f
 	}
-	return c.withPool(ctx, sp, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		initial := size
 		if initial < 0 {
 			initial = 0
@@ -1028,7 +1041,7 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 
 // withImage opens sp's image and runs f.
 func (c *rbdCommand) withImage(ctx context.Context, sp imageSpec, opts rbd.OpenOptions, f func(img *rbd.Image) error) error {
-	return c.withPool(ctx, sp, func(ioc rbd.IOContext) error {
+	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		img, err := rbd.Open(ctx, ioc, sp.name, opts)
 		if err != nil {
 			return err
@@ -1042,8 +1055,118 @@ func (c *rbdCommand) withImage(ctx context.Context, sp imageSpec, opts rbd.OpenO
 	})
 }
 
-// withPool connects to the cluster and runs f with an I/O context for
-// sp's pool and namespace.
-func (c *rbdCommand) withPool(ctx context.Context, sp imageSpec, f func(ioc rbd.IOContext) error) error {
-	return errors.New("purerbd rbd: the RADOS client (package rados) is not available in this build yet")
+// withPool connects to the cluster (once per command) and runs f with an
+// I/O context for sp's pool and namespace.
+func (c *rbdCommand) withPool(ctx context.Context, sp imageSpec, f func(ioc *rados.IOContext) error) error {
+	if c.radosConn == nil {
+		conn, err := rados.ConnectFromConf(ctx, c.conn)
+		if err != nil {
+			return err
+		}
+		c.radosConn = conn
+	}
+	ioc, err := c.radosConn.IOContext(ctx, sp.pool, sp.ns)
+	if err != nil {
+		return err
+	}
+	return f(ioc)
+}
+
+func (c *rbdCommand) status(ctx context.Context, args []string) error {
+	fs := newFlagSet("status", c.stderr)
+	format := fs.String("format", "plain", "plain or json")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: status IMAGE")
+	}
+	sp, err := c.parseSpec(pos[0], false)
+	if err != nil {
+		return err
+	}
+	return c.withImage(ctx, sp, rbd.OpenOptions{ReadOnly: true}, func(img *rbd.Image) error {
+		ws, err := img.Watchers(ctx)
+		if err != nil {
+			return err
+		}
+		// this command's own watch is not a user of the image
+		own := ws[:0]
+		for _, w := range ws {
+			if w.Client != fmt.Sprintf("client.%d", c.radosConn.InstanceID()) {
+				own = append(own, w)
+			}
+		}
+		if *format == "json" {
+			type wj struct {
+				Address string `json:"address"`
+				Client  string `json:"client"`
+				Cookie  uint64 `json:"cookie"`
+			}
+			out := struct {
+				Watchers []wj `json:"watchers"`
+			}{Watchers: []wj{}}
+			for _, w := range own {
+				out.Watchers = append(out.Watchers, wj{w.Address, w.Client, w.Cookie})
+			}
+			return json.NewEncoder(c.stdout).Encode(out)
+		}
+		if len(own) == 0 {
+			fmt.Fprintln(c.stdout, "Watchers: none")
+			return nil
+		}
+		fmt.Fprintln(c.stdout, "Watchers:")
+		for _, w := range own {
+			fmt.Fprintf(c.stdout, "\twatcher=%s %s cookie=%d\n", w.Address, w.Client, w.Cookie)
+		}
+		return nil
+	})
+}
+
+func (c *rbdCommand) lockList(ctx context.Context, args []string) error {
+	if len(args) < 1 || (args[0] != "ls" && args[0] != "list") {
+		return errors.New("usage: lock ls IMAGE")
+	}
+	fs := newFlagSet("lock ls", c.stderr)
+	format := fs.String("format", "plain", "plain or json")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: lock ls IMAGE")
+	}
+	sp, err := c.parseSpec(pos[0], false)
+	if err != nil {
+		return err
+	}
+	return c.withImage(ctx, sp, rbd.OpenOptions{ReadOnly: true}, func(img *rbd.Image) error {
+		owners, err := img.LockOwners(ctx)
+		if err != nil {
+			return err
+		}
+		if *format == "json" {
+			type lj struct {
+				ID      string `json:"id"`
+				Locker  string `json:"locker"`
+				Address string `json:"address"`
+			}
+			out := []lj{}
+			for _, o := range owners {
+				out = append(out, lj{o.Cookie, o.Client, o.Address})
+			}
+			return json.NewEncoder(c.stdout).Encode(out)
+		}
+		if len(owners) == 0 {
+			return nil
+		}
+		fmt.Fprintf(c.stdout, "There is 1 exclusive lock on this image.\n")
+		tw := tabwriter.NewWriter(c.stdout, 0, 8, 1, ' ', 0)
+		fmt.Fprintln(tw, "Locker\tID\tAddress")
+		for _, o := range owners {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Client, o.Cookie, o.Address)
+		}
+		return tw.Flush()
+	})
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/radostest"
+)
+
+func TestRBDSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		def  int64
+		want int64
+	}{
+		{"1024", 1 << 20, 1 << 30}, {"1G", 1 << 20, 1 << 30}, {"4K", 1, 4096}, {"4KiB", 1, 4096},
+		{"512B", 1 << 20, 512}, {"10", 1, 10}, {"2t", 1, 2 << 40}, {"64M", 1, 64 << 20},
+	} {
+		got, err := rbdSize(c.in, c.def)
+		if err != nil || got != c.want {
+			t.Errorf("rbdSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "x", "1X", "-1", "1.5G"} {
+		if _, err := rbdSize(bad, 1); err == nil {
+			t.Errorf("rbdSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	c := &rbdCommand{pool: "rbd"}
+	for in, want := range map[string]imageSpec{
+		"img":          {pool: "rbd", name: "img"},
+		"p/img":        {pool: "p", name: "img"},
+		"p/ns/img@s":   {pool: "p", ns: "ns", name: "img", snap: "s"},
+		"img@snap":     {pool: "rbd", name: "img", snap: "snap"},
+		"pool/img@s@x": {pool: "pool", name: "img", snap: "s@x"},
+	} {
+		got, err := c.parseSpec(in, false)
+		if err != nil || got != want {
+			t.Errorf("parseSpec(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "/img", "a/b/c/d", "p/"} {
+		if _, err := c.parseSpec(bad, false); err == nil {
+			t.Errorf("parseSpec(%q) accepted", bad)
+		}
+	}
+	if _, err := c.parseSpec("img", true); err == nil {
+		t.Error("snapshot required but not given")
+	}
+}
+
+func TestRBDUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := runRBD(context.Background(), []string{"help"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errb.String(), "import") {
+		t.Error("usage lacks verbs")
+	}
+	if err := runRBD(context.Background(), []string{"bogus"}, &out, &errb); err == nil {
+		t.Error("unknown verb accepted")
+	}
+	if err := runRBD(context.Background(), []string{"create", "img"}, &out, &errb); err == nil {
+		t.Error("create without --size accepted")
+	}
+}
+
+// TestRBDVerbsAgainstRbd runs purerbd rbd's verbs on a real cluster and
+// compares with Ceph's rbd CLI.
+func TestRBDVerbsAgainstRbd(t *testing.T) {
+	c := radostest.New(t, radostest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := runRBD(ctx, append([]string{"-c", c.Conf}, args...), &out, &errb); err != nil {
+			t.Fatalf("purerbd rbd %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		}
+		return out.String()
+	}
+	rbdOut := func(args ...string) string {
+		t.Helper()
+		out, err := c.Rbd(ctx, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	run("create", "--size", "10M", "--object-size", "1M", "--image-feature", "layering,exclusive-lock,object-map", "one")
+	var mine, theirs map[string]any
+	if err := json.Unmarshal([]byte(run("info", "--format", "json", "one")), &mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(rbdOut("info", "--format", "json", "rbd/one")), &theirs); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "id", "size", "objects", "order", "object_size", "snapshot_count",
+		"block_name_prefix", "format", "features", "op_features", "flags"} {
+		if fmt.Sprint(mine[k]) != fmt.Sprint(theirs[k]) {
+			t.Errorf("info %s: purerbd %v, rbd %v", k, mine[k], theirs[k])
+		}
+	}
+	if got, want := run("ls"), rbdOut("ls"); got != want {
+		t.Errorf("ls: purerbd %q, rbd %q", got, want)
+	}
+
+	dir := t.TempDir()
+	data := make([]byte, 5<<20+333)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("import", "--object-size", "1M", in, "imp")
+	rbdOut("export", "rbd/imp", filepath.Join(dir, "by-rbd"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "by-rbd")); !bytes.Equal(b, data) {
+		t.Error("rbd export of purerbd import differs")
+	}
+	rbdOut("import", in, "rbd/imp2")
+	run("export", "imp2", filepath.Join(dir, "by-purerbd"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "by-purerbd")); !bytes.Equal(b, data) {
+		t.Error("purerbd export of rbd import differs")
+	}
+	run("resize", "--size", "20M", "one")
+	if !strings.Contains(rbdOut("info", "rbd/one"), "size 20 MiB") {
+		t.Error("resize not seen by rbd")
+	}
+	if !strings.Contains(run("bench", "--io-type", "write", "--io-total", "1M", "one"), "ops/sec") {
+		t.Error("bench output")
+	}
+	rbdOut("object-map", "check", "rbd/one")
+	rbdOut("snap", "create", "rbd/one@s")
+	if !strings.Contains(run("snap", "ls", "one"), " s ") {
+		t.Error("snap ls lacks s")
+	}
+	rbdOut("snap", "rm", "rbd/one@s")
+	run("rm", "one")
+	if strings.Contains(rbdOut("ls"), "one") {
+		t.Error("rm")
+	}
+}

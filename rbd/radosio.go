@@ -1,0 +1,255 @@
+package rbd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/osdc"
+)
+
+// radosObjects implements objects over a rados.IOContext. Compound
+// requests go straight to the connection's objecter (the rados package's
+// own calls are one operation each), in the I/O context's pool and
+// namespace.
+type radosObjects struct {
+	io *rados.IOContext
+}
+
+func adapt(io *rados.IOContext) (objects, error) {
+	if io == nil {
+		return nil, fmt.Errorf("%w: nil I/O context", ErrInvalid)
+	}
+	return &radosObjects{io: io}, nil
+}
+
+func toOSDOp(o *objOp) osdc.OSDOp {
+	switch o.code {
+	case opRead:
+		return osdc.Read(o.off, o.length)
+	case opStat:
+		return osdc.Stat()
+	case opAssertExists:
+		return osdc.AssertExists()
+	case opCall:
+		return osdc.Call(o.method.Class, o.method.Name, o.method.In)
+	case opListWatchers:
+		return osdc.ListWatchers()
+	case opCreate:
+		return osdc.Create(o.excl)
+	case opWrite:
+		return osdc.Write(o.off, o.data)
+	case opWriteFull:
+		return osdc.WriteFull(o.data)
+	case opTruncate:
+		return osdc.Truncate(o.off)
+	case opZero:
+		return osdc.Zero(o.off, o.length)
+	case opDelete:
+		return osdc.Delete()
+	case opRollback:
+		return osdc.Rollback(o.snap)
+	}
+	panic(fmt.Sprintf("rbd: unknown object operation %d", o.code))
+}
+
+func (r *radosObjects) do(ctx context.Context, oid string, snap uint64, snapc denc.SnapContext, flags uint32, ops []*objOp) error {
+	req := &osdc.Request{Pool: r.io.Pool(), Namespace: r.io.Namespace(), OID: oid, Flags: flags,
+		SnapID: snap, SnapContext: snapc, Ops: make([]osdc.OSDOp, len(ops))}
+	for i, o := range ops {
+		req.Ops[i] = toOSDOp(o)
+	}
+	rep, err := r.io.Conn().Objecter().Do(ctx, req)
+	if rep != nil {
+		for i := range ops {
+			if i < len(rep.Ops) {
+				ops[i].out = rep.Ops[i].OutData
+			}
+		}
+	}
+	return err
+}
+
+func (r *radosObjects) read(ctx context.Context, oid string, snap uint64, ops ...*objOp) error {
+	return r.do(ctx, oid, snap, denc.SnapContext{}, osdc.FlagRead, ops)
+}
+
+func (r *radosObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, ops ...*objOp) error {
+	return r.do(ctx, oid, osdc.SnapHead, snapc, osdc.FlagWrite, ops)
+}
+
+// radosWatch keeps a watch registered: when the cluster drops it, it
+// watches again and reports the new handle.
+type radosWatch struct {
+	r    *radosObjects
+	oid  string
+	cb   watchCallbacks
+	mu   sync.Mutex
+	w    *rados.Watcher
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (r *radosObjects) watch(ctx context.Context, oid string, cb watchCallbacks) (watchHandle, error) {
+	w, err := r.io.Watch(ctx, oid)
+	if err != nil {
+		return nil, err
+	}
+	rw := &radosWatch{r: r, oid: oid, cb: cb, w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	go rw.loop()
+	return rw, nil
+}
+
+func (w *radosWatch) current() *rados.Watcher {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w
+}
+
+func (w *radosWatch) Handle() uint64 { return w.current().ID() }
+
+func (w *radosWatch) Close(ctx context.Context) error {
+	close(w.stop)
+	err := w.current().Close(ctx)
+	<-w.done
+	return err
+}
+
+func (w *radosWatch) loop() {
+	defer close(w.done)
+	for {
+		cur := w.current()
+		var lost error
+		for ev := range cur.Events() {
+			if ev.Err != nil {
+				lost = ev.Err
+				break
+			}
+			reply := w.cb.notify(notifyEvent{NotifyID: ev.NotifyID, Cookie: cur.ID(), NotifierGID: ev.NotifierGID, Payload: ev.Payload})
+			go func(ev rados.NotifyEvent) {
+				ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+				defer cancel()
+				_ = cur.Ack(ctx, ev, reply)
+			}(ev)
+		}
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		if lost == nil {
+			lost = errors.New("watch events ended")
+		}
+		w.cb.watchErr(lost)
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = cur.Close(ctx)
+			nw, err := w.r.io.Watch(ctx, w.oid)
+			cancel()
+			if err == nil {
+				w.mu.Lock()
+				w.w = nw
+				w.mu.Unlock()
+				w.cb.rewatched(nw.ID())
+				break
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(delay):
+			}
+		}
+	}
+}
+
+func (r *radosObjects) notify(ctx context.Context, oid string, payload []byte, timeout time.Duration) ([]notifyReply, error) {
+	res, err := r.io.Notify(ctx, oid, payload, timeout)
+	var out []notifyReply
+	if res != nil {
+		for _, a := range res.Acks {
+			out = append(out, notifyReply{GID: a.GID, Cookie: a.Cookie, Reply: a.Reply})
+		}
+	}
+	return out, err
+}
+
+// Self-managed snapshot ids come from the monitors; the rados package
+// offers them under one of these names.
+type (
+	snapAllocA interface {
+		SelfManagedSnapCreate(ctx context.Context) (uint64, error)
+		SelfManagedSnapRemove(ctx context.Context, snap uint64) error
+	}
+	snapAllocB interface {
+		CreateSelfManagedSnap(ctx context.Context) (uint64, error)
+		RemoveSelfManagedSnap(ctx context.Context, snap uint64) error
+	}
+)
+
+// errNoSelfManagedSnaps reports a rados package without self-managed
+// snapshot support.
+var errNoSelfManagedSnaps = errors.New("rbd: the rados client cannot allocate self-managed snapshot ids")
+
+func (r *radosObjects) allocSnap(ctx context.Context) (uint64, error) {
+	switch a := any(r.io).(type) {
+	case snapAllocA:
+		return a.SelfManagedSnapCreate(ctx)
+	case snapAllocB:
+		return a.CreateSelfManagedSnap(ctx)
+	}
+	return 0, errNoSelfManagedSnaps
+}
+
+func (r *radosObjects) releaseSnap(ctx context.Context, snap uint64) error {
+	switch a := any(r.io).(type) {
+	case snapAllocA:
+		return a.SelfManagedSnapRemove(ctx, snap)
+	case snapAllocB:
+		return a.RemoveSelfManagedSnap(ctx, snap)
+	}
+	return errNoSelfManagedSnaps
+}
+
+func (r *radosObjects) poolID() int64      { return r.io.Pool() }
+func (r *radosObjects) namespace() string  { return r.io.Namespace() }
+func (r *radosObjects) instanceID() uint64 { return r.io.Conn().InstanceID() }
+
+func (r *radosObjects) pool(ctx context.Context, id int64, ns string) (objects, error) {
+	conn := r.io.Conn()
+	name, ok := conn.OSDMap().PoolNames[id]
+	if !ok {
+		if err := conn.WaitForLatestOSDMap(ctx); err != nil {
+			return nil, err
+		}
+		if name, ok = conn.OSDMap().PoolNames[id]; !ok {
+			return nil, fmt.Errorf("rbd: pool %d: %w", id, rados.ErrPoolNotFound)
+		}
+	}
+	io, err := conn.IOContext(ctx, name, ns)
+	if err != nil {
+		return nil, err
+	}
+	return &radosObjects{io: io}, nil
+}
+
+func (r *radosObjects) poolByName(ctx context.Context, name string) (int64, error) {
+	return r.io.Conn().LookupPool(ctx, name)
+}
+
+func (r *radosObjects) blocklist(ctx context.Context, addr denc.EntityAddr) error {
+	a := addr
+	a.Type = denc.AddrAny // the monitors take the legacy "IP:port/nonce" form
+	cmd, err := json.Marshal(map[string]string{"prefix": "osd blocklist", "blocklistop": "add", "addr": a.String()})
+	if err != nil {
+		return err
+	}
+	if _, _, err := r.io.Conn().MonCommand(ctx, cmd); err != nil {
+		return fmt.Errorf("rbd: blocklisting %s: %w", a, err)
+	}
+	return r.io.Conn().WaitForLatestOSDMap(ctx)
+}
