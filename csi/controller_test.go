@@ -260,6 +260,20 @@ func TestDeleteUnknownIsOK(t *testing.T) {
 	assert.Equal(t, codes.InvalidArgument, code(h.deleteVolume("")))
 }
 
+// TestInterruptedImageCreation: an image creation interrupted inside RBD
+// (name taken, no header) is cleared and made again by the retry.
+func TestInterruptedImageCreation(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	v := h.createVolume("ghost", 1<<20)
+	vid, _ := csi.ParseVolumeID(v.GetVolumeId())
+	require.NoError(t, h.deleteVolume(v.GetVolumeId()))
+	h.store.AddGhost(testCluster, h.pool, "", vid.Image)
+	v2 := h.createVolume("ghost", 1<<20)
+	assert.Equal(t, v.GetVolumeId(), v2.GetVolumeId())
+	assert.Equal(t, []string{vid.Image}, h.imageNames())
+	assert.Contains(t, h.logs.String(), "interrupted image creation")
+}
+
 func TestDeleteVolumeInUse(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	v := h.createVolume("mapped", 1<<20)

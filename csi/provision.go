@@ -128,33 +128,56 @@ func (d *Driver) ensureVolume(ctx context.Context, s Session, cred Credentials, 
 		return info, storeError(err, cred, "image %s", r.img.Name)
 	}
 
-	if r.src == nil {
-		if err := d.step("create-volume/create"); err != nil {
-			return info, err
-		}
-		if err := s.CreateImage(ctx, r.img, r.size, r.opts); err != nil && !errors.Is(err, ErrExists) {
-			return info, createError(err, cred, "creating image %s", r.img.Name)
-		}
-	} else {
-		if r.src.fromVol {
-			if err := d.step("create-volume/snap-source"); err != nil {
-				return info, err
-			}
-			if err := s.CreateSnapshot(ctx, r.src.parent, r.src.snap); err != nil && !errors.Is(err, ErrExists) {
-				return info, storeError(err, cred, "snapshotting source image %s", r.src.parent.Name)
-			}
-		}
-		if err := d.step("create-volume/create"); err != nil {
-			return info, err
-		}
-		if err := s.CloneImage(ctx, r.src.parent, r.src.snap, r.img, r.opts); err != nil && !errors.Is(err, ErrExists) {
-			return info, createError(err, cred, "cloning %s@%s to %s", r.src.parent.Name, r.src.snap, r.img.Name)
-		}
+	if err := d.createImage(ctx, s, cred, r); err != nil {
+		return info, err
 	}
-	if info, err = s.StatImage(ctx, r.img); err != nil {
+	info, err = s.StatImage(ctx, r.img)
+	if errors.Is(err, ErrNotFound) {
+		// The name is taken but there is no image: a creation
+		// interrupted halfway (the ID object written, the header
+		// not). Clear the remains and create again, once.
+		d.log.Info("clearing the remains of an interrupted image creation", "image", r.img.Name)
+		if err := s.RemoveImage(ctx, r.img); err != nil && !errors.Is(err, ErrNotFound) {
+			return info, storeError(err, cred, "clearing the remains of image %s", r.img.Name)
+		}
+		if err := d.createImage(ctx, s, cred, r); err != nil {
+			return info, err
+		}
+		info, err = s.StatImage(ctx, r.img)
+	}
+	if err != nil {
 		return info, storeError(err, cred, "image %s", r.img.Name)
 	}
 	return d.finishVolume(ctx, s, cred, r, info)
+}
+
+// createImage creates or clones the image; an image already there is
+// fine (an earlier attempt made it).
+func (d *Driver) createImage(ctx context.Context, s Session, cred Credentials, r volumeRequest) error {
+	if r.src == nil {
+		if err := d.step("create-volume/create"); err != nil {
+			return err
+		}
+		if err := s.CreateImage(ctx, r.img, r.size, r.opts); err != nil && !errors.Is(err, ErrExists) {
+			return createError(err, cred, "creating image %s", r.img.Name)
+		}
+		return nil
+	}
+	if r.src.fromVol {
+		if err := d.step("create-volume/snap-source"); err != nil {
+			return err
+		}
+		if err := s.CreateSnapshot(ctx, r.src.parent, r.src.snap); err != nil && !errors.Is(err, ErrExists) {
+			return storeError(err, cred, "snapshotting source image %s", r.src.parent.Name)
+		}
+	}
+	if err := d.step("create-volume/create"); err != nil {
+		return err
+	}
+	if err := s.CloneImage(ctx, r.src.parent, r.src.snap, r.img, r.opts); err != nil && !errors.Is(err, ErrExists) {
+		return createError(err, cred, "cloning %s@%s to %s", r.src.parent.Name, r.src.snap, r.img.Name)
+	}
+	return nil
 }
 
 // createError is storeError, except that a missing pool, namespace or

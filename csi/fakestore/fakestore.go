@@ -44,6 +44,7 @@ type pool struct {
 type namespace struct {
 	images       map[string]*image // by ID
 	reservations map[string]string
+	ghosts       map[string]bool // names taken by an interrupted creation
 }
 
 type image struct {
@@ -166,7 +167,16 @@ func (s *Store) Reservations(clusterID string, poolID int64, ns string) map[stri
 }
 
 func newNamespace() *namespace {
-	return &namespace{images: map[string]*image{}, reservations: map[string]string{}}
+	return &namespace{images: map[string]*image{}, reservations: map[string]string{}, ghosts: map[string]bool{}}
+}
+
+// AddGhost leaves what an image creation interrupted halfway leaves in
+// RBD: the name is taken (creating it fails with ErrExists) but there is
+// no image (opening it fails with ErrNotFound) until it is removed.
+func (s *Store) AddGhost(clusterID string, poolID int64, ns, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clusters[clusterID].pools[poolID].namespaces[ns].ghosts[name] = true
 }
 
 func (n *namespace) byName(name string) *image {
@@ -312,7 +322,7 @@ func (se *session) newImage(n *namespace, name string, size uint64, opts csi.Ima
 	if name == "" {
 		return nil, fmt.Errorf("empty image name")
 	}
-	if n.byName(name) != nil {
+	if n.byName(name) != nil || n.ghosts[name] {
 		return nil, fmt.Errorf("image %s: %w", name, csi.ErrExists)
 	}
 	se.s.nextID++
@@ -432,6 +442,17 @@ func (c *cluster) children(poolID int64, ns, imageID string, snapID uint64) int 
 }
 
 func (se *session) RemoveImage(_ context.Context, ref csi.ImageRef) error {
+	cleared := false
+	se.with(func(*cluster) error {
+		if n, err := se.s.ns(se.cluster, ref.Pool, ref.Namespace); err == nil && ref.Name != "" && n.ghosts[ref.Name] {
+			delete(n.ghosts, ref.Name)
+			cleared = true
+		}
+		return nil
+	})
+	if cleared {
+		return nil
+	}
 	return se.image(ref, func(n *namespace, im *image) error {
 		if len(im.snaps) > 0 {
 			return fmt.Errorf("image %s has %d snapshots: %w", im.name, len(im.snaps), csi.ErrBusy)
