@@ -4,10 +4,11 @@
 //
 // The suite sends its cleanup calls (NodeUnpublishVolume,
 // NodeGetCapabilities) to a node service even when it tests only the
-// controller. Until purerbd's node service exists, Run points the suite's
-// node address at FakeNode, a fake that owns no volumes, and skips the
-// "Node Service" specs; the Identity specs therefore run against both the
-// plugin (controller address) and the fake (node address).
+// controller. Without Options.NodeSocket, Run points the suite's node
+// address at FakeNode, a fake that owns no volumes, and skips the "Node
+// Service" specs; the Identity specs then run against both the plugin
+// (controller address) and the fake (node address). With NodeSocket (a
+// plugin serving the node service), every spec runs.
 package sanitytest
 
 import (
@@ -35,6 +36,9 @@ import (
 type Options struct {
 	// ControllerSocket is the unix socket of the plugin under test.
 	ControllerSocket string
+	// NodeSocket, if set, is the unix socket of a plugin serving the
+	// node service; the "Node Service" specs then run too.
+	NodeSocket string
 	// DriverName is what the fake node reports from GetPluginInfo.
 	DriverName string
 	// Parameters are the StorageClass parameters of every volume.
@@ -59,12 +63,15 @@ func Run(t *testing.T, o Options) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	nodeSock := filepath.Join(dir, "node.sock")
-	stop, err := ServeFakeNode(nodeSock, o.DriverName)
-	if err != nil {
-		t.Fatal(err)
+	nodeSock := o.NodeSocket
+	if nodeSock == "" {
+		nodeSock = filepath.Join(dir, "node.sock")
+		stop, err := ServeFakeNode(nodeSock, o.DriverName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
 	}
-	t.Cleanup(stop)
 
 	secretsFile := filepath.Join(dir, "secrets.yaml")
 	if err := os.WriteFile(secretsFile, []byte(secretsYAML(o.Secrets)), 0o600); err != nil {
@@ -105,7 +112,9 @@ func Run(t *testing.T, o Options) {
 	})
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	suite, reporter := ginkgo.GinkgoConfiguration()
-	suite.SkipStrings = append(suite.SkipStrings, "Node Service")
+	if o.NodeSocket == "" {
+		suite.SkipStrings = append(suite.SkipStrings, "Node Service")
+	}
 	reporter.NoColor = true
 	title := o.Title
 	if title == "" {
@@ -115,7 +124,7 @@ func Run(t *testing.T, o Options) {
 	sc.Finalize()
 	sort.Strings(ran)
 	sort.Strings(skipped)
-	t.Logf("sanity: %d specs passed, %d failed, %d skipped (the \"Node Service\" specs by filter)", len(ran), len(failed), len(skipped))
+	t.Logf("sanity: %d specs passed, %d failed, %d skipped", len(ran), len(failed), len(skipped))
 	for _, n := range ran {
 		t.Logf("passed:  %s", n)
 	}
