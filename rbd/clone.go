@@ -229,7 +229,7 @@ func discardOr(l *slog.Logger) *slog.Logger {
 }
 
 // detachFromParent removes a clone from its parent's list of children.
-func detachFromParent(ctx context.Context, o objects, id string, h *header) error {
+func detachFromParent(ctx context.Context, o objects, id string, h *header, log *slog.Logger) error {
 	p := h.parent
 	po := o
 	if p.PoolID != o.poolID() || p.PoolNamespace != o.namespace() {
@@ -250,6 +250,17 @@ func detachFromParent(ctx context.Context, o objects, id string, h *header) erro
 		return fmt.Errorf("rbd: detaching %s from parent %s@%d: %w", id, p.ImageID, p.SnapID, err)
 	}
 	notifyHeaderUpdateOf(ctx, po, p.ImageID)
+	// a parent snapshot removed while it had clones waits in the trash
+	// for its last clone
+	if ph, err := loadHeader(ctx, po, p.ImageID, true); err == nil {
+		if s, ok := ph.snapByID(p.SnapID); ok && s.Namespace.Type == cls.NamespaceTrash && s.ChildCount == 0 {
+			if err := removeTrashedSnapshot(ctx, po, p.ImageID, p.SnapID, log); err != nil {
+				// the clone is detached all the same; librbd also only
+				// logs this (the snapshot stays in the trash)
+				discardOr(log).Warn("removing the parent's trashed snapshot", "parent", p.ImageID, "snap", p.SnapID, "err", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -381,7 +392,7 @@ func (img *Image) Flatten(ctx context.Context) error {
 		if h.parent == nil {
 			return nil
 		}
-		if err := detachFromParent(ctx, img.meta, img.id, h); err != nil {
+		if err := detachFromParent(ctx, img.meta, img.id, h, img.log); err != nil {
 			return err
 		}
 		ops := append(append([]*objOp(nil), guard...), callOp(cls.ParentDetach()))

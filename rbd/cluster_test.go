@@ -826,3 +826,40 @@ func TestBreakDeadOwnersLock(t *testing.T) {
 		t.Errorf("read %q %v", got, err)
 	}
 }
+
+// TestSnapshotTrash removes a snapshot that still has clone v2 children:
+// it goes to the snapshot trash, as librbd does, and librbd finishes the
+// job when the last clone is gone.
+func TestSnapshotTrash(t *testing.T) {
+	ctx := ctxT(t)
+	parent := imageName(t)
+	pspec := "rbd/" + parent
+	data := randBytes(rand.New(rand.NewPCG(41, 42)), 2<<20)
+	rbdImport(t, data, pspec, "--object-size", "1M")
+	rbdCLI(t, "snap", "create", pspec+"@s")
+	c1, c2 := imageName(t), imageName(t)
+	for _, c := range []string{c1, c2} {
+		if err := Clone(ctx, testPool(t), parent, "s", testPool(t), c, CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := openT(t, parent, OpenOptions{})
+	if err := img.RemoveSnapshot(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	_ = img.Close()
+	if out := string(rbdCLI(t, "snap", "ls", pspec)); strings.Contains(out, " s ") {
+		t.Errorf("snapshot still listed: %s", out)
+	}
+	if out := string(rbdCLI(t, "snap", "ls", "--all", pspec)); !strings.Contains(out, "trash") {
+		t.Errorf("snapshot not in the trash: %s", out)
+	}
+	mustEqual(t, "clone still reads its parent", rbdExport(t, "rbd/"+c1), data)
+	if err := Remove(ctx, testPool(t), c1, RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "rm", "rbd/"+c2) // librbd removes the trashed snapshot with its last clone
+	if out := string(rbdCLI(t, "snap", "ls", "--all", pspec)); strings.TrimSpace(out) != "" {
+		t.Errorf("trashed snapshot left: %s", out)
+	}
+}

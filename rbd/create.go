@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/purerbd/purerbd/rados"
+	"log/slog"
 	"strings"
 	"syscall"
 
@@ -188,6 +189,8 @@ type RemoveOptions struct {
 	// Force removes even when other clients watch the image (they will
 	// see errors).
 	Force bool
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
 }
 
 // Remove deletes image name and all its data, like `rbd rm`: it refuses
@@ -246,7 +249,7 @@ func remove(ctx context.Context, o objects, name string, opts RemoveOptions) err
 			}
 		}
 		if h.parent != nil {
-			if err := detachFromParent(ctx, o, id, h); err != nil {
+			if err := detachFromParent(ctx, o, id, h, opts.Logger); err != nil {
 				return err
 			}
 		}

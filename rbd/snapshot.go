@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"syscall"
 
@@ -107,38 +108,94 @@ func (img *Image) snapChildren(ctx context.Context, snap uint64) ([]cls.ChildIma
 	return out, nil
 }
 
-// RemoveSnapshot deletes a snapshot (refusing protected snapshots and
-// snapshots with clones).
+// RemoveSnapshot deletes a snapshot. A protected snapshot is refused
+// (ErrProtected), and so is one with clone v1 children (ErrHasChildren).
+// A snapshot that still has clone v2 children is moved to the snapshot
+// trash instead, as librbd does: it disappears from the user's view and
+// is deleted when its last clone goes away.
 func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
 	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
-		h := img.hdr.Load()
-		s, ok := h.snapByName(name)
+		s, ok := img.hdr.Load().snapByName(name)
 		if !ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
 		}
-		if s.ProtectionStatus != cls.Unprotected {
-			return fmt.Errorf("%w: snapshot %s@%s", ErrProtected, img.name, name)
-		}
-		children, err := img.snapChildren(ctx, s.ID)
+		return img.removeSnapshotLocked(ctx, s, guard)
+	})
+	if err != nil {
+		return err
+	}
+	img.notifyHeaderUpdate(ctx)
+	return nil
+}
+
+// removeSnapshotLocked removes (or trashes) snapshot s; the caller holds
+// the lock with writes held back.
+func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []*objOp) error {
+	h := img.hdr.Load()
+	name := s.Name
+	if s.ProtectionStatus != cls.Unprotected {
+		return fmt.Errorf("%w: snapshot %s@%s", ErrProtected, img.name, name)
+	}
+	children, err := img.snapChildren(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	if len(children) > 0 {
+		v2, err := img.v2Children(ctx, s.ID)
 		if err != nil {
 			return err
 		}
-		if len(children) > 0 {
+		if len(v2) < len(children) || s.Namespace.Type != cls.NamespaceUser {
 			return fmt.Errorf("%w: snapshot %s@%s has %d clone(s)", ErrHasChildren, img.name, name, len(children))
 		}
-		if h.features&FeatureObjectMap != 0 {
-			if err := img.removeSnapObjectMap(ctx, h, s.ID, guard); err != nil {
-				return err
-			}
+		ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotTrashAdd(s.ID)))
+		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil {
+			return fmt.Errorf("rbd: moving snapshot %s@%s to the trash: %w", img.name, name, err)
 		}
-		if err := img.data.releaseSnap(ctx, s.ID); err != nil && !errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("rbd: releasing snapshot id %d: %w", s.ID, err)
-		}
-		ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotRemove(s.ID)))
-		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("rbd: removing snapshot %s@%s: %w", img.name, name, err)
-		}
+		img.log.Info("snapshot has clones: moved to the snapshot trash", "snap", name, "clones", len(children))
 		return img.refresh(ctx)
+	}
+	if h.features&FeatureObjectMap != 0 {
+		if err := img.removeSnapObjectMap(ctx, h, s.ID, guard); err != nil {
+			return err
+		}
+	}
+	if err := img.data.releaseSnap(ctx, s.ID); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: releasing snapshot id %d: %w", s.ID, err)
+	}
+	ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotRemove(s.ID)))
+	if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: removing snapshot %s@%s: %w", img.name, name, err)
+	}
+	return img.refresh(ctx)
+}
+
+// v2Children lists the clone v2 children of a snapshot.
+func (img *Image) v2Children(ctx context.Context, snap uint64) ([]cls.ChildImageSpec, error) {
+	reply, err := call(ctx, img.meta, headerObject(img.id), cls.ChildrenList(snap))
+	if err != nil {
+		if optional(err) == nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("rbd: listing children of %s@%d: %w", img.name, snap, err)
+	}
+	return cls.DecodeChildrenList(reply)
+}
+
+// removeTrashedSnapshot deletes snapshot id of image id if it sits in the
+// snapshot trash without clones (after its last clone was detached).
+func removeTrashedSnapshot(ctx context.Context, o objects, id string, snap uint64, log *slog.Logger) error {
+	img, err := openImage(ctx, o, "", id, OpenOptions{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer img.CloseContext(ctx)
+	err = img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+		s, ok := img.hdr.Load().snapByID(snap)
+		if !ok || s.Namespace.Type != cls.NamespaceTrash || s.ChildCount > 0 {
+			return nil
+		}
+		return img.removeSnapshotLocked(ctx, s, guard)
 	})
 	if err != nil {
 		return err

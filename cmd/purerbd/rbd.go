@@ -22,6 +22,7 @@ import (
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // `purerbd rbd`: RBD image administration with the `rbd` CLI's verbs,
@@ -610,6 +611,7 @@ func (c *rbdCommand) snap(ctx context.Context, args []string) error {
 	verb, args := args[0], args[1:]
 	fs := newFlagSet("snap "+verb, c.stderr)
 	format := fs.String("format", "plain", "plain or json")
+	all := fs.Bool("all", false, "snap ls: also list snapshots of other namespaces (trash, mirror, group)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -638,6 +640,9 @@ func (c *rbdCommand) snap(ctx context.Context, args []string) error {
 			}
 			rows := []row{}
 			for _, s := range snaps {
+				if s.Namespace.Type != cls.NamespaceUser && !*all {
+					continue
+				}
 				rows = append(rows, row{ID: s.ID, Name: s.Name, Size: s.Size, Protected: strconv.FormatBool(s.Protected),
 					Timestamp: time.Unix(int64(s.Timestamp.Sec), 0).Format(time.ANSIC)})
 			}
