@@ -863,3 +863,32 @@ func TestSnapshotTrash(t *testing.T) {
 		t.Errorf("trashed snapshot left: %s", out)
 	}
 }
+
+// TestRbdSnapshotWhileLocked: librbd takes a snapshot while purerbd holds
+// the lock (it asks for the lock, purerbd hands it over), and purerbd's
+// next writes carry the new snapshot context.
+func TestRbdSnapshotWhileLocked(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	spec := "rbd/" + name
+	if err := Create(ctx, testPool(t), name, 2<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	r := rand.New(rand.NewPCG(51, 52))
+	v1 := randBytes(r, 2<<20)
+	if _, err := img.WriteAtContext(ctx, v1, 0); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "snap", "create", spec+"@while-locked")
+	v2 := randBytes(r, 2<<20)
+	if _, err := img.WriteAtContext(ctx, v2, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export @while-locked", rbdExport(t, spec+"@while-locked"), v1)
+	mustEqual(t, "purerbd head", readAll(t, img), v2)
+	_ = img.Close()
+	mustEqual(t, "rbd export head", rbdExport(t, spec), v2)
+	rbdCLI(t, "object-map", "check", spec)
+	rbdCLI(t, "object-map", "check", spec+"@while-locked")
+}
