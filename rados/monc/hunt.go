@@ -1,0 +1,169 @@
+package monc
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/auth"
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/msgr"
+)
+
+// Pauses between hunting rounds that all failed: they start here and
+// double up to Config.HuntBackoffMax.
+const huntBackoffMin = 250 * time.Millisecond
+
+// hunt dials monitors until one session authenticates. initial is set for
+// the first hunt of New: there a failure retrying cannot cure (a refused
+// key, no common connection mode) ends the hunt at once. After a lost
+// session the client hunts until Close, whatever the failures, with
+// growing pauses. The error is a *HuntError.
+func (c *Client) hunt(ctx context.Context, initial bool) (*msgr.Conn, error) {
+	backoff := huntBackoffMin
+	var order []string
+	last := map[string]error{}
+	failed := func(reason error) error {
+		he := &HuntError{Reason: reason}
+		for _, a := range order {
+			he.Attempts = append(he.Attempts, Attempt{Addr: a, Err: last[a]})
+		}
+		return he
+	}
+	for round := 0; ; round++ {
+		if round > 0 {
+			// jitter of ±20% keeps many clients from hunting in step
+			pause := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, failed(ctx.Err())
+			}
+			backoff = min(2*backoff, c.cfg.HuntBackoffMax)
+		}
+		conn, attempts, fatal := c.huntRound(ctx, c.huntAddrs())
+		if conn != nil {
+			return conn, nil
+		}
+		for _, a := range attempts {
+			if _, ok := last[a.Addr]; !ok {
+				order = append(order, a.Addr)
+			}
+			last[a.Addr] = a.Err
+		}
+		if fatal != nil && initial {
+			return nil, failed(fatal)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, failed(err)
+		}
+		lvl := c.log.Debug
+		if round == 0 || fatal != nil {
+			lvl = c.log.Warn
+		}
+		lvl("monc: no monitor answered; hunting again", "round", round+1, "err", failed(nil))
+	}
+}
+
+// finalError reports whether a failed handshake would fail the same way
+// with every monitor and every retry.
+func finalError(err error) bool {
+	return errors.Is(err, auth.ErrAuthFailed) || errors.Is(err, msgr.ErrModeRefused) ||
+		errors.Is(err, msgr.ErrMissingFeatures)
+}
+
+// huntAddrs returns the monitors to try: those of the MonMap that have a
+// msgr2 address, else the configured ones.
+func (c *Client) huntAddrs() []denc.EntityAddr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []denc.EntityAddr
+	if c.monmap != nil {
+		for _, mi := range c.monmap.ByRank() {
+			if a, ok := mi.Addrs.Msgr2(); ok && a.Port != 0 {
+				out = append(out, a)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, c.initial...)
+	}
+	return out
+}
+
+// dialResult is the outcome of one handshake.
+type dialResult struct {
+	addr denc.EntityAddr
+	id   *identity
+	conn *msgr.Conn
+	err  error
+}
+
+// huntRound tries addrs in random order, up to HuntParallel at a time,
+// starting the next as soon as one fails. The first session established
+// wins; the others are cancelled or closed. It returns the winner, or
+// the failures and, if one is final, that one.
+//
+// Attempts share the client's identity when it can reclaim its global
+// id; otherwise each gets a fresh one and the winner's becomes the
+// client's (see identity).
+func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (*msgr.Conn, []Attempt, error) {
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	cur := c.identity()
+	shared := cur.canReclaim(time.Now())
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan dialResult, len(addrs))
+	next, inflight := 0, 0
+	launch := func() {
+		a := addrs[next]
+		next++
+		inflight++
+		id := cur
+		if !shared {
+			var err error
+			if id, err = newIdentity(c.cfg); err != nil {
+				results <- dialResult{addr: a, err: err}
+				return
+			}
+		}
+		cfg := c.msgrConfig(id.prov)
+		go func() {
+			dctx, dcancel := context.WithTimeout(rctx, c.cfg.HuntAttemptTimeout)
+			defer dcancel()
+			conn, err := msgr.DialAddr(dctx, a, cfg)
+			results <- dialResult{addr: a, id: id, conn: conn, err: err}
+		}()
+	}
+	for inflight < c.cfg.HuntParallel && next < len(addrs) {
+		launch()
+	}
+	var win *msgr.Conn
+	var attempts []Attempt
+	var fatal error
+	for inflight > 0 {
+		r := <-results
+		inflight--
+		switch {
+		case r.err == nil && win == nil:
+			win = r.conn
+			c.id.Store(r.id)
+			cancel()
+		case r.err == nil:
+			r.conn.Close()
+		case win == nil && fatal == nil:
+			attempts = append(attempts, Attempt{Addr: r.addr.AddrPort().String(), Err: r.err})
+			c.log.Debug("monc: monitor handshake failed", "mon", r.addr.String(), "err", r.err)
+			if finalError(r.err) {
+				fatal = r.err
+				cancel()
+			} else if rctx.Err() == nil && next < len(addrs) {
+				launch()
+			}
+		}
+	}
+	return win, attempts, fatal
+}
