@@ -304,25 +304,78 @@ func TestServeTransmissionKernelShutdown(t *testing.T) {
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
-	// A request sent now is not read, so it gets no answer (the kernel
-	// resends it on its next connection) instead of an error.
-	late := make(chan error, 1)
-	go func() { late <- c.ReadAt(ctx, make([]byte, 512), 0) }()
-	time.Sleep(50 * time.Millisecond)
+	// The connection is not idle (the write is in flight), so a request
+	// sent now is still read and answered: the kernel would otherwise
+	// wait for its request timeout before resending it.
+	if err := c.ReadAt(ctx, got, 4096); err != nil || string(got) != string(data) {
+		t.Fatalf("read during the handover: %q, %v", got, err)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	default:
+	}
 	close(g.gate)
 	if err := <-inflight; err != nil {
 		t.Fatalf("in-flight write: %v", err)
 	}
+	// Idle now: the read side is shut and the connection closes.
 	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("ServeTransmission: %v", err)
 	}
-	err = <-late
+	// A request sent after the handover fails on the client's side (the
+	// kernel then requeues it) instead of waiting for an answer.
+	err = c.ReadAt(ctx, make([]byte, 512), 0)
 	var re *nbdtest.ReplyError
 	if err == nil || errors.As(err, &re) {
-		t.Fatalf("request after shutdown got a reply: %v", err)
+		t.Fatalf("request after the handover: %v", err)
+	}
+}
+
+// TestServeTransmissionKernelHandoverIdle checks that Shutdown of an idle
+// kernel connection returns at once and that the client's next send
+// fails, so that the kernel requeues the request rather than waiting
+// for an answer that never comes.
+func TestServeTransmissionKernelHandoverIdle(t *testing.T) {
+	srv, err := nbd.NewServer(nbd.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := nbd.NewMemory(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := socketPair(t)
+	defer client.Close()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTransmission(context.Background(), server, &nbd.Export{Backend: mem}) }()
+	c := nbdtest.NewTransmission(client)
+	ctx := context.Background()
+	if err := c.WriteAt(ctx, []byte("before"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Shutdown of an idle kernel connection took %v", d)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("ServeTransmission: %v", err)
+	}
+	// The raw send fails: the server shut its read side.
+	_, err = client.Write(nbdtest.Request(0, 0, 99, 0, 512, nil))
+	if err == nil {
+		// The server may have closed the connection altogether: then
+		// the failure shows on the next write or read.
+		_, err = client.Write(nbdtest.Request(0, 0, 100, 0, 512, nil))
+	}
+	if err == nil {
+		t.Fatal("the client could still send after the handover")
 	}
 }
 

@@ -222,9 +222,13 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 // ServeTransmission serves a connection that is already in the
 // transmission phase, such as a socket handed to the Linux kernel after
 // the handshake: simple replies only, no metadata contexts. On Shutdown it
-// stops reading at once, answers the requests it already read and closes,
-// leaving unread requests for the client to resend on a new connection
-// (the kernel does so after a reconfigure). It closes c on return.
+// hands the connection over: it goes on reading and answering until
+// nothing is in flight and nothing is waiting to be read, then shuts its
+// read side (c must have CloseRead, as Unix sockets do; otherwise it
+// closes), answers whatever the client had already sent and closes. A
+// send after that fails on the client's side, so the kernel requeues the
+// request for its next connection (after a reconfigure) at once instead
+// of waiting for its request timeout. It closes c on return.
 func (s *Server) ServeTransmission(ctx context.Context, c net.Conn, e *Export) error {
 	st, err := newExportState(e)
 	if err != nil {
@@ -242,9 +246,11 @@ func (s *Server) ServeTransmission(ctx context.Context, c net.Conn, e *Export) e
 // Shutdown stops accepting connections and ends the open ones in order:
 // connections in the handshake get NBD_REP_ERR_SHUTDOWN and a second to
 // leave; in the transmission phase the requests in flight are completed
-// and answered, later ones get NBD_ESHUTDOWN (kernel connections are not
-// read any further instead), then the connection is closed. If ctx ends
-// first, Shutdown calls Close and returns ctx.Err().
+// and answered, later ones get NBD_ESHUTDOWN (kernel connections are
+// served until they are idle instead: see ServeTransmission), then the
+// connection is closed. If ctx ends first, Shutdown calls Close and
+// returns ctx.Err(); a kernel connection that never goes idle (a steady
+// stream of requests) ends that way.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClosing()
 	s.shutdown()

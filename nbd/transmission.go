@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"time"
 )
@@ -62,6 +63,12 @@ type transmission struct {
 	replies  sync.Pool
 	draining bool // shutting down: new requests get NBD_ESHUTDOWN
 	mu       sync.Mutex
+
+	// Kernel connections hand over on Shutdown instead of draining; see
+	// beginShutdown. All three are guarded by mu.
+	handover bool // Shutdown began on a kernel connection
+	waiting  bool // the read loop waits for a request header
+	readShut bool // the read side is shut: the client's sends now fail
 }
 
 // transmit serves requests until the client disconnects, the connection
@@ -101,12 +108,25 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	return err
 }
 
-// beginShutdown reacts to the server's Shutdown. A kernel connection is
-// not read any further; other clients get NBD_ESHUTDOWN for new requests
-// until the ones in flight are answered, and then the reading stops.
+// beginShutdown reacts to the server's Shutdown. Other clients get
+// NBD_ESHUTDOWN for new requests until the ones in flight are answered,
+// and then the reading stops.
+//
+// A kernel connection cannot be told to stop sending, and the kernel
+// resends a request that it wrote but never saw answered only when the
+// request times out. So such a connection hands over instead: it goes on
+// reading and answering until it is idle (nothing in flight, nothing
+// buffered), then shuts its read side. From then on the kernel's sends
+// fail at once, which makes it requeue those requests for its next
+// connection (a Reattach); what it had already sent is still read and
+// answered, and the connection closes when the read side runs dry.
 func (t *transmission) beginShutdown() {
 	if t.kernel {
-		t.stopReading()
+		t.mu.Lock()
+		t.handover = true
+		t.mu.Unlock()
+		t.budget.setIdle(t.wake)
+		t.wake()
 		return
 	}
 	t.mu.Lock()
@@ -117,8 +137,96 @@ func (t *transmission) beginShutdown() {
 	}
 }
 
+// wake interrupts the read loop if it waits for a request header, so that
+// it checks again whether a handing-over connection is idle. It never
+// interrupts the read of a payload.
+func (t *transmission) wake() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.waiting {
+		t.ss.currentConn().SetReadDeadline(time.Now())
+	}
+}
+
+// awaitHeader waits until a whole request header is buffered, shutting
+// the read side of a handing-over connection once it is idle.
+func (t *transmission) awaitHeader() error {
+	if !t.kernel {
+		_, err := t.br.Peek(requestHeaderLen)
+		return t.headerErr(err, false)
+	}
+	for {
+		t.mu.Lock()
+		t.waiting = true
+		handover, shut := t.handover, t.readShut
+		t.mu.Unlock()
+		if handover && !shut && t.br.Buffered() == 0 && t.budget.inFlight() == 0 {
+			if !t.shutRead() {
+				t.mu.Lock()
+				t.waiting = false
+				t.mu.Unlock()
+				return errCleanEnd
+			}
+		}
+		_, err := t.br.Peek(requestHeaderLen)
+		t.mu.Lock()
+		t.waiting = false
+		handover, shut = t.handover, t.readShut
+		t.mu.Unlock()
+		if handover {
+			// Only wake sets deadlines on a kernel connection, and only
+			// while waiting is set.
+			t.ss.currentConn().SetReadDeadline(time.Time{})
+		}
+		if handover && errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		return t.headerErr(err, shut)
+	}
+}
+
+// headerErr turns the error of waiting for a request header into what the
+// read loop returns.
+func (t *transmission) headerErr(err error, readShut bool) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF) && (t.br.Buffered() == 0 || readShut):
+		// A partial request after the read side was shut is one the
+		// kernel failed to send and requeues.
+		return errCleanEnd
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("nbd transmission: read request: %w", io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("nbd transmission: read request: %w", err)
+}
+
+// shutRead shuts the read side of the connection; false when the
+// connection cannot do that, and must simply be closed.
+func (t *transmission) shutRead() bool {
+	cr, ok := t.ss.currentConn().(interface{ CloseRead() error })
+	if !ok {
+		return false
+	}
+	t.mu.Lock()
+	t.readShut = true
+	t.mu.Unlock()
+	if err := cr.CloseRead(); err != nil {
+		t.ss.log.Debug("nbd: shutting the read side", "err", err)
+		return false
+	}
+	t.ss.log.Debug("nbd: kernel connection idle, read side shut for the handover")
+	return true
+}
+
 func (t *transmission) stopReading() {
 	t.ss.currentConn().SetReadDeadline(time.Now())
+}
+
+func (t *transmission) isReadShut() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.readShut
 }
 
 func (t *transmission) isDraining() bool {
@@ -130,12 +238,22 @@ func (t *transmission) isDraining() bool {
 // readLoop reads requests and starts their handlers. It returns nil after
 // NBD_CMD_DISC.
 func (t *transmission) readLoop() error {
+	err := t.readRequests()
+	if err != nil && t.isReadShut() && errors.Is(err, io.ErrUnexpectedEOF) {
+		// The kernel failed to finish sending a request once the read
+		// side was shut; it requeues it.
+		return errCleanEnd
+	}
+	return err
+}
+
+func (t *transmission) readRequests() error {
 	var h [requestHeaderLen]byte
 	for {
+		if err := t.awaitHeader(); err != nil {
+			return err
+		}
 		if _, err := io.ReadFull(t.br, h[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				return errCleanEnd
-			}
 			return fmt.Errorf("nbd transmission: read request: %w", err)
 		}
 		req, err := decodeRequestHeader(&h)
