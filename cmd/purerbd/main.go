@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
 		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
 		"rbd":     {summary: "manage RBD images (create, info, ls, rm, resize, snap, import, export, bench)", run: runRBD},
+		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
 	}
 }
 
