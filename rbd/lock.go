@@ -28,7 +28,8 @@ type exclusiveLock struct {
 	curCookie string // cookie, readable without mu
 	omap      atomic.Pointer[objectMap]
 
-	releasing atomic.Bool
+	releasing  atomic.Bool
+	acquiredAt atomic.Int64 // unix nanoseconds of the last acquisition
 	// acquisitions and releases count lock transitions (tests, stats).
 	acquisitions atomic.Int64
 	releases     atomic.Int64
@@ -64,6 +65,10 @@ func (l *exclusiveLock) peerReleased() {
 }
 
 var errLockRetry = errors.New("retry")
+
+// minLockHold is how long a newly acquired lock is kept before a peer's
+// request is honoured.
+const minLockHold = 100 * time.Millisecond
 
 // acquire takes the lock, asking its current owner to release it if a
 // live librbd-compatible client holds it, and breaking it if its owner is
@@ -197,6 +202,7 @@ func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
 		}
 		l.omap.Store(om)
 	}
+	l.acquiredAt.Store(time.Now().UnixNano())
 	l.owned.Store(true)
 	l.acquisitions.Add(1)
 	img.log.Debug("acquired exclusive lock", "cookie", cookie)
@@ -255,6 +261,13 @@ func (l *exclusiveLock) handleRequest(m watchnotify.NotifyMessage) []byte {
 	if l.releasing.CompareAndSwap(false, true) {
 		go func() {
 			defer l.releasing.Store(false)
+			// hold a freshly taken lock a moment, so that the writes
+			// that asked for it get through before it changes hands
+			// again (two writers would otherwise hand it back and forth
+			// without progress)
+			if wait := minLockHold - time.Since(time.Unix(0, l.acquiredAt.Load())); wait > 0 {
+				time.Sleep(wait)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			l.img.log.Info("releasing the exclusive lock on request", "requester", m.Client.String())

@@ -151,6 +151,9 @@ func (w *radosWatch) loop() {
 			_ = cur.Close(ctx)
 			nw, err := w.r.io.Watch(ctx, w.oid)
 			cancel()
+			if errors.Is(err, rados.ErrClosed) {
+				return // the connection is gone: nothing to watch with
+			}
 			if err == nil {
 				w.mu.Lock()
 				w.w = nw
