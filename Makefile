@@ -56,7 +56,8 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200ms ./...
+	$(GO) run ./bench/cmd/purerbd-bench
 
 clean:
 	rm -rf bin/

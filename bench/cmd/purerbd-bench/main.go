@@ -1,0 +1,71 @@
+// Command purerbd-bench runs purerbd's benchmark suite (package bench)
+// and writes bench/report.md with its SVG plots. Run it from the
+// repository root; `make bench` does.
+//
+//	purerbd-bench [-quick] [-only nbd,footprint] [-reps 3] [-runtime 3s] [-report bench] [-work bench/out]
+//
+// BENCH_QUICK=1 in the environment is the same as -quick.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purerbd/purerbd/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "purerbd-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("purerbd-bench", flag.ContinueOnError)
+	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check, < 3 min)")
+	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
+	reps := fs.Int("reps", 3, "repetitions per contender and case (at least 3)")
+	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 3s, quick 1s)")
+	report := fs.String("report", "bench", "directory for report.md and the SVG plots")
+	work := fs.String("work", "bench/out", "scratch directory (binaries, sockets, profiles, logs)")
+	root := fs.String("root", ".", "repository root, where the binaries are built")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	cfg := bench.Config{
+		Root: *root, ReportDir: *report, WorkDir: *work, Quick: *quick, Reps: *reps, Runtime: *runtime,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	}
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
+	t0 := time.Now()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s/report.md in %s\n", *report, time.Since(t0).Round(time.Second))
+	for _, m := range rep.Missing {
+		fmt.Println("not measured:", m)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Section identifiers accepted by Config.Only.
+const (
+	SectionNBD       = "nbd"       // NBD memory export: purerbd vs nbdkit
+	SectionFootprint = "footprint" // binary and image sizes
+)
+
+// Config is one run of the suite.
+type Config struct {
+	// Root is the module's root directory, where the binaries are built.
+	Root string
+	// ReportDir receives report.md and the SVG plots.
+	ReportDir string
+	// WorkDir holds scratch files (binaries, sockets, fio output, raw
+	// results, profiles). Empty: a temporary directory removed at the end.
+	WorkDir string
+	// Quick runs everything small (seconds per case) to check the harness.
+	Quick bool
+	// Only restricts the run to these sections; empty runs all.
+	Only []string
+	// Reps is the number of repetitions per contender and case (at least
+	// 3; default 3).
+	Reps int
+	// Runtime is the measured time of one run of a time-based job
+	// (default 3 s; 1 s in quick mode).
+	Runtime time.Duration
+	Logger  *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Reps < 3 {
+		c.Reps = 3
+	}
+	if c.Runtime <= 0 {
+		c.Runtime = 3 * time.Second
+		if c.Quick {
+			c.Runtime = time.Second
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Root == "" {
+		c.Root = "."
+	}
+	if c.ReportDir == "" {
+		c.ReportDir = "bench"
+	}
+	return c
+}
+
+// wants reports whether section id is selected.
+func (c Config) wants(id string) bool {
+	return len(c.Only) == 0 || slices.Contains(c.Only, id)
+}
+
+// pick returns quick in quick mode and full otherwise.
+func pick[T any](c Config, full, quick T) T {
+	if c.Quick {
+		return quick
+	}
+	return full
+}
+
+// Sections lists the section identifiers in the order they run.
+func Sections() []string {
+	return []string{SectionNBD, SectionFootprint}
+}

@@ -1,0 +1,20 @@
+// Package bench is purerbd's side-by-side benchmark suite. It runs
+// purerbd's components and their established peers (nbdkit and qemu-nbd
+// for NBD, librados' `rados bench` and fio's rados engine, librbd's
+// `rbd bench` and fio's rbd engine) against the same targets on the same
+// machine in the same run, interleaving the contenders (A B A B ...)
+// over several repetitions, and writes a Markdown report with medians,
+// min–max spread, the ratio purerbd/peer, client CPU per GiB and per
+// million operations, peak RSS and latency percentiles, plus SVG plots
+// drawn by bench/internal/svgplot.
+//
+// Absolute numbers depend on the machine and its load; the ratios are
+// the result. Every section records the load average around it.
+//
+// The suite builds every binary it runs itself (CGO_ENABLED=0, the
+// release flags of `make build`) so that what is measured is what ships.
+// bench/cmd/purerbd-bench is its command: `make bench` runs it, and its
+// `load` and `serve-rbd` sub-commands are the purerbd-side workers the
+// suite spawns as child processes (so their CPU and RSS are measured by
+// getrusage like any peer's).
+package bench

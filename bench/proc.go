@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, which
+// the kernel fixes at 100 for every architecture's user ABI.
+const userHZ = 100
+
+// usage is a process's CPU time and peak RSS.
+type usage struct {
+	CPU float64 // user + system seconds
+	RSS int64   // peak resident set, bytes
+}
+
+// childResult is what a finished child process left behind.
+type childResult struct {
+	Stdout, Stderr []byte
+	Wall           time.Duration
+	usage
+}
+
+// runChild runs a command to completion and returns its output and its
+// own resource usage (getrusage through wait4: every thread of the
+// child, not its own children).
+func runChild(ctx context.Context, dir string, name string, args ...string) (childResult, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	r := childResult{Stdout: out.Bytes(), Stderr: errb.Bytes(), Wall: time.Since(t0)}
+	if cmd.ProcessState != nil {
+		r.usage = rusageOf(cmd.ProcessState)
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLines(errb.Bytes(), 5))
+	}
+	return r, nil
+}
+
+func rusageOf(ps *os.ProcessState) usage {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return usage{}
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return usage{CPU: tv(ru.Utime) + tv(ru.Stime), RSS: ru.Maxrss << 10} // Maxrss is in KiB on Linux
+}
+
+// lastLines returns the last n lines of b, for error messages.
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// daemon is a long-running child (an NBD server) whose usage is sampled
+// from /proc while it runs.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // of Wait, valid once done is closed
+	log  *os.File
+}
+
+// startDaemon starts a server with its output going to logPath.
+func startDaemon(logPath, name string, args ...string) (*daemon, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{}), log: f}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	return d, nil
+}
+
+// waitSocket waits until path exists as a socket and the daemon runs.
+func (d *daemon) waitSocket(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		select {
+		case <-d.done:
+			return fmt.Errorf("%s exited before listening: %v: %s", d.name, d.err, d.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no socket %s: %w", d.name, path, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (d *daemon) logTail() string {
+	b, _ := os.ReadFile(d.log.Name())
+	return lastLines(b, 5)
+}
+
+// usage reads the daemon's CPU time so far and its peak RSS from /proc.
+func (d *daemon) usage() (usage, error) {
+	return procUsage(d.cmd.Process.Pid)
+}
+
+// stop ends the daemon with SIGTERM (SIGKILL after 10 s) and returns its
+// final usage.
+func (d *daemon) stop() usage {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	d.log.Close()
+	return rusageOf(d.cmd.ProcessState)
+}
+
+// procUsage reads utime+stime from /proc/PID/stat and VmHWM from
+// /proc/PID/status.
+func procUsage(pid int) (usage, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	// the command name may hold spaces: fields start after the last ')'
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return usage{}, errors.New("bench: malformed /proc stat")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return usage{}, errors.New("bench: short /proc stat")
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64) // field 14, utime
+	st, err2 := strconv.ParseUint(f[12], 10, 64) // field 15, stime
+	if err := errors.Join(err1, err2); err != nil {
+		return usage{}, fmt.Errorf("bench: /proc stat: %w", err)
+	}
+	u := usage{CPU: float64(ut+st) / userHZ}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			u.RSS = kb << 10
+		}
+	}
+	return u, nil
+}

@@ -1,0 +1,55 @@
+package bench
+
+import "math"
+
+// Sample is one run of one contender on one case.
+type Sample struct {
+	Value   float64 // the headline figure, in the case's Unit
+	Ops     int64   // operations completed in the measured interval
+	Bytes   int64   // bytes moved in the measured interval
+	Seconds float64 // length of the measured interval
+	// CPU is the CPU time (user + system, seconds) of the contender's
+	// process during the run; NaN when not measured.
+	CPU float64
+	// RSS is the peak resident set of the contender's process in bytes;
+	// 0 when unknown.
+	RSS int64
+	// Lat holds completion latencies at percentiles; nil when the tool
+	// reports none.
+	Lat *Latency
+}
+
+// CPUPerGiB is CPU seconds per GiB moved (NaN when unknown).
+func (s Sample) CPUPerGiB() float64 {
+	if s.Bytes <= 0 {
+		return math.NaN()
+	}
+	return s.CPU / (float64(s.Bytes) / (1 << 30))
+}
+
+// CPUPerMop is CPU seconds per million operations (NaN when unknown).
+func (s Sample) CPUPerMop() float64 {
+	if s.Ops <= 0 {
+		return math.NaN()
+	}
+	return s.CPU / (float64(s.Ops) / 1e6)
+}
+
+// Latency is a latency distribution given at percentiles.
+type Latency struct {
+	Percentiles []float64 // ascending, e.g. 1, 5, ..., 99.99
+	Nanos       []float64 // latency at each percentile, nanoseconds
+}
+
+// At returns the latency at percentile p (NaN if not reported).
+func (l *Latency) At(p float64) float64 {
+	if l == nil {
+		return math.NaN()
+	}
+	for i, q := range l.Percentiles {
+		if math.Abs(q-p) < 1e-9 {
+			return l.Nanos[i]
+		}
+	}
+	return math.NaN()
+}

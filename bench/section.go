@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Case is one comparison: the same workload run by every contender.
+type Case struct {
+	Name string // "4k randread QD32"
+	Unit string // "IOPS" or "MiB/s"
+	// Series and X place the case on a plot of Series against X (for
+	// example "4k randread" at queue depth 32); an empty Series keeps it
+	// off the line plots.
+	Series string
+	X      float64
+	// Params is what the contenders' runners need to know (block size,
+	// queue depth, pattern...); see the section's code.
+	Params  map[string]string
+	Samples map[string][]Sample // by contender
+	Errors  []string            // failed runs, "contender: error"
+}
+
+// values returns the headline values of contender's samples.
+func (c *Case) values(contender string, f func(Sample) float64) []float64 {
+	var v []float64
+	for _, s := range c.Samples[contender] {
+		v = append(v, f(s))
+	}
+	return v
+}
+
+// spread of the headline values of one contender.
+func (c *Case) spread(contender string) Spread {
+	return spreadOf(c.values(contender, func(s Sample) float64 { return s.Value }))
+}
+
+// Ratio is the median of contender a over the median of contender b.
+func (c *Case) Ratio(a, b string) float64 {
+	return ratio(c.spread(a).Median, c.spread(b).Median)
+}
+
+// maxRSS is the largest peak RSS seen for contender (0 when unknown).
+func (c *Case) maxRSS(contender string) int64 {
+	var m int64
+	for _, s := range c.Samples[contender] {
+		m = max(m, s.RSS)
+	}
+	return m
+}
+
+// medianLat is the median over runs of the latency at percentile p.
+func (c *Case) medianLat(contender string, p float64) float64 {
+	return spreadOf(c.values(contender, func(s Sample) float64 { return s.Lat.At(p) })).Median
+}
+
+// Section is one group of comparisons between purerbd and one peer.
+type Section struct {
+	ID    string // file-name prefix of its plots: "nbd-memory"
+	Title string
+	Short string // a few words naming it in plots and the summary
+	// Method is Markdown describing the setup, the clients and what is
+	// measured.
+	Method string
+	// Contenders are the names in the tables; the first is purerbd's.
+	Contenders []string
+	// CPUOf says whose CPU and RSS the figures are (server or client).
+	CPUOf string
+	Cases []*Case
+	Notes []string // Markdown lines added under the tables
+
+	LoadStart, LoadEnd string // /proc/loadavg around the section
+	Elapsed            time.Duration
+	Skipped            string // why the section did not run
+}
+
+// runner runs one contender on one case once.
+type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
+
+// interleave runs every case reps times, each repetition alternating the
+// contenders (A B A B ...), so that a drift in the machine's load hits
+// both. A failed run is recorded on the case and the suite carries on.
+func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, run runner) error {
+	for rep := 1; rep <= reps; rep++ {
+		for _, c := range s.Cases {
+			for _, who := range s.Contenders {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				smp, err := run(ctx, who, c)
+				if err != nil {
+					log.Warn("run failed", "section", s.ID, "case", c.Name, "contender", who, "err", err)
+					c.Errors = append(c.Errors, fmt.Sprintf("%s (rep %d): %v", who, rep, err))
+					continue
+				}
+				if c.Samples == nil {
+					c.Samples = map[string][]Sample{}
+				}
+				c.Samples[who] = append(c.Samples[who], smp)
+				log.Info("run", "section", s.ID, "case", c.Name, "contender", who, "rep", rep,
+					c.Unit, math.Round(smp.Value*10)/10, "cpu_s", math.Round(smp.CPU*100)/100)
+			}
+		}
+	}
+	return nil
+}
+
+// newCase builds a case with its parameters given as key, value pairs.
+func newCase(name, unit, series string, x float64, kv ...string) *Case {
+	p := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		p[kv[i]] = kv[i+1]
+	}
+	return &Case{Name: name, Unit: unit, Series: series, X: x, Params: p}
+}
