@@ -958,3 +958,36 @@ func TestConcurrentIO(t *testing.T) {
 	mustEqual(t, "rbd export", rbdExport(t, spec), model)
 	rbdCLI(t, "object-map", "check", spec)
 }
+
+// TestNotifySize sees size changes made by purerbd and by rbd resize.
+func TestNotifySize(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	sizes := make(chan int64, 4)
+	cancel := img.NotifySize(func(s int64) { sizes <- s })
+	defer cancel()
+	wait := func(want int64) {
+		t.Helper()
+		select {
+		case got := <-sizes:
+			if got != want {
+				t.Fatalf("size notification %d, want %d", got, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no size notification for %d", want)
+		}
+	}
+	if err := img.Resize(ctx, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	wait(8 << 20)
+	rbdCLI(t, "resize", "--size", "16M", "rbd/"+name)
+	wait(16 << 20)
+	if img.Size() != 16<<20 {
+		t.Errorf("Size() = %d", img.Size())
+	}
+}

@@ -78,6 +78,10 @@ type Image struct {
 
 	objLocks objectLocks
 
+	sizeMu   sync.Mutex
+	sizeSubs map[int]func(int64)
+	sizeNext int
+
 	refreshMu sync.Mutex
 	closed    atomic.Bool
 }
@@ -245,7 +249,48 @@ func (img *Image) refresh(ctx context.Context) error {
 		}
 	}
 	img.hdr.Store(h)
+	if old != nil && img.sizeOf(old) != img.sizeOf(h) {
+		img.sizeChanged(int64(img.sizeOf(h)))
+	}
 	return nil
+}
+
+// NotifySize calls fn with the new size whenever the image size changes,
+// by Resize or by another client (seen through its header notification).
+// fn is called from any goroutine and must not block; cancel stops the
+// notifications.
+func (img *Image) NotifySize(fn func(size int64)) (cancel func()) {
+	img.sizeMu.Lock()
+	defer img.sizeMu.Unlock()
+	if img.sizeSubs == nil {
+		img.sizeSubs = map[int]func(int64){}
+	}
+	id := img.sizeNext
+	img.sizeNext++
+	img.sizeSubs[id] = fn
+	return func() {
+		img.sizeMu.Lock()
+		delete(img.sizeSubs, id)
+		img.sizeMu.Unlock()
+	}
+}
+
+func (img *Image) hasSizeSubscribers() bool {
+	img.sizeMu.Lock()
+	defer img.sizeMu.Unlock()
+	return len(img.sizeSubs) > 0
+}
+
+func (img *Image) sizeChanged(size int64) {
+	img.sizeMu.Lock()
+	fns := make([]func(int64), 0, len(img.sizeSubs))
+	for _, fn := range img.sizeSubs {
+		fns = append(fns, fn)
+	}
+	img.sizeMu.Unlock()
+	for _, fn := range fns {
+		fn(size)
+	}
 }
 
 // Refresh re-reads the image's metadata from the cluster.

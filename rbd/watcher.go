@@ -71,6 +71,17 @@ func (img *Image) handleNotify(ev notifyEvent) []byte {
 	switch m.Op {
 	case watchnotify.OpHeaderUpdate:
 		img.stale.Store(true)
+		if img.hasSizeSubscribers() && !img.closed.Load() {
+			// someone waits for size changes: look now rather than at
+			// the next I/O
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := img.refresh(ctx); err != nil {
+					img.log.Warn("refreshing the header after an update notification", "err", err)
+				}
+			}()
+		}
 	case watchnotify.OpAcquiredLock:
 		if img.lock != nil && m.Client != img.clientID() {
 			img.stale.Store(true)
