@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/striper"
@@ -176,9 +177,12 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 }
 
 // Close releases the exclusive lock (if held), removes the header watch
-// and closes the parent. The image is unusable afterwards.
+// and closes the parent. The image is unusable afterwards. It gives the
+// cluster a minute to answer; CloseContext takes a context instead.
 func (img *Image) Close() error {
-	return img.CloseContext(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return img.CloseContext(ctx)
 }
 
 // CloseContext is Close with a context bounding the cluster round trips.

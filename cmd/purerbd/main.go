@@ -30,6 +30,8 @@ func commands() map[string]command {
 		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
 		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
 		"rbd":     {summary: "manage RBD images (create, info, ls, rm, resize, snap, import, export, bench)", run: runRBD},
+		"status":  {summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools", run: runStatus},
+		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: withExitStatus(runMon)},
 		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
 	}
 }
