@@ -3,6 +3,7 @@ package monc
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -38,4 +39,39 @@ func TestConnect(t *testing.T) {
 	c.Close()
 	c.Close()
 	waitGoroutines(t, before)
+}
+
+// TestMonMapUpdates changes the MonMap with ceph and waits for the client
+// to hold the new epoch.
+func TestMonMapUpdates(t *testing.T) {
+	cl := sharedCluster(t)
+	c := connect(t, adminConfig(t, cl))
+	ctx := testContext(t, 30*time.Second)
+	before := c.MonMap()
+	set := func(strategy string) {
+		t.Helper()
+		if _, err := cl.Ceph(ctx, "mon", "set", "election_strategy", strategy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("connectivity")
+	defer set("classic")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mm := c.MonMap()
+		if mm.Epoch > before.Epoch {
+			if mm.ElectionStrategy != ElectionConnectivity {
+				t.Errorf("monmap e%d has strategy %d", mm.Epoch, mm.ElectionStrategy)
+			}
+			t.Logf("monmap e%d -> e%d", before.Epoch, mm.Epoch)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still monmap e%d", mm.Epoch)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, _, err := c.CommandJSON(ctx, map[string]any{"prefix": "status"}, nil); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -19,6 +19,8 @@ func TestFailover(t *testing.T) {
 	cl := radostest.New(t, radostest.Options{Mons: 3, Pool: "-",
 		Conf: map[string]string{"mon_lease": "1", "mon_election_timeout": "2"}})
 	cfg := adminConfig(t, cl)
+	// only mon.a is configured: the others are found in the MonMap
+	cfg.MonAddrs = cl.MonAddrs[:1]
 	cfg.KeepaliveInterval = 500 * time.Millisecond
 	cfg.LivenessTimeout = 3 * time.Second
 	cfg.HuntAttemptTimeout = time.Second
@@ -54,6 +56,9 @@ func TestFailover(t *testing.T) {
 	}
 	status("before")
 	first := c.Session()
+	if first.Mon != "a" || len(c.MonMap().Mons) != 3 {
+		t.Fatalf("session %+v, monmap %v", first, c.MonMap())
+	}
 
 	// 1. the monitor in use is killed
 	if err := cl.Kill("mon." + first.Mon); err != nil {
