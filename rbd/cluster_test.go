@@ -281,7 +281,7 @@ func TestSnapshotsBothWays(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	v1 := randBytes(r, size)
-	img := openT(t, name, OpenOptions{})
+	img := openSnapT(t, name, OpenOptions{})
 	if _, err := img.WriteAtContext(ctx, v1, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestSnapshotsBothWays(t *testing.T) {
 		t.Errorf("remove with snapshots: %v", err)
 	}
 	rbdCLI(t, "snap", "rm", spec+"@s1")
-	w := openT(t, name, OpenOptions{})
+	w := openSnapT(t, name, OpenOptions{})
 	if err := w.RemoveSnapshot(ctx, "s2"); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestSnapshotsBothWays(t *testing.T) {
 	if out := rbdCLI(t, "snap", "ls", spec); len(bytes.TrimSpace(out)) != 0 {
 		t.Errorf("snapshots left: %s", out)
 	}
-	if err := Remove(ctx, testPool(t), name, RemoveOptions{}); err != nil {
+	if err := removeSnapT(t, name); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(rbdCLI(t, "ls")), name+"\n") {
@@ -619,7 +619,7 @@ func TestSnapshotObjectMaps(t *testing.T) {
 	if err := Create(ctx, testPool(t), name, 6<<20, CreateOptions{Order: 20}); err != nil {
 		t.Fatal(err)
 	}
-	img := openT(t, name, OpenOptions{})
+	img := openSnapT(t, name, OpenOptions{})
 	r := rand.New(rand.NewPCG(13, 14))
 	v1 := randBytes(r, 6<<20)
 	clear(v1[2<<20 : 3<<20])
