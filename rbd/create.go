@@ -231,7 +231,7 @@ func remove(ctx context.Context, o objects, name string, opts RemoveOptions) err
 			return fmt.Errorf("%w: %q has %d snapshot(s); remove them first", ErrHasSnapshots, name, len(h.snaps))
 		}
 		if !opts.Force {
-			ws, err := listWatchers(ctx, o, hdrOID)
+			ws, err := o.listWatchers(ctx, hdrOID)
 			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: listing watchers of %q: %w", name, err)
 			}

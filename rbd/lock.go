@@ -138,7 +138,7 @@ func (l *exclusiveLock) handleBusy(ctx context.Context, oid string) error {
 	if info.Tag != lockTag || info.Type != cls.LockExclusive || !ok {
 		return fmt.Errorf("%w: %q is locked by %s (cookie %q, tag %q)", ErrLockedExternally, img.name, lk.Entity, lk.Cookie, info.Tag)
 	}
-	watchers, err := listWatchers(ctx, img.meta, oid)
+	watchers, err := img.meta.listWatchers(ctx, oid)
 	if err != nil {
 		return fmt.Errorf("rbd: listing watchers of %q: %w", img.name, err)
 	}
@@ -422,7 +422,7 @@ type Watcher struct {
 
 // Watchers lists the clients that have the image open.
 func (img *Image) Watchers(ctx context.Context) ([]Watcher, error) {
-	ws, err := listWatchers(ctx, img.meta, headerObject(img.id))
+	ws, err := img.meta.listWatchers(ctx, headerObject(img.id))
 	if err != nil {
 		return nil, fmt.Errorf("rbd: listing watchers of %q: %w", img.name, err)
 	}

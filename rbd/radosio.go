@@ -38,8 +38,6 @@ func toOSDOp(o *objOp) osdc.OSDOp {
 		return osdc.AssertExists()
 	case opCall:
 		return osdc.Call(o.method.Class, o.method.Name, o.method.In)
-	case opListWatchers:
-		return osdc.ListWatchers()
 	case opCreate:
 		return osdc.Create(o.excl)
 	case opWrite:
@@ -255,4 +253,16 @@ func (r *radosObjects) blocklist(ctx context.Context, addr denc.EntityAddr) erro
 		return fmt.Errorf("rbd: blocklisting %s: %w", a, err)
 	}
 	return r.io.Conn().WaitForLatestOSDMap(ctx)
+}
+
+func (r *radosObjects) listWatchers(ctx context.Context, oid string) ([]watcherInfo, error) {
+	ws, err := r.io.ListWatchers(ctx, oid)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]watcherInfo, len(ws))
+	for i, w := range ws {
+		out[i] = watcherInfo{Entity: w.Name, Cookie: w.Cookie, Addr: w.Addr}
+	}
+	return out, nil
 }

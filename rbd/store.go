@@ -21,7 +21,6 @@ const (
 	opStat
 	opAssertExists
 	opCall
-	opListWatchers
 	opCreate
 	opWrite
 	opWriteFull
@@ -60,7 +59,6 @@ func statOp() *objOp                   { return &objOp{code: opStat} }
 // assertExistsOp fails a request with ENOENT when the object does not
 // exist.
 func assertExistsOp() *objOp { return &objOp{code: opAssertExists} }
-func listWatchersOp() *objOp { return &objOp{code: opListWatchers} }
 
 // notifyEvent is a notification delivered to a watch.
 type notifyEvent struct {
@@ -129,6 +127,8 @@ type objects interface {
 	// same cluster; poolByName looks a pool id up by name.
 	pool(ctx context.Context, id int64, ns string) (objects, error)
 	poolByName(ctx context.Context, name string) (int64, error)
+	// listWatchers lists the watches on oid.
+	listWatchers(ctx context.Context, oid string) ([]watcherInfo, error)
 	// blocklist keeps the client at addr away from the OSDs (before its
 	// lock is broken, so that it cannot write any more).
 	blocklist(ctx context.Context, addr denc.EntityAddr) error
@@ -146,37 +146,4 @@ func call(ctx context.Context, o objects, oid string, m cls.Method) ([]byte, err
 // callWrite runs one class method that changes the object.
 func callWrite(ctx context.Context, o objects, oid string, m cls.Method) error {
 	return o.write(ctx, oid, denc.SnapContext{}, callOp(m))
-}
-
-// listWatchers lists oid's watchers.
-func listWatchers(ctx context.Context, o objects, oid string) ([]watcherInfo, error) {
-	op := listWatchersOp()
-	if err := o.read(ctx, oid, cls.NoSnap, op); err != nil {
-		return nil, err
-	}
-	return parseWatchers(op.out)
-}
-
-// parseWatchers decodes obj_list_watch_response_t.
-func parseWatchers(out []byte) ([]watcherInfo, error) {
-	d := denc.NewDecoder(out)
-	var ws []watcherInfo
-	d.Versioned("obj_list_watch_response_t", 1, func(d *denc.Decoder, _ uint8) {
-		ws = denc.List(d, "watchers", 6, func(d *denc.Decoder) watcherInfo {
-			var w watcherInfo
-			d.Versioned("watch_item_t", 2, func(d *denc.Decoder, v uint8) {
-				w.Entity.Decode(d)
-				w.Cookie = d.U64("cookie")
-				d.U32("timeout_seconds")
-				if v >= 2 {
-					w.Addr.Decode(d)
-				}
-			})
-			return w
-		})
-	})
-	if err := d.Err(); err != nil {
-		return nil, err
-	}
-	return ws, nil
 }

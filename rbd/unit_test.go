@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/striper"
 )
 
@@ -121,26 +120,4 @@ func TestObjectLocks(t *testing.T) {
 	if len(l.m) != 0 {
 		t.Errorf("lock table leaks %d entries", len(l.m))
 	}
-}
-
-func TestParseWatchers(t *testing.T) {
-	e := denc.NewEncoder(nil)
-	e.Versioned(1, 1, func(e *denc.Encoder) {
-		e.U32(1)
-		e.Versioned(2, 1, func(e *denc.Encoder) {
-			denc.EntityName{Type: denc.EntityTypeClient, Num: 4123}.Encode(e)
-			e.U64(94294)
-			e.U32(30)
-			denc.EntityAddr{}.Encode(e)
-		})
-	})
-	ws, err := parseWatchers(e.Bytes())
-	if err != nil || len(ws) != 1 || ws[0].Cookie != 94294 || ws[0].Entity.Num != 4123 {
-		t.Fatalf("%+v %v", ws, err)
-	}
-}
-
-func FuzzParseWatchers(f *testing.F) {
-	f.Add([]byte{1, 1, 4, 0, 0, 0, 0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) { _, _ = parseWatchers(b) })
 }
