@@ -75,3 +75,36 @@ func TestMonMapUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCentralConfig subscribes to the monitors' configuration for the
+// client.
+func TestCentralConfig(t *testing.T) {
+	cl := sharedCluster(t)
+	ctx := testContext(t, 30*time.Second)
+	if _, err := cl.Ceph(ctx, "config", "set", "client.admin", "rbd_default_order", "23"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := adminConfig(t, cl)
+	cfg.SubscribeConfig = true
+	c := connect(t, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.CentralConfig()["rbd_default_order"] != "23" {
+		if time.Now().After(deadline) {
+			t.Fatalf("central config %v", c.CentralConfig())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// a change reaches the subscribed client
+	if _, err := cl.Ceph(ctx, "config", "set", "client.admin", "rbd_default_order", "24"); err != nil {
+		t.Fatal(err)
+	}
+	for c.CentralConfig()["rbd_default_order"] != "24" {
+		if time.Now().After(deadline) {
+			t.Fatalf("central config %v after the change", c.CentralConfig())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := cl.Ceph(ctx, "config", "rm", "client.admin", "rbd_default_order"); err != nil {
+		t.Fatal(err)
+	}
+}

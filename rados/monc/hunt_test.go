@@ -145,6 +145,7 @@ func TestHuntFailures(t *testing.T) {
 		{"not ceph", []string{garbage}, "banner"},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
 			cfg := adminConfig(t, cl)
 			cfg.MonAddrs = tc.addrs
 			cfg.ConnectTimeout = 2 * time.Second
@@ -177,6 +178,7 @@ func TestHuntFailures(t *testing.T) {
 
 	// a bad monitor among good ones is skipped
 	t.Run("one good mon", func(t *testing.T) {
+		t.Parallel()
 		cfg := adminConfig(t, cl)
 		cfg.MonAddrs = append([]string{silent, closeAtOnce}, cl.MonAddrs...)
 		cfg.HuntAttemptTimeout = 500 * time.Millisecond
