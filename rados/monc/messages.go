@@ -5,7 +5,6 @@ import "github.com/purerbd/purerbd/rados/denc"
 // Message types of the monitor protocol (CEPH_MSG_*, MSG_*).
 const (
 	msgMonMap             = 4
-	msgMonGetMap          = 5
 	msgMonGetOSDMap       = 6
 	msgMonSubscribe       = 15
 	msgMonSubscribeAck    = 16

@@ -45,20 +45,23 @@ func osdAddr(t testing.TB, ctx context.Context, cl *radostest.Cluster) string {
 	return ""
 }
 
-// osdTicket returns the OSD ticket's description.
-func osdTicket(c *Client) auth.TicketInfo {
+// ticketOf returns the description of the ticket for service.
+func ticketOf(c *Client, service denc.EntityType) auth.TicketInfo {
 	for _, ti := range c.Tickets() {
-		if ti.Service == denc.EntityTypeOSD {
+		if ti.Service == service {
 			return ti
 		}
 	}
 	return auth.TicketInfo{}
 }
 
+func osdTicket(c *Client) auth.TicketInfo { return ticketOf(c, denc.EntityTypeOSD) }
+
 // TestTicketRenewal runs a client on a cluster whose service tickets
 // live a few seconds: the client renews them (over MAuth, before they
 // expire) at least twice while commands keep being answered, and the
-// renewed OSD ticket opens a session with the OSD.
+// renewed OSD ticket opens a session with the OSD. The AUTH ticket lives
+// twice as long and is renewed too, on the same session.
 //
 // The monitor enforces no minimum auth_service_ticket_ttl (checked on
 // 16.2.15): at 0.2 s its tickets have expired before they arrive, at 1 s
@@ -68,11 +71,12 @@ func TestTicketRenewal(t *testing.T) {
 	t.Parallel()
 	const ttl = 4 * time.Second
 	cl := radostest.New(t, radostest.Options{Pool: "-",
-		Conf: map[string]string{"auth_service_ticket_ttl": fmt.Sprint(ttl.Seconds())}})
+		Conf: map[string]string{"auth_service_ticket_ttl": fmt.Sprint(ttl.Seconds()), "auth_mon_ticket_ttl": fmt.Sprint(2 * ttl.Seconds())}})
 	c := connect(t, adminConfig(t, cl))
 	ctx := testContext(t, 2*time.Minute)
 	osd := osdAddr(t, ctx, cl)
 
+	firstAuth := ticketOf(c, denc.EntityTypeAuth)
 	first := osdTicket(c)
 	if v := first.Expires.Sub(time.Now()); v > ttl+time.Second || v < ttl/2 {
 		t.Fatalf("osd ticket valid for %v, want about %v", v, ttl)
@@ -108,6 +112,9 @@ func TestTicketRenewal(t *testing.T) {
 	}
 	if si := c.Session(); si.Sessions != 1 {
 		t.Errorf("renewals cost a new session: %+v", si)
+	}
+	if a := ticketOf(c, denc.EntityTypeAuth); !a.Expires.After(firstAuth.Expires) {
+		t.Errorf("AUTH ticket not renewed: expires %v, first %v", a.Expires, firstAuth.Expires)
 	}
 	// an explicit renewal of a dropped ticket
 	if err := c.RenewTickets(ctx); err != nil {
