@@ -310,7 +310,7 @@ func (l *linger) mapChanged(m *osdmap.OSDMap) {
 		l.mu.Unlock()
 		return
 	}
-	t, err := calcTarget(m, &l.b)
+	t, err := calcTarget(m, &l.b, l.o.mappings(m))
 	moved := err == nil && l.t.needsResend(&t)
 	l.mu.Unlock()
 	if err != nil {

@@ -46,14 +46,15 @@ type MOSDOp struct {
 // Message encodes m into a message ready to send. The operations' InData
 // are laid end to end in the data segment; a single one is not copied.
 func (m *MOSDOp) Message() *msgr.Message {
-	size := 128 + len(m.OID) + len(m.Oloc.Key) + len(m.Oloc.Namespace) + rawOpLen*len(m.Ops) + 8*len(m.Snaps)
+	size := 192 + len(m.OID) + len(m.Oloc.Key) + len(m.Oloc.Namespace) + rawOpLen*len(m.Ops) + 8*len(m.Snaps)
 	e := denc.NewEncoder(make([]byte, 0, size))
 	m.PGID.Encode(e)
 	e.U32(m.Hash)
 	e.U32(m.Epoch)
 	e.U32(m.Flags)
 	m.ReqID.Encode(e)
-	e.Raw(make([]byte, blkinTraceLen))
+	var trace [blkinTraceLen]byte // an empty blkin trace
+	e.Raw(trace[:])
 	e.U32(m.ClientInc)
 	m.MTime.Encode(e)
 	m.Oloc.Encode(e)

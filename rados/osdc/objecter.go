@@ -62,6 +62,7 @@ type Objecter struct {
 	log *slog.Logger
 
 	osdmap atomic.Pointer[osdmap.OSDMap]
+	mcache atomic.Pointer[mappingCache]
 	mapMu  sync.Mutex // serialises map installation and the rescans after it
 	waitMu sync.Mutex
 	mapCh  chan struct{} // closed and replaced whenever a map is installed

@@ -233,7 +233,7 @@ func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap, sends *sendBatch, initi
 		o.requestMap()
 		return
 	}
-	t, err := calcTarget(m, &op.b)
+	t, err := calcTarget(m, &op.b, o.mappings(m))
 	if err != nil {
 		firstMiss := op.tErr == nil
 		op.tErr = err

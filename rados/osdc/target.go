@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/osdmap"
@@ -36,9 +37,42 @@ type target struct {
 	forcedAt uint32 // the pool's last_force_op_resend when computed
 }
 
+// mappingCache remembers the placement of the placement groups requests
+// went to under one map, so that CRUSH runs once per PG and map rather
+// than once per request (Ceph's objecter keeps the same cache).
+type mappingCache struct {
+	m   *osdmap.OSDMap
+	pgs sync.Map // denc.PG -> osdmap.Mapping
+}
+
+// mapping returns the placement of pg under m.
+func (c *mappingCache) mapping(m *osdmap.OSDMap, pg denc.PG) osdmap.Mapping {
+	if c == nil || c.m != m {
+		return m.PGToUpActing(pg)
+	}
+	if v, ok := c.pgs.Load(pg); ok {
+		return v.(osdmap.Mapping)
+	}
+	mp := m.PGToUpActing(pg)
+	c.pgs.Store(pg, mp)
+	return mp
+}
+
+// mappings returns the cache for m, starting a new one when the map
+// changed.
+func (o *Objecter) mappings(m *osdmap.OSDMap) *mappingCache {
+	c := o.mcache.Load()
+	if c == nil || c.m != m {
+		c = &mappingCache{m: m}
+		o.mcache.Store(c)
+	}
+	return c
+}
+
 // calcTarget computes b's target under m. An error means the pool does
-// not exist (ErrPoolNotFound) or is flagged EIO (ErrPoolEIO).
-func calcTarget(m *osdmap.OSDMap, b *base) (target, error) {
+// not exist (ErrPoolNotFound) or is flagged EIO (ErrPoolEIO). cache may
+// be nil.
+func calcTarget(m *osdmap.OSDMap, b *base, cache *mappingCache) (target, error) {
 	t := target{epoch: m.Epoch, osd: -1, oloc: b.oloc}
 	pool := m.Pool(b.oloc.Pool)
 	if pool == nil {
@@ -75,7 +109,7 @@ func calcTarget(m *osdmap.OSDMap, b *base) (target, error) {
 		t.rawPG = pg
 	}
 	t.pgid = pool.RawPGToPG(t.rawPG)
-	t.mapping = m.PGToUpActing(t.pgid)
+	t.mapping = cache.mapping(m, t.pgid)
 	t.size, t.minSize = pool.Size, pool.MinSize
 	t.pgNum, t.pgpNum, t.pending = pool.PGNum, pool.PGPNum, pool.PGNumPending
 	t.forcedAt = pool.LastForceOpResend
@@ -145,7 +179,7 @@ func (o *Objecter) Locate(pool int64, ns, key, oid string) (Location, error) {
 		return Location{}, errors.New("osdc: no OSD map yet")
 	}
 	b := base{oloc: denc.ObjectLocator{Pool: pool, Namespace: ns, Key: key, Hash: -1}, oid: oid, flags: FlagRead | FlagIgnoreOverlay}
-	t, err := calcTarget(m, &b)
+	t, err := calcTarget(m, &b, o.mappings(m))
 	if err != nil {
 		return Location{}, err
 	}

@@ -1,0 +1,164 @@
+package rados
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The benchmarks run against the package's test cluster (one memstore
+// OSD on loopback): what they measure is the client's overhead on the
+// path, not storage.
+
+func BenchmarkWrite4KQD32(b *testing.B) { benchObjects(b, 4<<10, 32, false) }
+func BenchmarkRead4KQD32(b *testing.B)  { benchObjects(b, 4<<10, 32, true) }
+func BenchmarkWrite4MQD16(b *testing.B) { benchObjects(b, 4<<20, 16, false) }
+func BenchmarkRead4MQD16(b *testing.B)  { benchObjects(b, 4<<20, 16, true) }
+
+// benchObjects writes or reads whole objects of size with qd requests in
+// flight.
+func benchObjects(b *testing.B, size, qd int, read bool) {
+	conn := connectTest(b)
+	io := testIO(b, conn, "bench")
+	ctx := context.Background()
+	nobj := qd * 4
+	buf := randomBytes(1, size)
+	name := func(i int) string { return fmt.Sprintf("bench-%d-%d", size, i%nobj) }
+	if read {
+		for i := 0; i < nobj; i++ {
+			if err := io.WriteFull(ctx, name(i), buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, qd)
+	for w := 0; w < qd; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := make([]byte, size)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				var err error
+				if read {
+					_, err = io.Read(ctx, name(i), p, 0)
+				} else {
+					err = io.Write(ctx, name(i), buf, 0)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkVsRadosBench runs `rados bench` (librados) and the same
+// workload through this package on the same cluster, for 4 KiB objects
+// at 32 in flight and 4 MiB objects at 16, and reports purerbd/librados
+// ratios of operations per second (>1: purerbd is faster).
+func BenchmarkVsRadosBench(b *testing.B) {
+	const secs = 4
+	conn := connectTest(b)
+	io := testIO(b, conn, "")
+	ctx := context.Background()
+	for _, cfg := range []struct {
+		name string
+		size int
+		qd   int
+	}{{"4K-QD32", 4 << 10, 32}, {"4M-QD16", 4 << 20, 16}} {
+		radosW := radosBench(b, secs, "write", cfg.qd, cfg.size)
+		radosR := radosBench(b, secs, "rand", cfg.qd, cfg.size)
+		if _, err := cluster.Rados(ctx, "-p", cluster.Pool, "cleanup"); err != nil {
+			b.Fatal(err)
+		}
+		prefix := "vs-" + cfg.name
+		data := randomBytes(3, cfg.size)
+		n, ourW := timedOps(b, secs, cfg.qd, func(i int, _ []byte) error {
+			return io.WriteFull(ctx, fmt.Sprintf("%s-%d", prefix, i), data)
+		}, 0)
+		_, ourR := timedOps(b, secs, cfg.qd, func(_ int, p []byte) error {
+			_, err := io.Read(ctx, fmt.Sprintf("%s-%d", prefix, rand.IntN(n)), p, 0)
+			return err
+		}, cfg.size)
+		for i := 0; i < n; i++ {
+			_ = io.Remove(ctx, fmt.Sprintf("%s-%d", prefix, i))
+		}
+		b.Logf("%s: write %.0f vs %.0f IOPS (ratio %.2f), random read %.0f vs %.0f IOPS (ratio %.2f) [purerbd vs librados]",
+			cfg.name, ourW, radosW, ourW/radosW, ourR, radosR, ourR/radosR)
+		b.ReportMetric(ourW/radosW, cfg.name+"-write-ratio")
+		b.ReportMetric(ourR/radosR, cfg.name+"-read-ratio")
+	}
+}
+
+// radosBench runs `rados bench` and returns its average IOPS.
+func radosBench(b *testing.B, secs int, mode string, qd, size int) float64 {
+	args := []string{"-p", cluster.Pool, "bench", strconv.Itoa(secs), mode, "-t", strconv.Itoa(qd)}
+	if mode == "write" {
+		args = append(args, "-b", strconv.Itoa(size), "-O", strconv.Itoa(size), "--no-cleanup")
+	}
+	out, err := cluster.Rados(context.Background(), args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Average IOPS:"); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("no Average IOPS in rados bench output:\n%s", out)
+	return 0
+}
+
+// timedOps runs op with qd in flight for secs seconds and returns how
+// many completed and the rate. Each worker has a buffer of bufSize.
+func timedOps(b *testing.B, secs, qd int, op func(i int, buf []byte) error, bufSize int) (int, float64) {
+	var next, done atomic.Int64
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < qd; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, bufSize)
+			for time.Now().Before(deadline) {
+				if err := op(int(next.Add(1)-1), buf); err != nil {
+					b.Error(err)
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	n := int(done.Load())
+	return n, float64(n) / time.Since(t0).Seconds()
+}
