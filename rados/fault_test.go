@@ -30,7 +30,9 @@ type faultObject struct {
 // the pool's pg_num grows: no acknowledged write may be lost, every read
 // must return exactly what was acknowledged, and no request may hang.
 func TestSurvivesOSDRestartsAndSplit(t *testing.T) {
-	c := radostest.New(t, radostest.Options{Mons: 1, OSDs: 3, WithMgr: true, ObjectStore: radostest.StoreBluestore})
+	c := radostest.New(t, radostest.Options{Mons: 1, OSDs: 3, WithMgr: true, ObjectStore: radostest.StoreBluestore,
+		// OSDs then answer requests for peering PGs with MOSDBackoff
+		Conf: map[string]string{"osd_backoff_on_peering": "true"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	conn, err := Connect(ctx, Config{MonHost: c.MonHost(), Key: c.AdminKey})
@@ -135,8 +137,12 @@ func TestSurvivesOSDRestartsAndSplit(t *testing.T) {
 		t.Error(err)
 	}
 	pool := conn.OSDMap().Pool(io.Pool())
-	t.Logf("%d operations, slowest %v; map epoch %d, pg_num %d (pgp_num %d)", ops.Load(),
-		time.Duration(maxLatency.Load()).Round(time.Millisecond), conn.OSDMap().Epoch, pool.PGNum, pool.PGPNum)
+	st := conn.Objecter().Stats()
+	t.Logf("%d operations, slowest %v; map epoch %d, pg_num %d (pgp_num %d); objecter: %+v", ops.Load(),
+		time.Duration(maxLatency.Load()).Round(time.Millisecond), conn.OSDMap().Epoch, pool.PGNum, pool.PGPNum, st)
+	if st.Resends == 0 || st.SessionResets == 0 || st.Reconnects == 0 {
+		t.Errorf("the faults did not show in the objecter's counters: %+v", st)
+	}
 	if t.Failed() {
 		return
 	}

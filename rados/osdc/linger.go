@@ -273,17 +273,21 @@ func (l *linger) adoptLocked(op *op) {
 	t, osd, conn := op.t, op.replyOSD, op.replyConn
 	op.mu.Unlock()
 	l.t, l.conn = t, conn
-	s, err := l.o.session(osd)
-	if err != nil {
+	if l.sess != nil && l.sess.osd == osd && !l.sess.isClosed() {
 		return
 	}
-	if l.sess != s {
-		if l.sess != nil {
-			l.sess.removeLinger(l.cookie)
-		}
+	if l.sess != nil {
+		l.sess.removeLinger(l.cookie)
 		l.sess = nil
+	}
+	for i := 0; i < 3; i++ {
+		s, err := l.o.sessionSlow(osd)
+		if err != nil {
+			return
+		}
 		if s.addLinger(l) {
 			l.sess = s
+			return
 		}
 	}
 }
@@ -376,6 +380,7 @@ func (l *linger) kick() {
 		}
 		l.adoptLocked(op)
 		l.mu.Unlock()
+		o.stats.reconnects.Add(1)
 		o.log.Debug("osdc: watch re-registered", "cookie", l.cookie, "oid", l.b.oid, "gen", gen)
 		l.recheck()
 	}()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,9 +70,13 @@ type Objecter struct {
 
 	lastTid    atomic.Uint64
 	lastCookie atomic.Uint64
+	stats      counters
 
 	sessMu   sync.Mutex
 	sessions map[int32]*session
+	// sessView is a copy of sessions for lookups without a lock,
+	// republished whenever a session is added or removed.
+	sessView atomic.Pointer[map[int32]*session]
 
 	homeMu   sync.Mutex
 	homeless map[uint64]*op // requests waiting for a map that lets them go
@@ -132,6 +137,7 @@ func (o *Objecter) Close() error {
 		sessions = append(sessions, s)
 	}
 	o.sessions = map[int32]*session{}
+	o.publishSessionsLocked()
 	o.sessMu.Unlock()
 	for _, s := range sessions {
 		s.close()
@@ -224,17 +230,31 @@ func (o *Objecter) HandleOSDMap(msg *msgr.Message) error {
 	}
 	o.mapMu.Lock()
 	defer o.mapMu.Unlock()
+	next, err := o.advance(mm)
+	if cur := o.osdmap.Load(); next != nil && (cur == nil || next.Epoch > cur.Epoch) {
+		o.install(next)
+	}
+	if err != nil || mm.Newest > o.Epoch() {
+		// What we could not use, a full map from the monitors cures.
+		o.requestMap()
+	}
+	return err
+}
+
+// advance returns the newest map mm lets us reach from the current one:
+// the incrementals that follow it (or the newest full map when we have
+// none, or when the incrementals do not bridge the gap). Callers hold
+// mapMu.
+func (o *Objecter) advance(mm *MOSDMap) (*osdmap.OSDMap, error) {
 	cur := o.osdmap.Load()
 	if cur != nil && mm.FSID != cur.FSID {
-		return fmt.Errorf("osdc: MOSDMap for cluster %s, ours is %s", mm.FSID, cur.FSID)
+		return nil, fmt.Errorf("osdc: MOSDMap for cluster %s, ours is %s", mm.FSID, cur.FSID)
 	}
 	next := cur
 	have := uint32(0)
 	if cur != nil {
 		have = cur.Epoch
 	}
-	// Start from the newest full map when we have nothing, or when the
-	// incrementals cannot bridge from our epoch.
 	if len(mm.Maps) > 0 {
 		fulls := sortedEpochs(mm.Maps)
 		newest := fulls[len(fulls)-1]
@@ -242,7 +262,7 @@ func (o *Objecter) HandleOSDMap(msg *msgr.Message) error {
 		if newest > have && (cur == nil || !bridged) {
 			full, err := osdmap.Decode(mm.Maps[newest])
 			if err != nil {
-				return fmt.Errorf("osdc: OSD map %d: %w", newest, err)
+				return nil, fmt.Errorf("osdc: OSD map %d: %w", newest, err)
 			}
 			next = full
 		}
@@ -250,42 +270,34 @@ func (o *Objecter) HandleOSDMap(msg *msgr.Message) error {
 	for next != nil {
 		blob, ok := mm.Incrementals[next.Epoch+1]
 		if !ok {
-			if full, ok := mm.Maps[next.Epoch+1]; ok {
-				m, err := osdmap.Decode(full)
-				if err != nil {
-					return fmt.Errorf("osdc: OSD map %d: %w", next.Epoch+1, err)
-				}
-				next = m
-				continue
+			full, ok := mm.Maps[next.Epoch+1]
+			if !ok {
+				break
 			}
-			break
+			m, err := osdmap.Decode(full)
+			if err != nil {
+				return next, fmt.Errorf("osdc: OSD map %d: %w", next.Epoch+1, err)
+			}
+			next = m
+			continue
 		}
 		inc, err := osdmap.DecodeIncremental(blob)
 		if err != nil {
-			return fmt.Errorf("osdc: OSD map incremental %d: %w", next.Epoch+1, err)
+			return next, fmt.Errorf("osdc: OSD map incremental %d: %w", next.Epoch+1, err)
 		}
 		n, err := next.Apply(inc)
 		if err != nil {
-			return fmt.Errorf("osdc: applying OSD map incremental %d: %w", next.Epoch+1, err)
+			return next, fmt.Errorf("osdc: applying OSD map incremental %d: %w", next.Epoch+1, err)
 		}
 		next = n
 	}
-	if next == nil || (cur != nil && next.Epoch <= cur.Epoch) {
-		if mm.Newest > have {
-			o.requestMap()
-		}
-		return nil
-	}
-	o.install(next)
-	if mm.Newest > next.Epoch {
-		o.requestMap()
-	}
-	return nil
+	return next, nil
 }
 
 // install makes m current and re-targets everything. Callers hold mapMu.
 func (o *Objecter) install(m *osdmap.OSDMap) {
 	o.osdmap.Store(m)
+	o.stats.maps.Add(1)
 	o.waitMu.Lock()
 	close(o.mapCh)
 	o.mapCh = make(chan struct{})
@@ -334,8 +346,20 @@ func (o *Objecter) scan(m *osdmap.OSDMap) {
 	o.closeIdleSessions(m)
 }
 
-// session returns the session to osd, opening it if needed.
+// session returns the session to osd, opening it if needed. The common
+// case takes no lock.
 func (o *Objecter) session(osd int32) (*session, error) {
+	if v := o.sessView.Load(); v != nil {
+		if s := (*v)[osd]; s != nil {
+			return s, nil
+		}
+	}
+	return o.sessionSlow(osd)
+}
+
+// sessionSlow looks up or opens the session under sessMu, so it sees
+// the removal of a session closed meanwhile.
+func (o *Objecter) sessionSlow(osd int32) (*session, error) {
 	o.sessMu.Lock()
 	defer o.sessMu.Unlock()
 	if o.closed() {
@@ -345,10 +369,17 @@ func (o *Objecter) session(osd int32) (*session, error) {
 	if s == nil {
 		s = newSession(o, osd)
 		o.sessions[osd] = s
+		o.publishSessionsLocked()
 		o.wg.Add(1)
 		go s.run()
 	}
 	return s, nil
+}
+
+// publishSessionsLocked republishes the lock-free view of sessions.
+func (o *Objecter) publishSessionsLocked() {
+	v := maps.Clone(o.sessions)
+	o.sessView.Store(&v)
 }
 
 // closeIdleSessions closes sessions to OSDs that are down or gone and
@@ -364,6 +395,9 @@ func (o *Objecter) closeIdleSessions(m *osdmap.OSDMap) {
 			delete(o.sessions, osd)
 			idle = append(idle, s)
 		}
+	}
+	if len(idle) > 0 {
+		o.publishSessionsLocked()
 	}
 	o.sessMu.Unlock()
 	for _, s := range idle {

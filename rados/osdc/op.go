@@ -99,6 +99,7 @@ func (o *Objecter) Do(ctx context.Context, req *Request) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.stats.requests.Add(1)
 	return o.run(op)
 }
 
@@ -281,7 +282,7 @@ func (o *Objecter) attachLocked(op *op, s *session) {
 	op.detachLocked()
 	for !s.addOp(op) {
 		// s closed (idle, OSD down) between lookup and attach.
-		ns, err := o.session(s.osd)
+		ns, err := o.sessionSlow(s.osd)
 		if err != nil {
 			op.finishLocked(nil, err)
 			return
@@ -374,6 +375,10 @@ func (op *op) prepareLocked() *outgoing {
 		RetryAttempt: op.attempts,
 		Features:     features,
 	}
+	op.o.stats.sends.Add(1)
+	if op.attempts > 0 {
+		op.o.stats.resends.Add(1)
+	}
 	op.attempts++
 	op.sentConn = conn
 	return &outgoing{conn: conn, msg: m.Message(), ctx: op.ctx}
@@ -434,9 +439,11 @@ func (o *Objecter) handleReply(s *session, r *MOSDOpReply) {
 	case r.RetryAttempt >= 0 && r.RetryAttempt != op.attempts-1:
 		o.log.Debug("osdc: reply to an earlier attempt", "tid", r.Tid, "attempt", r.RetryAttempt, "attempts", op.attempts)
 	case r.Result == -int32(EAGAIN) && !op.noResend:
+		o.stats.eagain.Add(1)
 		op.sentConn = nil
 		o.retryLater(op)
 	case r.Redirect != nil:
+		o.stats.redirects.Add(1)
 		red := r.Redirect
 		op.b.oloc.Pool = red.Oloc.Pool
 		if red.Oloc.Namespace != "" {

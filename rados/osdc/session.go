@@ -277,6 +277,7 @@ func (s *session) run() {
 		s.mu.Unlock()
 		_ = conn.Close()
 		if !s.isClosed() && !o.closed() {
+			o.stats.resets.Add(1)
 			o.log.Debug("osdc: OSD session reset", "osd", s.osd, "err", conn.Err())
 			o.requestMap()
 			delay = minRedialDelay
@@ -357,6 +358,7 @@ func (s *session) read(conn *msgr.Conn) {
 func (s *session) handleBackoff(conn *msgr.Conn, b *MOSDBackoff) {
 	switch b.Op {
 	case BackoffBlock:
+		s.o.stats.backoffs.Add(1)
 		s.mu.Lock()
 		if s.conn == conn {
 			s.backoffs[b.ID] = b
