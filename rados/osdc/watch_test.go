@@ -3,6 +3,7 @@ package osdc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -132,5 +133,40 @@ func TestWatchNotifyWithRadosCLI(t *testing.T) {
 	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatalf("unwatch: %v", err)
+	}
+}
+
+// TestWatchErrorDelivered: deleting a watched object ends the watch
+// with ENOTCONN, delivered on the watcher's channel.
+func TestWatchErrorDelivered(t *testing.T) {
+	checkGoroutines(t)
+	tc := connect(t, cluster, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const oid = "watch-deleted"
+	if _, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: oid, Ops: []OSDOp{Create(false)}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tc.ob.Watch(ctx, WatchRequest{Pool: tc.pool, OID: oid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Rados(ctx, "-p", cluster.Pool, "rm", oid); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.Events():
+		if !errors.Is(ev.Err, ENOTCONN) {
+			t.Fatalf("event after the object was deleted: %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no error after the watched object was deleted")
+	}
+	if !errors.Is(w.Err(), ENOTCONN) {
+		t.Fatalf("Err: %v", w.Err())
+	}
+	_ = w.Close(ctx)
+	if _, ok := <-w.Events(); ok {
+		t.Fatal("Events not closed by Close")
 	}
 }
