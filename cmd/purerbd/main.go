@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,12 @@ import (
 	"sort"
 	"syscall"
 )
+
+// exitStatus is an error a verb returns after reporting the failure
+// itself (as `ceph` does): it only sets the process's exit status.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // command is one top-level verb of the CLI.
 type command struct {
@@ -25,13 +32,13 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version": {summary: "print the purerbd version", run: runVersion},
-		"nbd":     {summary: "serve a memory or file export over NBD (nbd serve)", run: runNBD},
 		"demo":    {summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it", run: runDemo},
+		"nbd":     {summary: "serve a memory or file export over NBD (nbd serve)", run: runNBD},
 		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
 		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
 		"rbd":     {summary: "manage RBD images (create, info, ls, rm, resize, snap, import, export, bench)", run: runRBD},
 		"status":  {summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools", run: runStatus},
-		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: withExitStatus(runMon)},
+		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: runMon},
 		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
 	}
 }
@@ -59,6 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
+		var st exitStatus
+		if errors.As(err, &st) { // already reported by the verb
+			return int(st)
+		}
 		fmt.Fprintf(stderr, "purerbd %s: %v\n", args[0], err)
 		return 1
 	}

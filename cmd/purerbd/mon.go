@@ -25,26 +25,6 @@ comes from INFILE (- for stdin); the output goes to stdout or OUTFILE.
 
 ` + globalUsage
 
-// exitStatus is an error that has already been reported and only sets
-// the process's exit status.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-// withExitStatus wraps a verb so that an exitStatus it returns ends the
-// process with that status and no further message; other errors go to
-// main as usual.
-func withExitStatus(run func(context.Context, []string, io.Writer, io.Writer) error) func(context.Context, []string, io.Writer, io.Writer) error {
-	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		err := run(ctx, args, stdout, stderr)
-		var st exitStatus
-		if errors.As(err, &st) {
-			os.Exit(int(st))
-		}
-		return err
-	}
-}
-
 func runMon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runMonWithInput(ctx, args, os.Stdin, stdout, stderr)
 }
