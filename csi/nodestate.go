@@ -1,0 +1,292 @@
+package csi
+
+// Node state: what the node service must remember about each staged volume
+// to take its NBD device over again after a restart of the plugin.
+//
+// One JSON file per staged volume lives in the state directory (default
+// /run/purerbd-csi). /run is a tmpfs: the files vanish on reboot, exactly
+// when the NBD devices and mounts they describe vanish too. A record holds
+// no secret: the volume ID (which says where the image is), the device
+// index and backend cookie, the staging path, the file system, the access
+// mode and the publications.
+//
+// The credentials that reopen the image after a restart are kept apart,
+// in "<key>.secret" (mode 0600), and only when the state directory is a
+// tmpfs or ramfs: never on a disk. Why keep them at all: a restarted
+// plugin must serve its devices again within the kernel's dead connection
+// timeout, or every I/O on them fails; the CO does not call NodeStage
+// again for volumes already staged, and the calls it does make after a
+// restart (NodeGetVolumeStats) carry no secrets. Without a secret file
+// (state directory not in memory) the plugin falls back on its own
+// credentials (--secrets-dir) and else waits, with the device holding
+// I/O, for the next call that brings secrets (NodeStage, NodePublish,
+// NodeExpand).
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultStateDir is where the node keeps its state unless configured
+// otherwise.
+const DefaultStateDir = "/run/purerbd-csi"
+
+// stateVersion is the version of the record format.
+const stateVersion = 1
+
+// stageRecord is the persistent part of a staged volume.
+type stageRecord struct {
+	Version     int    `json:"version"`
+	VolumeID    string `json:"volumeID"`
+	StagingPath string `json:"stagingPath"`
+	// Index is N of /dev/nbdN; Cookie the backend cookie the kernel knows
+	// it by (the volume ID; empty on kernels without cookies).
+	Index  int    `json:"index"`
+	Cookie string `json:"cookie"`
+	Conns  int    `json:"conns"`
+	// Block volumes have no file system and nothing mounted at the
+	// staging path.
+	Block  bool   `json:"block"`
+	FsType string `json:"fsType,omitempty"`
+	// MountFlags is a digest of the requested mount flags, which may be
+	// sensitive: enough to tell a compatible request from another one.
+	MountFlags string `json:"mountFlags,omitempty"`
+	MountGroup string `json:"mountGroup,omitempty"`
+	AccessMode string `json:"accessMode"`
+	ReadOnly   bool   `json:"readOnly"`
+	Exclusive  bool   `json:"exclusive"`
+	// Published maps each target path to how it is published.
+	Published map[string]publication `json:"published,omitempty"`
+}
+
+// publication is one NodePublishVolume of a staged volume.
+type publication struct {
+	ReadOnly   bool   `json:"readOnly"`
+	MountFlags string `json:"mountFlags,omitempty"`
+	MountGroup string `json:"mountGroup,omitempty"`
+}
+
+// devicePath returns /dev/nbdN.
+func (r *stageRecord) devicePath() string { return fmt.Sprintf("/dev/nbd%d", r.Index) }
+
+// targets returns the published target paths, sorted.
+func (r *stageRecord) targets() []string {
+	l := make([]string, 0, len(r.Published))
+	for t := range r.Published {
+		l = append(l, t)
+	}
+	sort.Strings(l)
+	return l
+}
+
+// flagsDigest summarises mount flags without keeping them: they may hold
+// secrets, and the record only needs to tell whether two requests agree.
+func flagsDigest(flags []string) string {
+	if len(flags) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.Join(flags, "\x00")))
+	return hex.EncodeToString(sum[:12])
+}
+
+// stateStore reads and writes the records of one state directory.
+type stateStore struct {
+	dir string
+	// inMemory says whether dir is a tmpfs or ramfs, where secrets may be
+	// kept.
+	inMemory bool
+}
+
+// Magic numbers of statfs(2) for file systems that live in memory.
+const (
+	tmpfsMagic = 0x01021994
+	ramfsMagic = 0x858458f6
+)
+
+// openStateStore creates dir if needed (mode 0700) and finds out whether
+// it lives in memory.
+func openStateStore(dir string) (*stateStore, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("node state directory %q is not an absolute path", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("node state directory: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil, fmt.Errorf("node state directory %s: statfs: %w", dir, err)
+	}
+	return &stateStore{dir: dir, inMemory: st.Type == tmpfsMagic || uint32(st.Type) == ramfsMagic}, nil
+}
+
+// key names the files of a volume: a digest, since volume IDs may hold
+// any printable byte, '/' included.
+func stateKey(volumeID string) string {
+	sum := sha256.Sum256([]byte(volumeID))
+	return hex.EncodeToString(sum[:16])
+}
+
+func (s *stateStore) recordPath(volumeID string) string {
+	return filepath.Join(s.dir, stateKey(volumeID)+".json")
+}
+
+func (s *stateStore) secretPath(volumeID string) string {
+	return filepath.Join(s.dir, stateKey(volumeID)+".secret")
+}
+
+// save writes r atomically (a temporary file renamed over the old one).
+func (s *stateStore) save(r *stageRecord) error {
+	r.Version = stateVersion
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(s.recordPath(r.VolumeID), append(b, '\n'))
+}
+
+// load reads the record of one volume; fs.ErrNotExist when there is none.
+func (s *stateStore) load(volumeID string) (*stageRecord, error) {
+	r, err := readRecord(s.recordPath(volumeID))
+	if err != nil {
+		return nil, err
+	}
+	if r.VolumeID != volumeID {
+		return nil, fmt.Errorf("node state %s is for volume %q, not %q", s.recordPath(volumeID), r.VolumeID, volumeID)
+	}
+	return r, nil
+}
+
+// loadAll reads every record. Files that do not parse are reported in
+// bad, with why, and otherwise left alone.
+func (s *stateStore) loadAll() (recs []*stageRecord, bad map[string]error, err error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	bad = map[string]error{}
+	for _, n := range names {
+		r, err := readRecord(n)
+		if err == nil && filepath.Base(n) != stateKey(r.VolumeID)+".json" {
+			err = fmt.Errorf("file name does not match volume %q", r.VolumeID)
+		}
+		if err != nil {
+			bad[n] = err
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, bad, nil
+}
+
+func readRecord(path string) (*stageRecord, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	var r stageRecord
+	if err := d.Decode(&r); err != nil {
+		return nil, fmt.Errorf("node state %s: %w", path, err)
+	}
+	switch {
+	case r.Version != stateVersion:
+		return nil, fmt.Errorf("node state %s: version %d, want %d", path, r.Version, stateVersion)
+	case r.VolumeID == "" || r.StagingPath == "":
+		return nil, fmt.Errorf("node state %s: no volume ID or staging path", path)
+	case r.Index < 0:
+		return nil, fmt.Errorf("node state %s: device index %d", path, r.Index)
+	}
+	return &r, nil
+}
+
+// remove deletes the record and the secret of a volume; missing files
+// are no error.
+func (s *stateStore) remove(volumeID string) error {
+	var errs []error
+	for _, p := range []string{s.secretPath(volumeID), s.recordPath(volumeID)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// secretFile is the JSON of a secret file.
+type secretFile struct {
+	UserID  string `json:"userID"`
+	UserKey string `json:"userKey"`
+}
+
+// saveSecret keeps cred for a restart, only if the state directory is in
+// memory; it reports whether it did.
+func (s *stateStore) saveSecret(volumeID string, cred Credentials) (bool, error) {
+	if !s.inMemory {
+		return false, nil
+	}
+	b, err := json.Marshal(secretFile{UserID: cred.ID, UserKey: cred.Key})
+	if err != nil {
+		return false, err
+	}
+	if err := writeFileAtomic(s.secretPath(volumeID), b); err != nil {
+		// The error names the file, never its contents.
+		return false, err
+	}
+	return true, nil
+}
+
+// loadSecret returns the credentials kept for a volume, if any.
+func (s *stateStore) loadSecret(volumeID string) (Credentials, bool, error) {
+	b, err := os.ReadFile(s.secretPath(volumeID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Credentials{}, false, nil
+	}
+	if err != nil {
+		return Credentials{}, false, err
+	}
+	var f secretFile
+	if err := json.Unmarshal(b, &f); err != nil || f.UserID == "" || f.UserKey == "" {
+		// Never quote the file: it holds a key.
+		return Credentials{}, false, fmt.Errorf("secret file %s does not hold a user and a key", s.secretPath(volumeID))
+	}
+	return Credentials{ID: f.UserID, Key: f.UserKey}, true, nil
+}
+
+// writeFileAtomic writes b to path with mode 0600 through a temporary
+// file in the same directory.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename there is nothing to remove
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
