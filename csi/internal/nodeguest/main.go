@@ -1,0 +1,39 @@
+// Command nodeguest runs inside the test VM of the csi package's node
+// service (node_vm_test.go there). "scenario" plays the CO: it starts
+// copies of itself as "plugin" (the node service, serving CSI on a unix
+// socket, with images that are files), calls them over gRPC, kills and
+// restarts them, and checks the volumes from the guest's side. It prints
+// "RESULT ok <json>" or "RESULT fail <reason>" for the host to read.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: nodeguest scenario | plugin [flags]")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	var err error
+	switch os.Args[1] {
+	case "scenario":
+		err = runScenario(ctx)
+	case "plugin":
+		err = runPlugin(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeguest %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func logger(proc string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("proc", proc)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/nbd"
+)
+
+// fileOpener stands in for RBD until the rbd package can be used here:
+// the image of a volume is the file <dir>/<pool>/<namespace>/<image>. The
+// exclusive lock is an flock(2), which the kernel drops when its holder
+// dies, as Ceph breaks the lock of a dead client.
+type fileOpener struct {
+	dir string
+	key string // the only key accepted
+}
+
+func (o *fileOpener) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentials, vol csi.VolumeID, opts csi.OpenImageOptions) (csi.NodeImage, error) {
+	if cred.Key != o.key {
+		return nil, fmt.Errorf("%w: %s", csi.ErrUnauthenticated, cred)
+	}
+	p := filepath.Join(o.dir, strconv.FormatInt(vol.Pool, 10), vol.Namespace, vol.Image)
+	if _, err := os.Stat(p); err != nil {
+		return nil, fmt.Errorf("%w: image %s", csi.ErrNotFound, vol.Image)
+	}
+	f, err := nbd.OpenFile(p, opts.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		// A second descriptor for the lock: nbd.File keeps its own.
+		lf, err := os.Open(p)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		how := unix.LOCK_SH
+		if opts.Exclusive {
+			how = unix.LOCK_EX
+		}
+		if err := unix.Flock(int(lf.Fd()), how|unix.LOCK_NB); err != nil {
+			lf.Close()
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w: image %s is locked by another client", csi.ErrBusy, vol.Image)
+			}
+			return nil, err
+		}
+		return &fileImage{File: f, path: p, lock: lf}, nil
+	}
+	return &fileImage{File: f, path: p}, nil
+}
+
+// fileImage is a csi.NodeImage over a file.
+type fileImage struct {
+	*nbd.File
+	path string
+	lock *os.File
+}
+
+func (f *fileImage) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.File.ReadAt(ctx, p, off)
+}
+
+func (f *fileImage) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.File.WriteAt(ctx, p, off)
+}
+
+func (f *fileImage) Discard(ctx context.Context, off, length int64) error {
+	return f.File.Trim(ctx, off, length)
+}
+
+// Refresh picks up a size change made by "the controller" (the scenario
+// truncating the file), as rbd.Image.Refresh rereads the header.
+func (f *fileImage) Refresh(ctx context.Context) error {
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return err
+	}
+	if st.Size() != f.Size() {
+		return f.File.Resize(ctx, st.Size())
+	}
+	return nil
+}
+
+func (f *fileImage) Close() error {
+	err := f.File.Close()
+	if f.lock != nil {
+		f.lock.Close()
+	}
+	return err
+}

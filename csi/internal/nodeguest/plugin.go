@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+
+	"github.com/purerbd/purerbd/csi"
+)
+
+// runPlugin is the node plugin: it takes over what a previous process
+// staged, serves CSI on the socket until SIGTERM and then hands its
+// devices over. It says "ready <seconds the start took>" on stdout once
+// it serves.
+func runPlugin(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	socket := fs.String("socket", "/run/csi/csi.sock", "CSI socket")
+	images := fs.String("images", "/tmp/images", "image directory")
+	config := fs.String("config", "/etc/purerbd/config.json", "cluster config")
+	state := fs.String("state", csi.DefaultStateDir, "node state directory")
+	key := fs.String("key", "", "the key images accept")
+	conns := fs.Int("conns", 2, "NBD connections per device")
+	ioTimeout := fs.Duration("io-timeout", 10*time.Second, "kernel request timeout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start := time.Now()
+	log := logger("plugin")
+	n, err := csi.NewNodeServer(csi.NodeConfig{
+		NodeID:            "vm-node",
+		Topology:          map[string]string{"topology.purerbd.io/zone": "vm"},
+		MaxVolumes:        16,
+		ClusterConfigPath: *config,
+		Opener:            &fileOpener{dir: *images, key: *key},
+		StateDir:          *state,
+		Conns:             *conns,
+		IOTimeout:         *ioTimeout,
+		ReattachTimeout:   2 * time.Minute,
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = n.Start(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	os.Remove(*socket)
+	lis, err := net.Listen("unix", *socket)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer()
+	csipb.RegisterNodeServer(srv, n)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	go func() {
+		<-sig
+		log.Info("SIGTERM: handing the devices over")
+		srv.GracefulStop()
+	}()
+	fmt.Printf("ready %.3f\n", time.Since(start).Seconds())
+	if err := srv.Serve(lis); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t := time.Now()
+	if err := n.Close(cctx); err != nil {
+		return err
+	}
+	fmt.Printf("closed %.3f\n", time.Since(t).Seconds())
+	return nil
+}

@@ -1,0 +1,709 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/pmorjan/kmod"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/nbd/kernel"
+)
+
+const (
+	socketPath = "/run/csi/csi.sock"
+	imageDir   = "/tmp/images"
+	configPath = "/etc/purerbd/config.json"
+	clusterID  = "vm-cluster"
+	cephKey    = "AQBvbm9ub25vbm9ub25vbm9ub25vbm9ub25vbg=="
+	kubelet    = "/var/lib/kubelet"
+	mib        = 1 << 20
+)
+
+var (
+	fsVol    = csi.VolumeID{ClusterID: clusterID, Pool: 2, Image: "csi-vol-fs"}.String()
+	blockVol = csi.VolumeID{ClusterID: clusterID, Pool: 2, Image: "csi-vol-blk"}.String()
+	secrets  = map[string]string{"userID": "csi-node", "userKey": cephKey}
+	staging  = kubelet + "/plugins/kubernetes.io/csi/rbd.purerbd.io/0123/globalmount"
+	target1  = kubelet + "/pods/pod-a/volumes/kubernetes.io~csi/pvc-1/mount"
+	target2  = kubelet + "/pods/pod-b/volumes/kubernetes.io~csi/pvc-1/mount"
+	bStaging = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-2"
+	bTarget  = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-2/pod-c"
+)
+
+type scenario struct {
+	timings map[string]float64
+	facts   map[string]any
+	p       *plugin
+	devIdx  int
+}
+
+func runScenario(ctx context.Context) error {
+	s := &scenario{timings: map[string]float64{}, facts: map[string]any{}}
+	err := s.run(ctx)
+	if s.p != nil {
+		s.p.kill()
+	}
+	if err != nil {
+		fmt.Println("--- dmesg (tail)")
+		fmt.Println(dmesgTail(40))
+		fmt.Printf("RESULT fail %v\n", err)
+		return err
+	}
+	timeouts := 0
+	for _, l := range strings.Split(dmesgTail(2000), "\n") {
+		if strings.Contains(l, "nbd") && (strings.Contains(l, "timed out") || strings.Contains(l, "I/O error")) {
+			fmt.Println("    dmesg:", l)
+			timeouts++
+		}
+	}
+	s.facts["kernel_nbd_errors_or_timeouts"] = timeouts
+	out, _ := json.Marshal(map[string]any{"timings_s": s.timings, "facts": s.facts})
+	fmt.Printf("RESULT ok %s\n", out)
+	return nil
+}
+
+func (s *scenario) step(name string, fn func() error) error {
+	fmt.Printf("### [%6.2fs] %s\n", uptime(), name)
+	t := time.Now()
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	d := time.Since(t).Seconds()
+	s.timings[name] = d
+	fmt.Printf("    %s: %.3fs\n", name, d)
+	return nil
+}
+
+func mountCap(mode csipb.VolumeCapability_AccessMode_Mode, flags ...string) *csipb.VolumeCapability {
+	return &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4", MountFlags: flags}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+var (
+	rwo = mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, "noatime")
+	rwx = &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+)
+
+func (s *scenario) stage(ctx context.Context, vol, path string, c *csipb.VolumeCapability) error {
+	_, err := s.p.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: vol, StagingTargetPath: path, VolumeCapability: c, Secrets: secrets,
+		VolumeContext: map[string]string{"clusterID": clusterID, "pool": "rbd", "imageName": "x"},
+	})
+	return err
+}
+
+func (s *scenario) publish(ctx context.Context, vol, stagingPath, target string, c *csipb.VolumeCapability, ro bool) error {
+	_, err := s.p.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: vol, StagingTargetPath: stagingPath, TargetPath: target, VolumeCapability: c, Readonly: ro, Secrets: secrets,
+	})
+	return err
+}
+
+func wantCode(err error, c codes.Code) error {
+	if status.Code(err) != c {
+		return fmt.Errorf("want %v, got %v", c, err)
+	}
+	fmt.Printf("    refused as expected: %v: %s\n", c, status.Convert(err).Message())
+	return nil
+}
+
+func (s *scenario) run(ctx context.Context) error {
+	if err := s.step("setup: modules, config, images", func() error { return setup(ctx) }); err != nil {
+		return err
+	}
+	if err := s.step("plugin start (empty state)", func() error {
+		var err error
+		s.p, err = startPlugin(ctx, "plugin-1")
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := s.step("NodeGetInfo + NodeGetCapabilities", func() error {
+		info, err := s.p.node.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+		if err != nil {
+			return err
+		}
+		if info.GetNodeId() != "vm-node" || info.GetAccessibleTopology().GetSegments()["topology.purerbd.io/zone"] != "vm" {
+			return fmt.Errorf("node info %v", info)
+		}
+		caps, err := s.p.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+		if err != nil {
+			return err
+		}
+		if len(caps.GetCapabilities()) != 5 {
+			return fmt.Errorf("capabilities %v", caps)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("NodeStage ext4 (attach, mkfs, mount)", func() error {
+		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
+			return err
+		}
+		return s.checkStaged()
+	}); err != nil {
+		return err
+	}
+	if err := s.step("NodeStage idempotency", func() error {
+		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
+			return fmt.Errorf("same request again: %w", err)
+		}
+		if err := wantCode(s.stage(ctx, fsVol, staging, mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)), codes.AlreadyExists); err != nil {
+			return fmt.Errorf("other mount flags: %w", err)
+		}
+		if err := wantCode(s.stage(ctx, fsVol, staging+"2", rwo), codes.AlreadyExists); err != nil {
+			return fmt.Errorf("other staging path: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	var sumA string
+	if err := s.step("NodePublish rw + ro, write 8 MiB", func() error {
+		if err := s.publish(ctx, fsVol, staging, target1, rwo, false); err != nil {
+			return err
+		}
+		if err := s.publish(ctx, fsVol, staging, target1, rwo, false); err != nil {
+			return fmt.Errorf("publish again: %w", err)
+		}
+		if err := wantCode(s.publish(ctx, fsVol, staging, target1, rwo, true), codes.AlreadyExists); err != nil {
+			return fmt.Errorf("publish again read-only: %w", err)
+		}
+		if err := s.publish(ctx, fsVol, staging, target2, rwo, true); err != nil {
+			return fmt.Errorf("second target, read-only: %w", err)
+		}
+		var err error
+		if sumA, err = writeRandomFile(target1+"/A", 8*mib); err != nil {
+			return err
+		}
+		if err := checkSum(target2+"/A", sumA); err != nil {
+			return fmt.Errorf("through the read-only target: %w", err)
+		}
+		if err := os.WriteFile(target2+"/nope", nil, 0o644); !errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("write through the read-only target: %v", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.step("NodeGetVolumeStats + NodeGetVolumeHealth", func() error {
+		st, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: target1, StagingTargetPath: staging})
+		if err != nil {
+			return err
+		}
+		u := st.GetUsage()
+		if len(u) != 2 || u[0].GetTotal() < 50*mib || u[0].GetUsed() < 8*mib || u[1].GetTotal() == 0 {
+			return fmt.Errorf("stats %v", st)
+		}
+		s.facts["stats_bytes_total_used"] = []int64{u[0].GetTotal(), u[0].GetUsed()}
+		if err := wantCode(func() error {
+			_, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: "/tmp"})
+			return err
+		}(), codes.NotFound); err != nil {
+			return err
+		}
+		return s.healthy(ctx, fsVol)
+	}); err != nil {
+		return err
+	}
+
+	// The plugin dies with writes in flight and comes back.
+	writer := startStreamWriter(target1 + "/B")
+	if !writer.waitProgress(4, 30*time.Second) {
+		return errors.New("the writer does not progress")
+	}
+	killed := time.Now()
+	s.p.kill()
+	s.p = nil
+	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
+	if err := s.step("I/O held while no plugin", func() error {
+		time.Sleep(300 * time.Millisecond)
+		before := writer.synced.Load()
+		if writer.waitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.synced.Load()-before)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := s.step("plugin restart (takes the device over)", func() error {
+		var err error
+		s.p, err = startPlugin(ctx, "plugin-2")
+		if err != nil {
+			return err
+		}
+		s.timings["restart: plugin Start (reopen + reattach)"] = s.p.startup
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
+	var sumB string
+	if err := s.step("blocked writes resume, nothing lost", func() error {
+		t := time.Now()
+		if !writer.waitProgress(4, 90*time.Second) {
+			return errors.New("the writer is still blocked")
+		}
+		s.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
+		r := writer.finish()
+		if r.err != nil {
+			return r.err
+		}
+		sumB = r.sum
+		s.facts["writer_bytes_across_kill"] = r.bytes
+		if err := checkSum(target1+"/A", sumA); err != nil {
+			return err
+		}
+		return checkSum(target1+"/B", sumB)
+	}); err != nil {
+		return err
+	}
+	if err := s.step("after restart: calls are idempotent, volume healthy", func() error {
+		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
+			return err
+		}
+		if err := s.publish(ctx, fsVol, staging, target1, rwo, false); err != nil {
+			return err
+		}
+		if _, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: target2}); err != nil {
+			return err
+		}
+		return s.healthy(ctx, fsVol)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("NodeExpandVolume online (64 -> 128 MiB, resize2fs)", func() error {
+		var before unix.Statfs_t
+		unix.Statfs(target1, &before)
+		// The controller's part: grow the image.
+		if err := os.Truncate(imagePath("csi-vol-fs"), 128*mib); err != nil {
+			return err
+		}
+		r, err := s.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
+			VolumeId: fsVol, VolumePath: target1, StagingTargetPath: staging, VolumeCapability: rwo,
+			CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 * mib},
+		})
+		if err != nil {
+			return err
+		}
+		if r.GetCapacityBytes() != 128*mib {
+			return fmt.Errorf("capacity %d", r.GetCapacityBytes())
+		}
+		if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", s.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(128*mib/512) {
+			return fmt.Errorf("device size %s sectors", size)
+		}
+		var after unix.Statfs_t
+		unix.Statfs(target1, &after)
+		s.facts["fs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
+		if after.Blocks <= before.Blocks*3/2 {
+			return fmt.Errorf("file system blocks %d -> %d", before.Blocks, after.Blocks)
+		}
+		if _, err := s.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: fsVol, VolumePath: target1,
+			CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 * mib}}); err != nil {
+			return fmt.Errorf("again: %w", err)
+		}
+		if err := wantCode(func() error {
+			_, err := s.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: fsVol, VolumePath: target1,
+				CapacityRange: &csipb.CapacityRange{RequiredBytes: 256 * mib}})
+			return err
+		}(), codes.OutOfRange); err != nil {
+			return err
+		}
+		return checkSum(target1+"/A", sumA)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("graceful handover under writes (SIGTERM + restart)", func() error {
+		w := startStreamWriter(target1 + "/C")
+		if !w.waitProgress(4, 30*time.Second) {
+			return errors.New("the writer does not progress")
+		}
+		t := time.Now()
+		closeTook, err := s.p.stop(ctx)
+		s.p = nil
+		if err != nil {
+			return err
+		}
+		s.timings["handover: plugin Close (release)"] = closeTook
+		if s.p, err = startPlugin(ctx, "plugin-3"); err != nil {
+			return err
+		}
+		if !w.waitProgress(4, 90*time.Second) {
+			return errors.New("the writer is still blocked after the handover")
+		}
+		s.timings["handover: SIGTERM to writes resumed"] = time.Since(t).Seconds()
+		r := w.finish()
+		if r.err != nil {
+			return r.err
+		}
+		return checkSum(target1+"/C", r.sum)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("block volume: stage, publish, O_DIRECT I/O, stats", func() error { return s.blockVolume(ctx) }); err != nil {
+		return err
+	}
+
+	if err := s.step("NodeUnpublish (twice) + NodeUnstage (twice): device free", func() error {
+		for range 2 {
+			for _, t := range []string{target1, target2} {
+				if _, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: fsVol, TargetPath: t}); err != nil {
+					return err
+				}
+				if _, err := os.Stat(t); !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("target %s still there: %v", t, err)
+				}
+			}
+		}
+		for range 2 {
+			if _, err := s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: fsVol, StagingTargetPath: staging}); err != nil {
+				return err
+			}
+		}
+		return s.checkFree(ctx, fsVol)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("stage again read-only: the data is all there", func() error {
+		ro := mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY)
+		if err := s.stage(ctx, fsVol, staging, ro); err != nil {
+			return err
+		}
+		if err := checkSum(staging+"/A", sumA); err != nil {
+			return err
+		}
+		if err := checkSum(staging+"/B", sumB); err != nil {
+			return err
+		}
+		if err := os.WriteFile(staging+"/nope", nil, 0o644); !errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("write to a read-only staged volume: %v", err)
+		}
+		if ro, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/ro", s.devIdx)); strings.TrimSpace(string(ro)) != "1" {
+			return fmt.Errorf("device not read-only (%q)", ro)
+		}
+		if _, err := s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: fsVol, StagingTargetPath: staging}); err != nil {
+			return err
+		}
+		return s.checkFree(ctx, fsVol)
+	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkStaged checks the kernel's side of the staged file system volume.
+func (s *scenario) checkStaged() error {
+	idx, err := findCookie(fsVol)
+	if err != nil {
+		return err
+	}
+	s.devIdx = idx
+	dev := fmt.Sprintf("/dev/nbd%d", idx)
+	s.facts["device"] = dev
+	m, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var line string
+	for _, l := range strings.Split(string(m), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == staging {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " - ext4 "+dev+" ") || !strings.Contains(line, "noatime") {
+		return fmt.Errorf("staging mount: %q", line)
+	}
+	st, err := os.ReadDir(csi.DefaultStateDir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, e := range st {
+		names = append(names, e.Name())
+		info, _ := e.Info()
+		if strings.HasSuffix(e.Name(), ".secret") && info.Mode().Perm() != 0o600 {
+			return fmt.Errorf("secret file mode %v", info.Mode())
+		}
+		b, _ := os.ReadFile(filepath.Join(csi.DefaultStateDir, e.Name()))
+		if strings.HasSuffix(e.Name(), ".json") && bytes.Contains(b, []byte(cephKey)) {
+			return errors.New("the state record holds the key")
+		}
+	}
+	s.facts["state_files"] = names
+	if len(names) != 2 {
+		return fmt.Errorf("state directory holds %v, want a record and a secret", names)
+	}
+	return nil
+}
+
+func (s *scenario) healthy(ctx context.Context, vol string) error {
+	h, err := s.p.node.NodeGetVolumeHealth(ctx, &csipb.NodeGetVolumeHealthRequest{VolumeId: vol})
+	if err != nil {
+		return err
+	}
+	if n := len(h.GetVolumeHealth().GetHealthStatuses()); n != 0 {
+		return fmt.Errorf("volume unhealthy: %v", h.GetVolumeHealth())
+	}
+	return nil
+}
+
+// checkFree checks that no device carries the volume any more and that
+// its state is gone.
+func (s *scenario) checkFree(ctx context.Context, vol string) error {
+	if _, err := findCookie(vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("a device still carries the volume: %v", err)
+	}
+	c, err := kernel.Open(ctx, kernel.ClientConfig{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, ok, err := c.DeviceStatus(ctx, s.devIdx)
+	if err != nil || (ok && st.Connected) {
+		return fmt.Errorf("nbd%d: %+v %v %v", s.devIdx, st, ok, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(csi.DefaultStateDir, "*"))
+	if len(left) != 0 {
+		return fmt.Errorf("state left: %v", left)
+	}
+	m, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(m), fmt.Sprintf("/dev/nbd%d ", s.devIdx)) {
+		return fmt.Errorf("nbd%d still mounted", s.devIdx)
+	}
+	return nil
+}
+
+// blockVolume stages and publishes a raw block volume.
+func (s *scenario) blockVolume(ctx context.Context) error {
+	if err := os.MkdirAll(bStaging, 0o750); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(bTarget), 0o750); err != nil {
+		return err
+	}
+	if err := s.stage(ctx, blockVol, bStaging, rwx); err != nil {
+		return err
+	}
+	m, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(m), " "+bStaging+" ") {
+		return errors.New("something is mounted at a block volume's staging path")
+	}
+	if err := s.publish(ctx, blockVol, bStaging, bTarget, rwx, false); err != nil {
+		return err
+	}
+	if err := s.publish(ctx, blockVol, bStaging, bTarget, rwx, false); err != nil {
+		return fmt.Errorf("again: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(bTarget, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return fmt.Errorf("target is not a block device: %v", err)
+	}
+	data := make([]byte, 4*mib)
+	rand.Read(data)
+	if err := directIO(bTarget, data, 8*mib); err != nil {
+		return err
+	}
+	// The bytes are in the image.
+	f, err := os.Open(imagePath("csi-vol-blk"))
+	if err != nil {
+		return err
+	}
+	back := make([]byte, len(data))
+	_, err = f.ReadAt(back, 8*mib)
+	f.Close()
+	if err != nil || !bytes.Equal(back, data) {
+		return fmt.Errorf("the image holds other bytes than written through the target (%v)", err)
+	}
+	stats, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: blockVol, VolumePath: bTarget})
+	if err != nil {
+		return err
+	}
+	if u := stats.GetUsage(); len(u) != 1 || u[0].GetTotal() != 32*mib {
+		return fmt.Errorf("block stats %v", stats)
+	}
+	if err := s.healthy(ctx, blockVol); err != nil {
+		return err
+	}
+	if _, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: blockVol, TargetPath: bTarget}); err != nil {
+		return err
+	}
+	if _, err := os.Stat(bTarget); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("block target still there: %v", err)
+	}
+	_, err = s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: blockVol, StagingTargetPath: bStaging})
+	if err != nil {
+		return err
+	}
+	if _, err := findCookie(blockVol); !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("a device still carries the block volume: %v", err)
+	}
+	return nil
+}
+
+func imagePath(name string) string { return filepath.Join(imageDir, "2", name) }
+
+// setup loads the file system modules (the node loads nbd.ko itself),
+// writes the cluster config and creates the images.
+func setup(ctx context.Context) error {
+	k, err := kmod.New(kmod.SetIgnoreStatus())
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{"crc32c_generic", "ext4"} {
+		if err := k.Load(m, "", 0); err != nil {
+			return err
+		}
+	}
+	// resize2fs finds the mount point of a device in /etc/mtab.
+	os.Symlink("/proc/mounts", "/etc/mtab")
+	for _, d := range []string{filepath.Dir(configPath), filepath.Dir(socketPath), filepath.Join(imageDir, "2"), staging,
+		filepath.Dir(target1), filepath.Dir(target2)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(configPath, []byte(`[{"clusterID":"`+clusterID+`","monitors":["192.0.2.1:3300"]}]`), 0o644); err != nil {
+		return err
+	}
+	for name, size := range map[string]int64{"csi-vol-fs": 64 * mib, "csi-vol-blk": 32 * mib} {
+		f, err := os.Create(imagePath(name))
+		if err != nil {
+			return err
+		}
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
+func findCookie(cookie string) (int, error) {
+	entries, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return -1, err
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "nbd") {
+			continue
+		}
+		b, _ := os.ReadFile("/sys/block/" + e.Name() + "/backend")
+		if strings.TrimSpace(string(b)) == cookie {
+			return strconv.Atoi(strings.TrimPrefix(e.Name(), "nbd"))
+		}
+	}
+	return -1, kernel.ErrNoSuchDevice
+}
+
+// directIO writes data at off with O_DIRECT, then reads it back so.
+func directIO(path string, data []byte, off int64) error {
+	buf, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(buf)
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	copy(buf, data)
+	if _, err := f.WriteAt(buf, off); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	clear(buf)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return err
+	}
+	if !bytes.Equal(buf, data) {
+		return errors.New("O_DIRECT read-back differs")
+	}
+	return nil
+}
+
+func writeRandomFile(path string, n int) (string, error) {
+	data := make([]byte, n)
+	rand.Read(data)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func checkSum(path, want string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("%s: sha256 %s, want %s", path, got[:16], want[:16])
+	}
+	return nil
+}
+
+func uptime() float64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return -1
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
+	return f
+}
+
+func dmesgTail(lines int) string {
+	buf := make([]byte, 1<<18)
+	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil {
+		return "dmesg: " + err.Error()
+	}
+	l := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}

@@ -1,0 +1,318 @@
+package csi
+
+// The Node service: RBD volumes served by this very process to the
+// kernel over NBD, and mounted.
+//
+// NodeStageVolume opens the image (ImageOpener), attaches it to the kernel
+// as /dev/nbdN through package nbd/kernel with several connections and the
+// volume ID as the backend cookie, makes a file system if the device is
+// blank and mounts it at the staging path (block volumes: nothing is
+// mounted). NodePublishVolume bind-mounts the staging path, or the device
+// node, at the target. NodeUnstageVolume unmounts, disconnects the device
+// and closes the image.
+//
+// The plugin may die or be upgraded while volumes are in use. The devices
+// and mounts belong to the kernel and stay; the kernel holds their I/O
+// for up to the dead connection timeout (NodeConfig.ReattachTimeout). On
+// start, Start reads the node state (nodestate.go), reopens each image
+// and hands the kernel fresh connections for the same device, found by
+// its cookie (kernel.Reattach): I/O that was waiting resumes and nothing
+// is lost. Close, on an orderly exit, releases the devices for the next
+// process the same way. A device whose connections all die while the
+// plugin runs (request timeouts against a slow cluster) is reattached by
+// a watchdog.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/nbd/kernel"
+)
+
+// Defaults of NodeConfig.
+const (
+	DefaultNodeConns       = 4
+	DefaultIOTimeout       = 30 * time.Second
+	DefaultReattachTimeout = 5 * time.Minute
+	DefaultFsType          = "ext4"
+)
+
+// NodeConfig configures the node service.
+type NodeConfig struct {
+	// NodeID identifies this node (the Kubernetes node name).
+	NodeID string
+	// Topology is this node's topology segments, reported by NodeGetInfo
+	// (typically read from node labels by the command line).
+	Topology map[string]string
+	// MaxVolumes is the most volumes this node stages at once (0: no
+	// limit reported, none enforced).
+	MaxVolumes int64
+	// ClusterConfigPath is the cluster configuration file (monitors per
+	// cluster ID), read on every stage and reattach.
+	ClusterConfigPath string
+	// Opener opens images; required.
+	Opener ImageOpener
+	// Credentials are the plugin's own, used when a request carries no
+	// secrets and, after a restart, when no secret was kept for a volume.
+	Credentials CredentialSource
+	// StateDir holds the node state (DefaultStateDir if empty); it should
+	// be on a tmpfs, see nodestate.go.
+	StateDir string
+	// Tools says where mkfs, resize2fs and xfs_growfs come from.
+	Tools Tools
+	// DefaultFsType is used when neither the capability nor the volume
+	// context names a file system (default ext4).
+	DefaultFsType string
+	// Conns is the number of NBD connections per device, one kernel
+	// queue each (default DefaultNodeConns).
+	Conns int
+	// IOTimeout is the kernel's NBD request timeout (default 30 s). A
+	// request that was in flight when the plugin died is resent only
+	// after it, so it bounds how long a restart stalls such requests.
+	IOTimeout time.Duration
+	// ReattachTimeout is the kernel's dead connection timeout (default 5
+	// minutes): how long I/O waits for a restarted plugin before it fails.
+	ReattachTimeout time.Duration
+	// Module says how to load nbd.ko.
+	Module kernel.ModuleConfig
+	// Logger receives structured logs; slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// NodeServer is the CSI Node service. Create it with NewNodeServer, call
+// Start before serving and Close when the plugin exits.
+type NodeServer struct {
+	csi.UnimplementedNodeServer
+
+	cfg   NodeConfig
+	log   *slog.Logger
+	state *stateStore
+	ops   *inFlight // one operation per volume and per path at a time
+
+	mu     sync.Mutex
+	vols   map[string]*nodeVolume // staged volumes by volume ID
+	closed bool
+}
+
+// NewNodeServer checks cfg and returns a node service; nothing touches
+// the kernel until Start.
+func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("csi node: no node ID")
+	}
+	if cfg.Opener == nil {
+		return nil, errors.New("csi node: no image opener")
+	}
+	if cfg.ClusterConfigPath == "" {
+		return nil, errors.New("csi node: no cluster config path")
+	}
+	if cfg.MaxVolumes < 0 {
+		return nil, errors.New("csi node: negative volume limit")
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.DefaultFsType == "" {
+		cfg.DefaultFsType = DefaultFsType
+	}
+	if err := checkFsType(cfg.DefaultFsType); err != nil {
+		return nil, fmt.Errorf("csi node: default %s", errorMessage(err))
+	}
+	if cfg.Conns == 0 {
+		cfg.Conns = DefaultNodeConns
+	}
+	if cfg.Conns < 1 || cfg.Conns > 64 {
+		return nil, fmt.Errorf("csi node: %d NBD connections per device (1 to 64)", cfg.Conns)
+	}
+	if cfg.IOTimeout == 0 {
+		cfg.IOTimeout = DefaultIOTimeout
+	}
+	if cfg.ReattachTimeout == 0 {
+		cfg.ReattachTimeout = DefaultReattachTimeout
+	}
+	if cfg.IOTimeout < time.Second || cfg.ReattachTimeout < time.Second {
+		return nil, errors.New("csi node: NBD timeouts under a second")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := openStateStore(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("csi node: %w", err)
+	}
+	n := &NodeServer{
+		cfg:   cfg,
+		log:   cfg.Logger.With("service", "node"),
+		state: st,
+		ops:   newInFlight(),
+		vols:  map[string]*nodeVolume{},
+	}
+	if !st.inMemory {
+		n.log.Warn("the node state directory is not a tmpfs: no credentials are kept there, so after a restart volumes wait for the plugin's own credentials or a call with secrets",
+			"dir", cfg.StateDir)
+	}
+	return n, nil
+}
+
+// Start loads nbd.ko and takes over the volumes a previous process
+// staged: it reopens their images and reattaches their devices. A volume
+// that cannot be taken over is kept, reported unhealthy, retried when a
+// call brings secrets, and can be unstaged. Start fails only when the
+// node cannot work at all.
+func (n *NodeServer) Start(ctx context.Context) error {
+	if err := kernel.LoadModule(ctx, n.cfg.Module); err != nil {
+		return fmt.Errorf("csi node: %w", err)
+	}
+	recs, bad, err := n.state.loadAll()
+	if err != nil {
+		return fmt.Errorf("csi node: reading the node state: %w", err)
+	}
+	for f, err := range bad {
+		n.log.Error("unreadable node state file left alone", "file", f, "error", err.Error())
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range recs {
+		v := &nodeVolume{rec: r}
+		n.mu.Lock()
+		n.vols[r.VolumeID] = v
+		n.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.recover(ctx, v, nil); err != nil {
+				n.log.Error("taking over a staged volume failed", "volumeID", r.VolumeID, "error", errorMessage(err))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(recs) > 0 {
+		n.log.Info("staged volumes taken over", "volumes", len(recs), "duration", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Close hands every device over for the next plugin process: it stops
+// serving each one once its connection is idle (the kernel holds new I/O
+// meanwhile) and closes the images, releasing their locks. The node
+// state stays. Calls after Close fail with UNAVAILABLE.
+func (n *NodeServer) Close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closed = true
+	vols := make([]*nodeVolume, 0, len(n.vols))
+	for _, v := range n.vols {
+		vols = append(vols, v)
+	}
+	n.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, v := range vols {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.release(ctx, v); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lockVolume serialises operations on one volume; a second one at the
+// same time is refused with ABORTED.
+func (n *NodeServer) lockVolume(id string, paths ...string) (func(), error) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, status.Error(codes.Unavailable, "the node service is shutting down")
+	}
+	keys := []string{"volume " + id}
+	for _, p := range paths {
+		if p != "" {
+			keys = append(keys, "path "+p)
+		}
+	}
+	return n.ops.lock(keys...)
+}
+
+// volume returns the staged volume with the given ID, or nil.
+func (n *NodeServer) volume(id string) *nodeVolume {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.vols[id]
+}
+
+// cluster finds the cluster of a volume.
+func (n *NodeServer) cluster(id string) (Cluster, error) {
+	cs, err := LoadClusters(n.cfg.ClusterConfigPath)
+	if err != nil {
+		return Cluster{}, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	c, ok := cs.Find(id)
+	if !ok {
+		return Cluster{}, status.Errorf(codes.NotFound, "cluster %q of the volume is not in the cluster config", id)
+	}
+	return c, nil
+}
+
+// credentials picks the request's secrets, else the plugin's own
+// credentials; ok is false when there are neither.
+func (n *NodeServer) credentials(secrets map[string]string, clusterID string) (cred Credentials, ok bool, err error) {
+	id, key := secrets[secretUserID], secrets[secretUserKey]
+	switch {
+	case id != "" && key != "":
+		return Credentials{ID: strings.TrimPrefix(id, "client."), Key: key}, true, nil
+	case id != "" || key != "":
+		return Credentials{}, false, status.Errorf(codes.InvalidArgument, "secrets must hold both %q and %q", secretUserID, secretUserKey)
+	}
+	if n.cfg.Credentials != nil {
+		if c, ok := n.cfg.Credentials(clusterID); ok {
+			return c, true, nil
+		}
+	}
+	return Credentials{}, false, nil
+}
+
+func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		// CSI 1.13 replaced VOLUME_CONDITION with NodeGetVolumeHealth.
+		csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+func (n *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	resp := &csi.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: n.cfg.MaxVolumes}
+	if len(n.cfg.Topology) > 0 {
+		seg := make(map[string]string, len(n.cfg.Topology))
+		for k, v := range n.cfg.Topology {
+			seg[k] = v
+		}
+		resp.AccessibleTopology = &csi.Topology{Segments: seg}
+	}
+	return resp, nil
+}

@@ -1,0 +1,199 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	target := req.GetTargetPath()
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	staging := req.GetStagingTargetPath()
+	if staging == "" {
+		return nil, status.Error(codes.FailedPrecondition, "staging target path is required: stage the volume first")
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	if target == staging {
+		return nil, status.Error(codes.InvalidArgument, "target path and staging target path are the same")
+	}
+	nc, err := parseNodeCapability(req.GetVolumeCapability(), req.GetVolumeContext(), n.cfg.DefaultFsType)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := n.lockVolume(id, target)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v := n.volume(id)
+	if v == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %q is not staged on this node", id)
+	}
+	s := n.stateOf(v)
+	if s.rec.StagingPath != staging {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is staged at %s, not %s", id, s.rec.StagingPath, staging)
+	}
+	if nc.block != s.rec.Block || nc.fsType != s.rec.FsType || nc.mode.String() != s.rec.AccessMode {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is published with another capability than it was staged with: %s", id, nc.stagedAs(&s.rec))
+	}
+	if s.broken != nil {
+		if err := n.recover(ctx, v, req.GetSecrets()); err != nil {
+			return nil, err
+		}
+		s = n.stateOf(v)
+	}
+	pub := publication{ReadOnly: req.GetReadonly() || s.rec.ReadOnly, MountFlags: nc.flags, MountGroup: nc.mountGroup}
+	t, err := readMountTable()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "reading the mount table: %v", err)
+	}
+	devPath := s.rec.devicePath()
+	if old, ok := s.rec.Published[target]; ok {
+		if old != pub {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %q is already published at %s with other arguments", id, target)
+		}
+		if m, mounted := t.at(target); mounted {
+			if !isPublication(m, target, devPath, s.rec.Block) {
+				return nil, status.Errorf(codes.AlreadyExists, "something else (%s) is mounted at %s", m.Source, target)
+			}
+			return &csi.NodePublishVolumeResponse{}, nil
+		}
+		n.log.Warn("a publication was not mounted any more; mounting it again", "volumeID", id, "target", target)
+	} else {
+		if m, mounted := t.at(target); mounted {
+			return nil, status.Errorf(codes.AlreadyExists, "something (%s) is already mounted at %s", m.Source, target)
+		}
+		if !nc.multiTarget {
+			for _, other := range s.rec.targets() {
+				if _, mounted := t.at(other); mounted {
+					return nil, status.Errorf(codes.FailedPrecondition, "volume %q has access mode %s and is already published at %s", id, nc.mode, other)
+				}
+			}
+		}
+	}
+
+	o := mountOptions{flags: nc.mount.flags & vfsFlags}
+	if pub.ReadOnly {
+		o.flags |= unix.MS_RDONLY
+	}
+	if s.rec.Block {
+		if err := makeBlockTarget(target); err != nil {
+			return nil, err
+		}
+		if err := bindMount(devPath, target, o); err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
+	} else {
+		if err := os.MkdirAll(target, 0o750); err != nil {
+			return nil, status.Errorf(codes.Internal, "creating the target path: %v", err)
+		}
+		if err := bindMount(staging, target, o); err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
+		if pub.MountGroup != "" && !pub.ReadOnly {
+			if err := applyMountGroup(target, pub.MountGroup); err != nil {
+				unmount(target)
+				return nil, status.Errorf(codes.Internal, "volume mount group: %v", err)
+			}
+		}
+	}
+	if err := n.update(v, func(r *stageRecord) {
+		if r.Published == nil {
+			r.Published = map[string]publication{}
+		}
+		r.Published[target] = pub
+	}); err != nil {
+		unmount(target)
+		return nil, err
+	}
+	n.log.Info("volume published", "volumeID", id, "target", target, "readOnly", pub.ReadOnly, "block", s.rec.Block)
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// isPublication reports whether mount m at target is a publication of
+// the volume on devPath: the device node itself for a block volume, the
+// root of its file system otherwise.
+func isPublication(m mountInfo, target, devPath string, block bool) bool {
+	if block {
+		var a, b unix.Stat_t
+		return unix.Stat(target, &a) == nil && unix.Stat(devPath, &b) == nil &&
+			a.Mode&unix.S_IFMT == unix.S_IFBLK && a.Rdev == b.Rdev
+	}
+	maj, min, err := deviceNumber(devPath)
+	return err == nil && m.Major == maj && m.Minor == min && m.Root == "/"
+}
+
+// makeBlockTarget creates the file a block volume is bind-mounted on; the
+// CO has made its parent directory.
+func makeBlockTarget(target string) error {
+	st, err := os.Lstat(target)
+	switch {
+	case err == nil && st.IsDir():
+		// Some COs make a directory; a device needs a file.
+		if err := os.Remove(target); err != nil {
+			return status.Errorf(codes.Internal, "target path %s is a directory that cannot be replaced by a file: %v", target, err)
+		}
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return status.Errorf(codes.Internal, "target path: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(target)); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "the parent of the target path does not exist: %v", err)
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return status.Errorf(codes.Internal, "creating the target file: %v", err)
+	}
+	return f.Close()
+}
+
+func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	target := req.GetTargetPath()
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	unlock, err := n.lockVolume(id, target)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if v := n.volume(id); v != nil && n.stateOf(v).rec.StagingPath == target {
+		return nil, status.Errorf(codes.InvalidArgument, "%s is the staging path of volume %q, not a target", target, id)
+	}
+	if err := unmountAll(target); err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Errorf(codes.Internal, "removing the target path: %v", err)
+	}
+	if v := n.volume(id); v != nil {
+		if _, ok := n.stateOf(v).rec.Published[target]; ok {
+			if err := n.update(v, func(r *stageRecord) { delete(r.Published, target) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	n.log.Info("volume unpublished", "volumeID", id, "target", target)
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}

@@ -1,0 +1,152 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// healthCheckTimeout bounds the cluster round trip of a health check.
+const healthCheckTimeout = 5 * time.Second
+
+// volumeAt returns the staged volume id if path is its staging path or
+// one of its targets; NOT_FOUND otherwise.
+func (n *NodeServer) volumeAt(id, path string) (*nodeVolume, volumeState, error) {
+	v := n.volume(id)
+	if v == nil {
+		return nil, volumeState{}, status.Errorf(codes.NotFound, "volume %q is not staged on this node", id)
+	}
+	s := n.stateOf(v)
+	if _, published := s.rec.Published[path]; path != s.rec.StagingPath && !published {
+		return nil, volumeState{}, status.Errorf(codes.NotFound, "volume %q is neither staged nor published at %s", id, path)
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, volumeState{}, status.Errorf(codes.NotFound, "%s does not exist", path)
+	}
+	return v, s, nil
+}
+
+func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	path := req.GetVolumePath()
+	if err := checkPath("volume path", path); err != nil {
+		return nil, err
+	}
+	_, s, err := n.volumeAt(id, path)
+	if err != nil {
+		return nil, err
+	}
+	if s.rec.Block {
+		size, err := deviceSize(s.rec.Index)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "size of %s: %v", s.rec.devicePath(), err)
+		}
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Total: size, Unit: csi.VolumeUsage_BYTES}}}, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return nil, status.Errorf(codes.Internal, "statfs %s: %v", path, err)
+	}
+	bs := st.Bsize
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{
+			Unit:      csi.VolumeUsage_BYTES,
+			Total:     int64(st.Blocks) * bs,
+			Available: int64(st.Bavail) * bs,
+			Used:      int64(st.Blocks-st.Bfree) * bs,
+		},
+		{
+			Unit:      csi.VolumeUsage_INODES,
+			Total:     int64(st.Files),
+			Available: int64(st.Ffree),
+			Used:      int64(st.Files - st.Ffree),
+		},
+	}}, nil
+}
+
+// deviceSize returns the size of /dev/nbdN as the block layer sees it.
+func deviceSize(index int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", index))
+	if err != nil {
+		return 0, err
+	}
+	sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return sectors * 512, nil
+}
+
+// deviceCookie returns the backend cookie the kernel shows for /dev/nbdN.
+func deviceCookie(index int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/backend", index))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// NodeGetVolumeHealth reports a staged volume INACCESSIBLE when this
+// process does not serve it (a takeover after a restart failed, or it
+// waits for credentials), when its device has lost its connections or
+// no longer carries the volume, or when the cluster does not answer.
+func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	v := n.volume(id)
+	if v == nil {
+		return nil, status.Errorf(codes.NotFound, "volume %q is not staged on this node", id)
+	}
+	for _, p := range []string{req.GetStagingTargetPath(), req.GetVolumePublishPath()} {
+		if p != "" {
+			if _, _, err := n.volumeAt(id, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s := n.stateOf(v)
+	var entries []*csi.VolumeHealth_VolumeHealthEntry
+	bad := func(reason, msg string) {
+		entries = append(entries, &csi.VolumeHealth_VolumeHealthEntry{
+			Status: csi.VolumeHealthErrorType_INACCESSIBLE, Reason: reason, Message: msg})
+	}
+	switch {
+	case s.broken != nil:
+		bad("NotServed", errorMessage(s.broken))
+	case s.dev == nil:
+		bad("NotServed", "no device is served for the volume")
+	default:
+		select {
+		case <-s.dev.Done():
+			bad("DeviceDisconnected", fmt.Sprintf("the kernel dropped the connections of %s", s.dev.Path()))
+		default:
+		}
+		if c, err := deviceCookie(s.rec.Index); err != nil || (s.rec.Cookie != "" && c != s.rec.Cookie) {
+			bad("DeviceGone", fmt.Sprintf("%s no longer carries the volume", s.rec.devicePath()))
+		}
+		if r, ok := s.img.(imageRefresher); ok {
+			cctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
+			err := r.Refresh(cctx)
+			cancel()
+			if err != nil {
+				bad("ClusterUnreachable", fmt.Sprintf("reading the image header: %v", err))
+			}
+		}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: &csi.VolumeHealth{VolumeId: id, HealthStatuses: entries}}, nil
+}

@@ -1,0 +1,390 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/nbd/kernel"
+)
+
+// nodeVolume is a staged volume. Its fields are guarded by NodeServer.mu;
+// the operations that change them also hold the volume's operation lock.
+type nodeVolume struct {
+	rec *stageRecord
+	img NodeImage      // nil while broken
+	dev *kernel.Device // nil while broken
+	// broken says why the volume is not served by this process (its
+	// takeover after a restart failed, or its device went away); nil
+	// when it is served.
+	broken error
+	watch  *watchdog
+}
+
+// volumeState is a consistent copy of a volume's fields.
+type volumeState struct {
+	rec    stageRecord
+	img    NodeImage
+	dev    *kernel.Device
+	broken error
+}
+
+func (n *NodeServer) stateOf(v *nodeVolume) volumeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := volumeState{rec: *v.rec, img: v.img, dev: v.dev, broken: v.broken}
+	s.rec.Published = make(map[string]publication, len(v.rec.Published))
+	for k, p := range v.rec.Published {
+		s.rec.Published[k] = p
+	}
+	return s
+}
+
+// update changes a volume's record under the lock and saves it.
+func (n *NodeServer) update(v *nodeVolume, fn func(r *stageRecord)) error {
+	n.mu.Lock()
+	fn(v.rec)
+	r := *v.rec
+	n.mu.Unlock()
+	if err := n.state.save(&r); err != nil {
+		return status.Errorf(codes.Internal, "saving the node state: %v", err)
+	}
+	return nil
+}
+
+// openImage opens the image of a volume as the record says.
+func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord) (NodeImage, error) {
+	img, err := n.cfg.Opener.OpenImage(ctx, cl, cred, vid, OpenImageOptions{ReadOnly: rec.ReadOnly, Exclusive: rec.Exclusive})
+	if err != nil {
+		return nil, storeError(err, cred, "opening the image of volume %q", rec.VolumeID)
+	}
+	return img, nil
+}
+
+// attachConfig describes the device of a volume for kernel.Attach or
+// kernel.Reattach.
+func (n *NodeServer) attachConfig(img NodeImage, rec *stageRecord) (kernel.AttachConfig, error) {
+	size := img.Size() &^ (kernel.DefaultBlockSize - 1)
+	if size <= 0 {
+		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
+	}
+	return kernel.AttachConfig{
+		Backend:         &imageBackend{img: img, readOnly: rec.ReadOnly},
+		Size:            size,
+		Conns:           rec.Conns,
+		Timeout:         n.cfg.IOTimeout,
+		DeadConnTimeout: n.cfg.ReattachTimeout,
+		Cookie:          rec.VolumeID,
+		ReadOnly:        rec.ReadOnly,
+		Index:           kernel.AnyIndex,
+		Logger:          n.log.With("volumeID", rec.VolumeID),
+	}, nil
+}
+
+// credentialCandidates lists the credentials to try for taking a volume
+// over: the request's secrets, the secret kept for it, the plugin's own.
+func (n *NodeServer) credentialCandidates(secrets map[string]string, rec *stageRecord, clusterID string) ([]Credentials, error) {
+	var l []Credentials
+	if len(secrets) > 0 {
+		c, ok, err := n.credentials(secrets, clusterID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			l = append(l, c)
+		}
+	}
+	if c, ok, err := n.state.loadSecret(rec.VolumeID); err != nil {
+		n.log.Warn("kept credentials unreadable", "volumeID", rec.VolumeID, "error", err.Error())
+	} else if ok {
+		l = append(l, c)
+	}
+	if c, ok, _ := n.credentials(nil, clusterID); ok {
+		l = append(l, c)
+	}
+	return l, nil
+}
+
+// errWaitingForSecrets marks a volume that a restarted plugin cannot
+// reopen until a call brings credentials.
+var errWaitingForSecrets = errors.New("no credentials to reopen the image: waiting for a call with secrets (NodeStage, NodePublish or NodeExpand)")
+
+// recover takes over the device of a staged volume that this process
+// does not serve: reopen the image, reattach by cookie. On failure the
+// volume is marked broken with the reason, which is also returned.
+func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[string]string) (err error) {
+	rec := n.stateOf(v).rec
+	defer func() {
+		if err != nil {
+			n.mu.Lock()
+			v.broken = err
+			n.mu.Unlock()
+		}
+	}()
+	if rec.Cookie == "" {
+		return status.Errorf(codes.FailedPrecondition, "volume %q was attached without a backend cookie (Linux before 5.14): its device cannot be taken over; unstage it", rec.VolumeID)
+	}
+	vid, err := ParseVolumeID(rec.VolumeID)
+	if err != nil {
+		return status.Errorf(codes.Internal, "node state holds a bad volume ID: %v", err)
+	}
+	cl, err := n.cluster(vid.ClusterID)
+	if err != nil {
+		return err
+	}
+	creds, err := n.credentialCandidates(secrets, &rec, vid.ClusterID)
+	if err != nil {
+		return err
+	}
+	if len(creds) == 0 {
+		return status.Error(codes.Unavailable, errWaitingForSecrets.Error())
+	}
+	var img NodeImage
+	var cred Credentials
+	for i, c := range creds {
+		img, err = n.openImage(ctx, vid, cl, c, &rec)
+		if err == nil || status.Code(err) != codes.Unauthenticated || i == len(creds)-1 {
+			cred = c
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := n.attachConfig(img, &rec)
+	if err != nil {
+		closeImage(ctx, img)
+		return err
+	}
+	cfg.Conns = 0 // as many as the device was configured with
+	start := time.Now()
+	dev, err := kernel.Reattach(ctx, cfg)
+	if err != nil {
+		closeImage(context.WithoutCancel(ctx), img)
+		code := codes.Internal
+		switch {
+		case errors.Is(err, kernel.ErrNoSuchDevice), errors.Is(err, kernel.ErrNotConnected):
+			code = codes.FailedPrecondition // the device is gone: unstage
+		case errors.Is(err, kernel.ErrNoDeadConnection):
+			code = codes.FailedPrecondition // another process serves it
+		}
+		return status.Errorf(code, "taking over the device of volume %q: %v", rec.VolumeID, err)
+	}
+	n.mu.Lock()
+	v.img, v.dev, v.broken = img, dev, nil
+	v.rec.Index = dev.Index()
+	n.mu.Unlock()
+	if err := n.update(v, func(*stageRecord) {}); err != nil {
+		n.log.Warn("saving the node state after a takeover", "volumeID", rec.VolumeID, "error", errorMessage(err))
+	}
+	if _, err := n.state.saveSecret(rec.VolumeID, cred); err != nil {
+		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
+	}
+	n.startWatch(v, dev, cfg)
+	n.log.Info("volume taken over", "volumeID", rec.VolumeID, "device", dev.Path(), "conns", dev.Conns(),
+		"duration", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// release stops serving a volume's device without disconnecting it, for
+// the next plugin process, and closes the image.
+func (n *NodeServer) release(ctx context.Context, v *nodeVolume) error {
+	n.stopWatch(v)
+	n.mu.Lock()
+	dev, img := v.dev, v.img
+	v.dev, v.img = nil, nil
+	if v.broken == nil {
+		v.broken = errors.New("released: the plugin is shutting down")
+	}
+	id := v.rec.VolumeID
+	n.mu.Unlock()
+	var errs []error
+	if dev != nil {
+		if err := dev.Release(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if img != nil {
+		if err := closeImage(ctx, img); err != nil {
+			errs = append(errs, fmt.Errorf("closing the image: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("volume %q: %w", id, err)
+	}
+	n.log.Info("volume released for the next plugin process", "volumeID", id)
+	return nil
+}
+
+// detach disconnects a volume's device and closes its image. A broken
+// volume's device, if the kernel still has it under the volume's cookie,
+// is disconnected too.
+func (n *NodeServer) detach(ctx context.Context, v *nodeVolume) error {
+	n.stopWatch(v)
+	n.mu.Lock()
+	dev, img, rec := v.dev, v.img, *v.rec
+	v.dev, v.img = nil, nil
+	n.mu.Unlock()
+	if dev != nil {
+		if err := dev.Detach(ctx); err != nil {
+			return status.Errorf(codes.Internal, "disconnecting %s: %v", dev.Path(), err)
+		}
+	} else if err := disconnectByCookie(ctx, rec.VolumeID); err != nil {
+		return status.Errorf(codes.Internal, "disconnecting the device of volume %q: %v", rec.VolumeID, err)
+	}
+	if img != nil {
+		if err := closeImage(ctx, img); err != nil {
+			// The data is safe (flushed by the disconnect); a lock left
+			// behind is broken by the next opener.
+			n.log.Warn("closing the image", "volumeID", rec.VolumeID, "error", redact(err.Error(), Credentials{}))
+		}
+	}
+	return nil
+}
+
+// disconnectByCookie disconnects the device that carries cookie, if any.
+func disconnectByCookie(ctx context.Context, cookie string) error {
+	c, err := kernel.Open(ctx, kernel.ClientConfig{})
+	if err != nil {
+		if errors.Is(err, kernel.ErrNotLoaded) {
+			return nil
+		}
+		return err
+	}
+	defer c.Close()
+	if !c.BackendIdentifierSupported() {
+		return nil
+	}
+	idx, err := c.FindByCookie(cookie)
+	if errors.Is(err, kernel.ErrNoSuchDevice) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.Disconnect(ctx, idx); err != nil {
+		return err
+	}
+	return waitDisconnected(ctx, c, idx)
+}
+
+// waitDisconnected polls until the kernel no longer has device idx
+// configured.
+func waitDisconnected(ctx context.Context, c *kernel.Client, idx int) error {
+	for {
+		st, ok, err := c.DeviceStatus(ctx, idx)
+		if err != nil {
+			return err
+		}
+		if !ok || !st.Connected {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// watchdog reattaches a device whose connections all died while this
+// process serves it.
+type watchdog struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (n *NodeServer) startWatch(v *nodeVolume, dev *kernel.Device, cfg kernel.AttachConfig) {
+	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+	n.mu.Lock()
+	v.watch = w
+	n.mu.Unlock()
+	cfg.Conns = 0
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-dev.Done():
+			}
+			select {
+			case <-w.stop:
+				return // Detach or Release ended the serving
+			default:
+			}
+			id := cfg.Cookie
+			n.log.Warn("the kernel dropped every connection of a device; reattaching", "volumeID", id, "device", dev.Path(), "error", errString(dev.Err()))
+			// Free what the dead device still holds (its netlink socket).
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			dev.Release(rctx)
+			cancel()
+			next, err := n.reattachLoop(w, cfg)
+			if err != nil {
+				n.mu.Lock()
+				if v.dev == dev {
+					v.dev, v.broken = nil, err
+				}
+				n.mu.Unlock()
+				if !errors.Is(err, errWatchStopped) {
+					n.log.Error("the device of a volume is lost", "volumeID", id, "error", err.Error())
+				}
+				return
+			}
+			n.mu.Lock()
+			v.dev = next
+			n.mu.Unlock()
+			dev = next
+			n.log.Info("device reattached", "volumeID", id, "device", dev.Path(), "conns", dev.Conns())
+		}
+	}()
+}
+
+var errWatchStopped = errors.New("watchdog stopped")
+
+// reattachLoop retries kernel.Reattach until it works, the device is
+// gone for good, or the watchdog is stopped.
+func (n *NodeServer) reattachLoop(w *watchdog, cfg kernel.AttachConfig) (*kernel.Device, error) {
+	delay := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		dev, err := kernel.Reattach(ctx, cfg)
+		cancel()
+		if err == nil {
+			return dev, nil
+		}
+		if errors.Is(err, kernel.ErrNoSuchDevice) || errors.Is(err, kernel.ErrNotConnected) || errors.Is(err, kernel.ErrReattachUnsupported) {
+			return nil, err
+		}
+		n.log.Warn("reattach failed, retrying", "volumeID", cfg.Cookie, "error", err.Error(), "retry_in", delay)
+		select {
+		case <-w.stop:
+			return nil, errWatchStopped
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// stopWatch stops a volume's watchdog and waits for it.
+func (n *NodeServer) stopWatch(v *nodeVolume) {
+	n.mu.Lock()
+	w := v.watch
+	v.watch = nil
+	n.mu.Unlock()
+	if w != nil {
+		close(w.stop)
+		<-w.done
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
