@@ -1,0 +1,165 @@
+package rados
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/msgr"
+	"github.com/purerbd/purerbd/rados/osdc"
+)
+
+// Pool operations (MPoolOp): self-managed snapshot ids come from the
+// monitors through these messages, which the monitor client does not
+// carry. Until it does, each pool operation runs over a short monitor
+// session of its own, authenticated with the Conn's identity (the same
+// global id).
+
+const (
+	msgPoolOpReply = 48 // CEPH_MSG_POOLOP_REPLY
+	msgPoolOp      = 49 // CEPH_MSG_POOLOP
+
+	poolOpCreateUnmanagedSnap uint32 = 0x21
+	poolOpDeleteUnmanagedSnap uint32 = 0x22
+
+	poolOpTimeout = 30 * time.Second
+)
+
+// encodePoolOp builds the front of an MPoolOp, version 4.
+func encodePoolOp(fsid denc.UUID, pool int64, op uint32, snap uint64) []byte {
+	e := denc.NewEncoder(make([]byte, 0, 64))
+	e.U64(0)  // paxos version
+	e.I16(-1) // session_mon
+	e.U64(0)  // session_mon_tid
+	fsid.Encode(e)
+	e.U32(uint32(pool))
+	e.U32(op)
+	e.U64(0) // auid, unused
+	e.U64(snap)
+	e.String("") // name
+	e.U8(0)      // pad
+	e.I16(0)     // crush_rule
+	return e.Bytes()
+}
+
+// poolOpReply is MPoolOpReply.
+type poolOpReply struct {
+	code  int32
+	epoch uint32
+	data  []byte
+}
+
+func decodePoolOpReply(b []byte) (poolOpReply, error) {
+	var r poolOpReply
+	d := denc.NewDecoder(b)
+	d.U64("paxos version")
+	d.I16("paxos session_mon")
+	d.U64("paxos session_mon_tid")
+	var fsid denc.UUID
+	fsid.Decode(d)
+	r.code = d.I32("MPoolOpReply replyCode")
+	r.epoch = d.U32("MPoolOpReply epoch")
+	if d.Bool("MPoolOpReply has_response_data") {
+		r.data = d.Blob("MPoolOpReply response_data")
+	}
+	if err := d.Err(); err != nil {
+		return r, fmt.Errorf("rados: MPoolOpReply: %w", err)
+	}
+	return r, nil
+}
+
+// poolOp runs one pool operation and waits until our OSD map shows its
+// effect.
+func (c *Conn) poolOp(ctx context.Context, pool int64, op uint32, snap uint64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, poolOpTimeout)
+	defer cancel()
+	mm := c.mc.MonMap()
+	if mm == nil {
+		return nil, errors.New("rados: no monitor map")
+	}
+	front := encodePoolOp(c.mc.FSID(), pool, op, snap)
+	var errs []error
+	for _, name := range mm.Ranks {
+		addr, ok := mm.Mons[name].Addrs.Msgr2()
+		if !ok {
+			continue
+		}
+		r, err := c.poolOpOn(ctx, addr, front)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mon.%s: %w", name, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if r.code < 0 {
+			return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, syscall.Errno(-r.code))
+		}
+		if err := c.ob.WaitForMap(ctx, r.epoch); err != nil {
+			return nil, fmt.Errorf("rados: %w", err)
+		}
+		return r.data, nil
+	}
+	return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, errors.Join(errs...))
+}
+
+// poolOpOn sends one MPoolOp to the monitor at addr over a session of
+// its own and returns the reply.
+func (c *Conn) poolOpOn(ctx context.Context, addr denc.EntityAddr, front []byte) (poolOpReply, error) {
+	conn, err := msgr.DialAddr(ctx, addr, msgr.Config{Auth: c.mc.Auth(), PeerType: denc.EntityTypeMon, Mode: c.monMode, Logger: c.log})
+	if err != nil {
+		return poolOpReply{}, err
+	}
+	defer conn.Close()
+	const tid = 1
+	if err := conn.Send(ctx, &msgr.Message{Type: msgPoolOp, Version: 4, CompatVersion: 2, Tid: tid, Front: front}); err != nil {
+		return poolOpReply{}, err
+	}
+	for {
+		select {
+		case m, ok := <-conn.Incoming():
+			if !ok {
+				return poolOpReply{}, fmt.Errorf("monitor session ended: %w", conn.Err())
+			}
+			if m.Type == msgPoolOpReply && m.Tid == tid {
+				return decodePoolOpReply(m.Front)
+			}
+		case <-ctx.Done():
+			return poolOpReply{}, ctx.Err()
+		}
+	}
+}
+
+// SelfManagedSnapCreate allocates a self-managed snapshot id in the
+// context's pool (as RBD does for image snapshots). Writes that should
+// preserve data for it carry it in their snapshot context
+// (WithSnapContext).
+func (io *IOContext) SelfManagedSnapCreate(ctx context.Context) (uint64, error) {
+	data, err := io.conn.poolOp(ctx, io.pool, poolOpCreateUnmanagedSnap, 0)
+	if err != nil {
+		return 0, err
+	}
+	d := denc.NewDecoder(data)
+	id := d.U64("snapid")
+	if err := d.Err(); err != nil {
+		return 0, fmt.Errorf("rados: new snapshot id: %w", err)
+	}
+	return id, nil
+}
+
+// SelfManagedSnapRemove releases a self-managed snapshot id: the OSDs
+// trim the data kept for it.
+func (io *IOContext) SelfManagedSnapRemove(ctx context.Context, snapID uint64) error {
+	_, err := io.conn.poolOp(ctx, io.pool, poolOpDeleteUnmanagedSnap, snapID)
+	return err
+}
+
+// SelfManagedSnapRollback restores an object to its state at a
+// self-managed snapshot, under the context's snapshot context.
+func (io *IOContext) SelfManagedSnapRollback(ctx context.Context, oid string, snapID uint64) error {
+	_, err := io.do(ctx, oid, 0, osdc.Rollback(snapID))
+	return err
+}
