@@ -9,6 +9,12 @@ import (
 // Section identifiers accepted by Config.Only.
 const (
 	SectionNBD       = "nbd"       // NBD memory export: purerbd vs nbdkit
+	SectionRados     = "rados"     // purerbd rados bench vs rados bench
+	SectionRBD       = "rbd"       // rbd package vs librbd (fio), default features and layering only
+	SectionRBDCLI    = "rbd-cli"   // purerbd rbd bench vs rbd bench
+	SectionRBDNBD    = "rbd-nbd"   // NBD export of an image: purerbd vs qemu-nbd
+	SectionBluestore = "bluestore" // the RBD comparison again on a bluestore OSD
+	SectionProfile   = "profile"   // pprof of the purerbd side
 	SectionFootprint = "footprint" // binary and image sizes
 )
 
@@ -71,5 +77,6 @@ func pick[T any](c Config, full, quick T) T {
 
 // Sections lists the section identifiers in the order they run.
 func Sections() []string {
-	return []string{SectionNBD, SectionFootprint}
+	return []string{SectionNBD, SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionBluestore,
+		SectionProfile, SectionFootprint}
 }

@@ -45,6 +45,7 @@ type fioDirStats struct {
 	Runtime  int64   `json:"runtime"` // ms
 	TotalIOs int64   `json:"total_ios"`
 	ClatNS   struct {
+		Mean       float64            `json:"mean"`
 		Percentile map[string]float64 `json:"percentile"`
 	} `json:"clat_ns"`
 }
@@ -59,10 +60,10 @@ type fioOutput struct {
 
 // runFio runs the job and returns its result as a Sample (value in IOPS
 // when iops is true, else MiB/s) and fio's own usage.
-func runFio(ctx context.Context, work string, j fioJob, iops bool) (Sample, childResult, error) {
+func runFio(ctx context.Context, work string, env []string, j fioJob, iops bool) (Sample, childResult, error) {
 	out := filepath.Join(work, "fio-"+j.Name+".json")
 	os.Remove(out)
-	cr, err := runChild(ctx, work, "fio", j.args(out)...)
+	cr, err := runChild(ctx, work, env, "fio", j.args(out)...)
 	if err != nil {
 		return Sample{}, cr, err
 	}
@@ -104,6 +105,7 @@ func parseFio(b []byte, iops bool) (Sample, error) {
 		Seconds: float64(max(job.Read.Runtime, job.Write.Runtime)) / 1000,
 		CPU:     math.NaN(),
 		Lat:     latencyOf(d.ClatNS.Percentile),
+		MeanLat: d.ClatNS.Mean,
 	}
 	if iops {
 		s.Value = float64(s.Ops) / s.Seconds

@@ -70,7 +70,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 
 	sec.Cases = append(sec.Cases, newCase("nbdcopy in", "MiB/s", "", 0, "copy", "in"))
 	for _, rw := range []string{"randread", "randwrite"} {
-		for _, qd := range []int{1, 8, 32} {
+		for _, qd := range pick(s.cfg, []int{1, 8, 32}, []int{1, 32}) {
 			c := newCase(fmt.Sprintf("4k %s QD%d", rw, qd), "IOPS", "4k "+rw, float64(qd),
 				"rw", rw, "bs", "4k", "qd", strconv.Itoa(qd))
 			if qd == 32 {
@@ -97,7 +97,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 			if c.Params["copy"] == "out" {
 				args = []string{uri(who), "null:"}
 			}
-			cr, err := runChild(ctx, dir, "nbdcopy", args...)
+			cr, err := runChild(ctx, dir, nil, "nbdcopy", args...)
 			if err != nil {
 				return Sample{}, err
 			}
@@ -105,7 +105,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 			smp = Sample{Value: float64(size) / (1 << 20) / secs, Bytes: size, Seconds: secs}
 		default:
 			qd, _ := strconv.Atoi(c.Params["qd"])
-			smp, _, err = runFio(ctx, dir, fioJob{
+			smp, _, err = runFio(ctx, dir, nil, fioJob{
 				Name: who, Engine: []string{"--ioengine=nbd", "--uri=" + uri(who)},
 				RW: c.Params["rw"], BS: c.Params["bs"], QD: qd, Size: sz,
 				Runtime: s.cfg.Runtime,

@@ -30,12 +30,16 @@ type childResult struct {
 	usage
 }
 
-// runChild runs a command to completion and returns its output and its
-// own resource usage (getrusage through wait4: every thread of the
-// child, not its own children).
-func runChild(ctx context.Context, dir string, name string, args ...string) (childResult, error) {
+// runChild runs a command to completion, with env added to the
+// environment, and returns its output and resource usage (getrusage
+// through wait4: every thread of the child and the descendants it
+// waited for).
+func runChild(ctx context.Context, dir string, env []string, name string, args ...string) (childResult, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

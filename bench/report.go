@@ -33,6 +33,9 @@ func (r *Report) write(dir string) error {
 		}
 		writeSection(&b, sec, plots)
 	}
+	if len(r.Profiles) > 0 {
+		writeProfiles(&b, r.Profiles)
+	}
 	if r.Footprint != nil {
 		r.Footprint.write(&b)
 	}
@@ -77,6 +80,38 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 		fmt.Fprintf(b, "| %s | %s |\n", t.Name, t.Version)
 	}
 	b.WriteString("\n")
+	if len(r.Clusters) > 0 {
+		b.WriteString("Ceph clusters booted for the run (one mon, one OSD, on 127.0.0.1, cephx, msgr2):\n\n" +
+			"| object store | daemons' version | boot |\n|---|---|---|\n")
+		for _, c := range r.Clusters {
+			v := c.Version
+			if c.Err != "" {
+				v = "failed: " + c.Err
+			}
+			fmt.Fprintf(b, "| %s | %s | %s |\n", c.Store, v, c.Boot.Round(time.Second))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeProfiles prints the pprof summaries.
+func writeProfiles(b *bytes.Buffer, ps []Profile) {
+	b.WriteString("## Profiles of the purerbd side\n\nCaptured by the suite (`--cpuprofile`/`--memprofile` of " +
+		"purerbd-bench, the same packages as the shipped binaries), summarised by `go tool pprof -top`. " +
+		"The profile files stay in the work directory (bench/out/profiles).\n\n")
+	for _, p := range ps {
+		fmt.Fprintf(b, "### %s\n\n", p.Name)
+		if p.Err != "" {
+			fmt.Fprintf(b, "Not captured: %s\n\n", p.Err)
+			continue
+		}
+		fmt.Fprintf(b, "%s.\n\n", p.Throughput)
+		for _, t := range []struct{ title, body string }{
+			{"CPU, flat", p.CPUTop}, {"CPU, cumulative", p.CumTop}, {"allocated bytes", p.AllocTop},
+		} {
+			fmt.Fprintf(b, "<details><summary>%s</summary>\n\n```\n%s\n```\n</details>\n\n", t.title, t.body)
+		}
+	}
 }
 
 // writeSummary is the key table: one line per case of every section.
@@ -124,8 +159,12 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", c.Name, c.Unit, spreadCell(c.spread(a)), spreadCell(c.spread(p)),
 			ratioCell(c.Ratio(a, p)))
 	}
-	fmt.Fprintf(b, "\nCPU and latency. CPU is that of the %s; latency is fio's completion latency (clat), median over runs.\n\n", sec.CPUOf)
-	fmt.Fprintf(b, "| case | CPU s/GiB %[1]s | %[2]s | CPU s/Mop %[1]s | %[2]s | ratio | p50 µs %[1]s / %[2]s | p99 µs | p99.9 µs |\n|---|---|---|---|---|---|---|---|---|\n", a, p)
+	latOf := sec.LatOf
+	if latOf == "" {
+		latOf = "fio's completion latency (clat)"
+	}
+	fmt.Fprintf(b, "\nCPU and latency. CPU is that of the %s; latency is %s, median over runs.\n\n", sec.CPUOf, latOf)
+	fmt.Fprintf(b, "| case | CPU s/GiB %[1]s | %[2]s | CPU s/Mop %[1]s | %[2]s | ratio | mean µs %[1]s / %[2]s | p50 µs | p99 µs | p99.9 µs |\n|---|---|---|---|---|---|---|---|---|---|\n", a, p)
 	for _, c := range sec.Cases {
 		gA, gP := spreadOf(c.values(a, Sample.CPUPerGiB)).Median, spreadOf(c.values(p, Sample.CPUPerGiB)).Median
 		mA, mP := spreadOf(c.values(a, Sample.CPUPerMop)).Median, spreadOf(c.values(p, Sample.CPUPerMop)).Median
@@ -136,8 +175,14 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 			}
 			return micros(x) + " / " + micros(y)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, num(gA), num(gP), num(mA), num(mP),
-			ratioCell(ratio(cpuPer(c, a), cpuPer(c, p))), lat(50), lat(99), lat(99.9))
+		meanA := spreadOf(c.values(a, func(s Sample) float64 { return s.MeanLat })).Median
+		meanP := spreadOf(c.values(p, func(s Sample) float64 { return s.MeanLat })).Median
+		mean := "–"
+		if meanA > 0 || meanP > 0 {
+			mean = micros(meanA) + " / " + micros(meanP)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, num(gA), num(gP), num(mA), num(mP),
+			ratioCell(ratio(cpuPer(c, a), cpuPer(c, p))), mean, lat(50), lat(99), lat(99.9))
 	}
 	var rssA, rssP int64
 	for _, c := range sec.Cases {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -16,9 +18,19 @@ type Report struct {
 	Reps      int
 	Runtime   time.Duration
 	Elapsed   time.Duration
+	Clusters  []ClusterInfo
 	Sections  []*Section
+	Profiles  []Profile
 	Footprint *Footprint
 	Missing   []string // parts of the suite that could not run, and why
+}
+
+// ClusterInfo describes a cluster the RADOS and RBD sections ran on.
+type ClusterInfo struct {
+	Store   string // OSD object store
+	Version string // `ceph version` of the running daemons
+	Boot    time.Duration
+	Err     string // why it could not be started
 }
 
 // suite is the state of one run.
@@ -56,11 +68,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	s.bins = bins
+	for _, id := range cfg.Only {
+		if !slices.Contains(Sections(), id) {
+			return nil, fmt.Errorf("bench: unknown section %q (have %s)", id, strings.Join(Sections(), ", "))
+		}
+	}
 
 	if cfg.wants(SectionNBD) {
 		s.log.Info("bench: NBD memory export vs nbdkit")
 		rep.Sections = append(rep.Sections, s.nbdMemory(ctx))
 	}
+	s.clusterSections(ctx, rep)
 	if cfg.wants(SectionFootprint) {
 		rep.Footprint = s.footprint(ctx)
 	}
@@ -78,4 +96,89 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// clusterSections runs the sections that need Ceph: on a memstore
+// cluster the RADOS, RBD, CLI and RBD-over-NBD comparisons and the
+// profiles; on a bluestore cluster the RBD comparison again (full mode).
+func (s *suite) clusterSections(ctx context.Context, rep *Report) {
+	imageSize := pick(s.cfg, int64(1<<30), int64(128<<20))
+	memstore := []string{SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionProfile}
+	if slices.ContainsFunc(memstore, s.cfg.wants) {
+		c, err := s.startCluster(ctx, "memstore")
+		info := ClusterInfo{Store: "memstore"}
+		if err != nil {
+			info.Err = err.Error()
+			rep.Missing = append(rep.Missing, "every RADOS and RBD section: no memstore cluster: "+err.Error())
+		} else {
+			info.Version, info.Boot = s.clusterVersion(ctx, c), c.boot
+		}
+		rep.Clusters = append(rep.Clusters, info)
+		if err == nil {
+			if s.cfg.wants(SectionRados) {
+				s.log.Info("bench: RADOS objects")
+				rep.Sections = append(rep.Sections, s.radosBench(ctx, c))
+			}
+			if s.cfg.wants(SectionRBD) {
+				s.log.Info("bench: RBD, default features")
+				rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
+					id: "memstore", full: true, short: "RBD memstore",
+					title: "RBD image I/O (memstore, default features): purerbd vs librbd (fio rbd engine)",
+				}, imageSize))
+				if !s.cfg.Quick {
+					s.log.Info("bench: RBD, librbd's cache on")
+					rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
+						id: "cache", cache: true, short: "RBD vs librbd cache",
+						title: "RBD image I/O (memstore, default features): purerbd vs librbd with its default cache",
+					}, imageSize))
+					s.log.Info("bench: RBD, layering only")
+					rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
+						id: "layering", features: "layering", short: "RBD no lock/objmap",
+						title: "RBD image I/O (memstore, layering only: no exclusive-lock, no object-map): purerbd vs librbd",
+					}, imageSize))
+				} else {
+					rep.Missing = append(rep.Missing, "RBD against librbd's default cache, and without "+
+						"exclusive-lock/object-map: full mode only")
+				}
+			}
+			if s.cfg.wants(SectionRBDCLI) {
+				s.log.Info("bench: rbd bench CLIs")
+				rep.Sections = append(rep.Sections, s.rbdCLI(ctx, c, imageSize))
+			}
+			if s.cfg.wants(SectionRBDNBD) {
+				s.log.Info("bench: RBD over NBD vs qemu-nbd")
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize))
+			}
+			if s.cfg.wants(SectionProfile) {
+				s.log.Info("bench: profiles")
+				rep.Profiles = s.profiles(ctx, c, imageSize)
+			}
+			s.closeCluster(c)
+		}
+	} else if s.cfg.wants(SectionProfile) {
+		rep.Profiles = s.profiles(ctx, nil, imageSize)
+	}
+	if !s.cfg.wants(SectionBluestore) {
+		return
+	}
+	if s.cfg.Quick {
+		rep.Missing = append(rep.Missing, "RBD on bluestore: full mode only")
+		return
+	}
+	c, err := s.startCluster(ctx, "bluestore")
+	info := ClusterInfo{Store: "bluestore"}
+	if err != nil {
+		info.Err = err.Error()
+		rep.Missing = append(rep.Missing, "RBD on bluestore: no cluster: "+err.Error())
+		rep.Clusters = append(rep.Clusters, info)
+		return
+	}
+	info.Version, info.Boot = s.clusterVersion(ctx, c), c.boot
+	rep.Clusters = append(rep.Clusters, info)
+	s.log.Info("bench: RBD on bluestore")
+	rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
+		id: "bluestore", short: "RBD bluestore",
+		title: "RBD image I/O (bluestore, default features): purerbd vs librbd (fio rbd engine)",
+	}, imageSize))
+	s.closeCluster(c)
 }

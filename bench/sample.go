@@ -17,6 +17,9 @@ type Sample struct {
 	// Lat holds completion latencies at percentiles; nil when the tool
 	// reports none.
 	Lat *Latency
+	// MeanLat is the mean completion latency in nanoseconds (NaN or 0
+	// when unknown).
+	MeanLat float64
 }
 
 // CPUPerGiB is CPU seconds per GiB moved (NaN when unknown).

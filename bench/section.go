@@ -69,6 +69,8 @@ type Section struct {
 	Contenders []string
 	// CPUOf says whose CPU and RSS the figures are (server or client).
 	CPUOf string
+	// LatOf says where the latencies come from.
+	LatOf string
 	Cases []*Case
 	Notes []string // Markdown lines added under the tables
 
@@ -96,16 +98,21 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 					c.Errors = append(c.Errors, fmt.Sprintf("%s (rep %d): %v", who, rep, err))
 					continue
 				}
-				if c.Samples == nil {
-					c.Samples = map[string][]Sample{}
-				}
-				c.Samples[who] = append(c.Samples[who], smp)
-				log.Info("run", "section", s.ID, "case", c.Name, "contender", who, "rep", rep,
-					c.Unit, math.Round(smp.Value*10)/10, "cpu_s", math.Round(smp.CPU*100)/100)
+				s.record(log, c, who, rep, smp)
 			}
 		}
 	}
 	return nil
+}
+
+// record adds one run's sample to a case.
+func (s *Section) record(log *slog.Logger, c *Case, who string, rep int, smp Sample) {
+	if c.Samples == nil {
+		c.Samples = map[string][]Sample{}
+	}
+	c.Samples[who] = append(c.Samples[who], smp)
+	log.Info("run", "section", s.ID, "case", c.Name, "contender", who, "rep", rep,
+		c.Unit, math.Round(smp.Value*10)/10, "cpu_s", math.Round(smp.CPU*100)/100)
 }
 
 // newCase builds a case with its parameters given as key, value pairs.

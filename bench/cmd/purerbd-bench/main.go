@@ -2,9 +2,17 @@
 // and writes bench/report.md with its SVG plots. Run it from the
 // repository root; `make bench` does.
 //
-//	purerbd-bench [-quick] [-only nbd,footprint] [-reps 3] [-runtime 3s] [-report bench] [-work bench/out]
+//	purerbd-bench [-quick] [-only nbd,rbd,...] [-reps 3] [-runtime 3s] [-report bench] [-work bench/out]
 //
 // BENCH_QUICK=1 in the environment is the same as -quick.
+//
+// Two sub-commands are the purerbd-side workers the suite runs as child
+// processes (so that getrusage measures them alone):
+//
+//	purerbd-bench load -c ceph.conf -p POOL (--image NAME | --objects PREFIX) --rw randwrite --bs 4K --qd 32 --runtime 3s
+//	purerbd-bench serve (-c ceph.conf -p POOL --image NAME | --memory SIZE) --socket PATH
+//
+// Both take --cpuprofile and --memprofile.
 package main
 
 import (
@@ -23,7 +31,16 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	args := os.Args[1:]
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "load":
+		err = runLoad(ctx, args[1:], os.Stdout, os.Stderr)
+	case len(args) > 0 && args[0] == "serve":
+		err = runServe(ctx, args[1:], os.Stdout, os.Stderr)
+	default:
+		err = run(ctx, args)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "purerbd-bench:", err)

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// rbdNBD compares two userspace NBD exports of an RBD image: purerbd's
+// NBD server on the rbd package (purerbd-bench serve, the code path of
+// the node plugin without the kernel) and qemu-nbd over librbd, with the
+// same fio nbd clients. Each server has an image of its own (so they do
+// not trade the exclusive lock); their CPU and RSS come from /proc.
+func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Section {
+	sec := &Section{
+		ID:         "rbd-nbd",
+		Title:      fmt.Sprintf("NBD export of an RBD image (%s): purerbd vs qemu-nbd (librbd)", c.store),
+		Short:      "RBD over NBD",
+		Contenders: []string{"purerbd", "qemu-nbd"},
+		CPUOf:      "server process (utime+stime from /proc/PID/stat around each run; peak RSS = VmHWM)",
+		Method: fmt.Sprintf("Two %s images with librbd's default features, filled by `rbd bench`. purerbd: "+
+			"`purerbd-bench serve --image` (nbd.Server with the rbd.Image as its backend). qemu-nbd: "+
+			"`qemu-nbd -f raw -t rbd:rbd/IMAGE:conf=...` with its default cache mode (librbd's cache on, "+
+			"writethrough until a flush, as rbd-nbd runs it). Clients: fio `ioengine=nbd`, %s per run.",
+			humanSize(imageSize), s.cfg.Runtime),
+	}
+	if t := haveTools("qemu-nbd", "fio"); t != "" {
+		sec.Skipped = t + " is not installed (make deps)"
+		return sec
+	}
+	if !fileExists("/usr/lib/x86_64-linux-gnu/qemu/block-rbd.so") {
+		sec.Skipped = "qemu-nbd has no rbd driver (apt-get install qemu-block-extra)"
+		return sec
+	}
+	dir := filepath.Join(s.work, "rbd-nbd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		sec.Skipped = err.Error()
+		return sec
+	}
+	sock := func(who string) string { return filepath.Join(dir, who+".sock") }
+	image := func(who string) string { return "bench-nbd-" + who }
+	servers := map[string]*daemon{}
+	defer func() {
+		for _, d := range servers {
+			d.stop()
+		}
+		for _, who := range sec.Contenders {
+			_, _ = s.tool(context.Background(), c, "rbd", "rm", "--no-progress", "rbd/"+image(who))
+		}
+	}()
+	for _, who := range sec.Contenders {
+		if err := s.makeImage(ctx, c, image(who), imageSize, ""); err != nil {
+			sec.Skipped = "creating the image: " + err.Error()
+			return sec
+		}
+		var d *daemon
+		var err error
+		if who == "purerbd" {
+			d, err = startDaemon(filepath.Join(dir, who+".log"), s.bin("purerbd-bench"), "serve", "-c", c.Conf, "-p", "rbd",
+				"--image", image(who), "--socket", sock(who))
+		} else {
+			d, err = startDaemon(filepath.Join(dir, who+".log"), "qemu-nbd", "-k", sock(who), "-f", "raw", "-t",
+				fmt.Sprintf("rbd:rbd/%s:conf=%s:id=admin", image(who), c.Conf))
+		}
+		if err == nil {
+			servers[who] = d
+			err = d.waitSocket(ctx, sock(who))
+		}
+		if err != nil {
+			sec.Skipped = fmt.Sprintf("%s did not start: %v", who, err)
+			return sec
+		}
+	}
+	for _, k := range pick(s.cfg,
+		[]struct {
+			rw, bs string
+			qd     int
+		}{{"randread", "4k", 1}, {"randread", "4k", 32}, {"randwrite", "4k", 1},
+			{"randwrite", "4k", 32}, {"read", "1M", 8}, {"write", "1M", 8}},
+		[]struct {
+			rw, bs string
+			qd     int
+		}{{"randread", "4k", 32}, {"randwrite", "4k", 32}}) {
+		unit, series := "IOPS", "4k "+k.rw
+		if k.bs != "4k" {
+			unit, series = "MiB/s", ""
+		}
+		c := newCase(fmt.Sprintf("%s %s QD%d", k.bs, k.rw, k.qd), unit, series, float64(k.qd),
+			"rw", k.rw, "bs", k.bs, "qd", strconv.Itoa(k.qd))
+		if k.qd == 32 {
+			c.Params["latplot"] = "1"
+		}
+		sec.Cases = append(sec.Cases, c)
+	}
+	run := func(ctx context.Context, who string, cs *Case) (Sample, error) {
+		d := servers[who]
+		before, err := d.usage()
+		if err != nil {
+			return Sample{}, err
+		}
+		qd, _ := strconv.Atoi(cs.Params["qd"])
+		smp, _, err := runFio(ctx, dir, nil, fioJob{
+			Name: who, Engine: []string{"--ioengine=nbd", "--uri=nbd+unix:///?socket=" + sock(who)},
+			RW: cs.Params["rw"], BS: cs.Params["bs"], QD: qd, Size: strconv.FormatInt(imageSize, 10),
+			Runtime: s.cfg.Runtime,
+		}, cs.Unit == "IOPS")
+		if err != nil {
+			return Sample{}, err
+		}
+		after, err := d.usage()
+		if err != nil {
+			return Sample{}, err
+		}
+		smp.CPU, smp.RSS = after.CPU-before.CPU, after.RSS
+		return smp, nil
+	}
+	t0 := time.Now()
+	sec.LoadStart = loadavg()
+	if err := sec.interleave(ctx, s.log, s.cfg.Reps, run); err != nil {
+		sec.Notes = append(sec.Notes, "interrupted: "+err.Error())
+	}
+	sec.LoadEnd, sec.Elapsed = loadavg(), time.Since(t0)
+	return sec
+}
