@@ -2,6 +2,7 @@ package rados
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,9 @@ import (
 var cluster *radostest.Cluster
 
 func TestMain(m *testing.M) {
+	if fuzzingOnly() {
+		os.Exit(m.Run())
+	}
 	// The examples connect the way programs do, through CEPH_CONF: put
 	// the cluster where that points.
 	dir, err := os.MkdirTemp("", "purerbd-rados-")
@@ -26,6 +30,19 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 	}
 	os.Exit(code)
+}
+
+// fuzzingOnly reports whether this process only fuzzes (a fuzz worker,
+// or -fuzz with -run '^$'): the fuzz targets need no cluster.
+func fuzzingOnly() bool {
+	flag.Parse()
+	get := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return get("test.fuzzworker") == "true" || (get("test.fuzz") != "" && get("test.run") == "^$")
 }
 
 // connectTest connects to the package's cluster with an explicit

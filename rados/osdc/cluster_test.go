@@ -2,6 +2,7 @@ package osdc
 
 import (
 	"context"
+	"flag"
 	"os"
 	"sync"
 	"testing"
@@ -15,7 +16,23 @@ import (
 var cluster *radostest.Cluster
 
 func TestMain(m *testing.M) {
+	if fuzzingOnly() {
+		os.Exit(m.Run())
+	}
 	os.Exit(radostest.Main(m, radostest.Options{}, &cluster))
+}
+
+// fuzzingOnly reports whether this process only fuzzes (a fuzz worker,
+// or -fuzz with -run '^$'): the fuzz targets need no cluster.
+func fuzzingOnly() bool {
+	flag.Parse()
+	get := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return get("test.fuzzworker") == "true" || (get("test.fuzz") != "" && get("test.run") == "^$")
 }
 
 // monSource adapts the monitor client to MapSource for the tests.
