@@ -77,7 +77,20 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		n.log.Warn("a publication was not mounted any more; mounting it again", "volumeID", id, "target", target)
 	} else {
 		if m, mounted := t.at(target); mounted {
-			return nil, status.Errorf(codes.AlreadyExists, "something (%s) is already mounted at %s", m.Source, target)
+			if !isPublication(m, target, devPath, s.rec.Block) || m.readOnly() != pub.ReadOnly {
+				return nil, status.Errorf(codes.AlreadyExists, "something (%s) is already mounted at %s", m.Source, target)
+			}
+			// Published by a process that died before it recorded it.
+			if err := n.update(v, func(r *stageRecord) {
+				if r.Published == nil {
+					r.Published = map[string]publication{}
+				}
+				r.Published[target] = pub
+			}); err != nil {
+				return nil, err
+			}
+			n.log.Warn("found the volume already published at the target; recorded it", "volumeID", id, "target", target)
+			return &csi.NodePublishVolumeResponse{}, nil
 		}
 		if !nc.multiTarget {
 			for _, other := range s.rec.targets() {

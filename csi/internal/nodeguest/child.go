@@ -32,7 +32,7 @@ func startPlugin(ctx context.Context, name string, args ...string) (*plugin, err
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, append([]string{"plugin", "-socket", socketPath, "-key", cephKey}, args...)...)
+	cmd := exec.Command(self, append([]string{"plugin", "-socket", socketPath, "-key", cephKey, "-io-timeout", ioTimeout.String()}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,11 +68,34 @@ type fileImage struct {
 }
 
 func (f *fileImage) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := stalled(ctx); err != nil {
+		return 0, err
+	}
 	return f.File.ReadAt(ctx, p, off)
 }
 
 func (f *fileImage) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := stalled(ctx); err != nil {
+		return 0, err
+	}
 	return f.File.WriteAt(ctx, p, off)
+}
+
+// stallPath, while it exists, holds every I/O: a cluster that stopped
+// answering.
+const stallPath = "/tmp/stall"
+
+func stalled(ctx context.Context) error {
+	for {
+		if _, err := os.Stat(stallPath); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (f *fileImage) Discard(ctx context.Context, off, length int64) error {

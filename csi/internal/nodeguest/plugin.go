@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -33,7 +34,8 @@ func runPlugin(ctx context.Context, args []string) error {
 		return err
 	}
 	start := time.Now()
-	log := logger("plugin")
+	// The scenario learns of the watchdog's reattaches on stdout.
+	log := slog.New(announce{logger("plugin").Handler()})
 	n, err := csi.NewNodeServer(csi.NodeConfig{
 		NodeID:            "vm-node",
 		Topology:          map[string]string{"topology.purerbd.io/zone": "vm"},
@@ -82,3 +84,20 @@ func runPlugin(ctx context.Context, args []string) error {
 	fmt.Printf("closed %.3f\n", time.Since(t).Seconds())
 	return nil
 }
+
+// announce passes records on and prints "reattached" on stdout for the
+// node's "device reattached" record.
+type announce struct{ slog.Handler }
+
+func (a announce) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "device reattached" {
+		fmt.Println("reattached")
+	}
+	return a.Handler.Handle(ctx, r)
+}
+
+func (a announce) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return announce{a.Handler.WithAttrs(attrs)}
+}
+
+func (a announce) WithGroup(name string) slog.Handler { return announce{a.Handler.WithGroup(name)} }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,9 @@ const (
 	cephKey    = "AQBvbm9ub25vbm9ub25vbm9ub25vbm9ub25vbg=="
 	kubelet    = "/var/lib/kubelet"
 	mib        = 1 << 20
+	// ioTimeout is the kernel's request timeout: a request in flight when
+	// the plugin dies is resent after it.
+	ioTimeout = 6 * time.Second
 )
 
 var (
@@ -367,7 +371,21 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := s.step("restart without credentials or image: not served until a call brings them", func() error {
+		return s.restartWithoutAccess(ctx, sumA)
+	}); err != nil {
+		return err
+	}
+
 	if err := s.step("block volume: stage, publish, O_DIRECT I/O, stats", func() error { return s.blockVolume(ctx) }); err != nil {
+		return err
+	}
+	if err := s.step("block volume: cluster stalls past the request timeout, watchdog reattaches", func() error {
+		return s.stallAndReattach(ctx)
+	}); err != nil {
+		return err
+	}
+	if err := s.step("block volume: plugin dies before writing its state", func() error { return s.lostState(ctx) }); err != nil {
 		return err
 	}
 
@@ -549,7 +567,172 @@ func (s *scenario) blockVolume(ctx context.Context) error {
 	if u := stats.GetUsage(); len(u) != 1 || u[0].GetTotal() != 32*mib {
 		return fmt.Errorf("block stats %v", stats)
 	}
-	if err := s.healthy(ctx, blockVol); err != nil {
+	return s.healthy(ctx, blockVol)
+}
+
+// restartWithoutAccess kills the plugin, takes away the credentials kept
+// for the file system volume and its image, and restarts the plugin: the
+// volume is reported INACCESSIBLE, a NodeStage with secrets fails while
+// the image is missing and brings the volume back once it is there.
+func (s *scenario) restartWithoutAccess(ctx context.Context, sumA string) error {
+	s.p.kill()
+	s.p = nil
+	rec, err := stateFile(fsVol)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(strings.TrimSuffix(rec, ".json") + ".secret"); err != nil {
+		return err
+	}
+	away := imagePath("csi-vol-fs") + ".away"
+	if err := os.Rename(imagePath("csi-vol-fs"), away); err != nil {
+		return err
+	}
+	if s.p, err = startPlugin(ctx, "plugin-4"); err != nil {
+		return err
+	}
+	h, err := s.p.node.NodeGetVolumeHealth(ctx, &csipb.NodeGetVolumeHealthRequest{VolumeId: fsVol})
+	if err != nil {
+		return err
+	}
+	e := h.GetVolumeHealth().GetHealthStatuses()
+	if len(e) != 1 || e[0].GetStatus() != csipb.VolumeHealthErrorType_INACCESSIBLE || e[0].GetReason() != "NotServed" {
+		return fmt.Errorf("health of a volume waiting for secrets: %v", h)
+	}
+	fmt.Printf("    health: %s: %s\n", e[0].GetReason(), e[0].GetMessage())
+	if _, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: target1}); err != nil {
+		return fmt.Errorf("stats while not served: %w", err)
+	}
+	if err := wantCode(s.stage(ctx, fsVol, staging, rwo), codes.NotFound); err != nil {
+		return fmt.Errorf("stage with the image missing: %w", err)
+	}
+	if err := os.Rename(away, imagePath("csi-vol-fs")); err != nil {
+		return err
+	}
+	if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
+		return fmt.Errorf("stage with the image back: %w", err)
+	}
+	if err := s.healthy(ctx, fsVol); err != nil {
+		return err
+	}
+	if err := writeFileSync(target1+"/D", []byte("after the takeover")); err != nil {
+		return err
+	}
+	return checkSum(target1+"/A", sumA)
+}
+
+// stallAndReattach holds all I/O longer than the kernel's request
+// timeout while reads are in flight on every connection: the kernel
+// gives up on the connections, the plugin's watchdog hands it new ones,
+// and the reads complete.
+func (s *scenario) stallAndReattach(ctx context.Context) error {
+	want := make([]byte, mib)
+	f, err := os.Open(imagePath("csi-vol-blk"))
+	if err != nil {
+		return err
+	}
+	_, err = f.ReadAt(want, 8*mib)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(stallPath, nil, 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	// One reader per CPU, so that each of the device's queues (one per
+	// connection) has a request in flight.
+	errs := make(chan error, 2)
+	for cpu := range 2 {
+		go func() { errs <- pinnedRead(cpu, bTarget, 8*mib, want) }()
+	}
+	unstall := time.AfterFunc(ioTimeout+2*time.Second, func() { os.Remove(stallPath) })
+	defer unstall.Stop()
+	for range 2 {
+		if err := <-errs; err != nil {
+			os.Remove(stallPath)
+			return err
+		}
+	}
+	s.timings["stall: reads held, then done"] = time.Since(start).Seconds()
+	if _, err := s.p.expect(ctx, "reattached"); err != nil {
+		return err
+	}
+	// The device works on.
+	data := make([]byte, mib)
+	rand.Read(data)
+	if err := directIO(bTarget, data, 12*mib); err != nil {
+		return err
+	}
+	return s.healthy(ctx, blockVol)
+}
+
+// pinnedRead reads with O_DIRECT from a thread bound to one CPU, and
+// checks the bytes.
+func pinnedRead(cpu int, path string, off int64, want []byte) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return err
+	}
+	buf, err := unix.Mmap(-1, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(buf)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return fmt.Errorf("read on CPU %d: %w", cpu, err)
+	}
+	if !bytes.Equal(buf, want) {
+		return fmt.Errorf("read on CPU %d: other bytes", cpu)
+	}
+	return nil
+}
+
+// lostState plays a plugin that died between attaching a device and
+// writing its state: a NodeStage then takes the device that carries the
+// volume's cookie over, and a NodeUnstage without state disconnects it.
+func (s *scenario) lostState(ctx context.Context) error {
+	crash := func(name string) error {
+		s.p.kill()
+		s.p = nil
+		rec, err := stateFile(blockVol)
+		if err != nil {
+			return err
+		}
+		os.Remove(strings.TrimSuffix(rec, ".json") + ".secret")
+		if err := os.Remove(rec); err != nil {
+			return err
+		}
+		s.p, err = startPlugin(ctx, name)
+		return err
+	}
+	idx, err := findCookie(blockVol)
+	if err != nil {
+		return err
+	}
+	if err := crash("plugin-5"); err != nil {
+		return err
+	}
+	if err := s.stage(ctx, blockVol, bStaging, rwx); err != nil {
+		return fmt.Errorf("stage over a device left behind: %w", err)
+	}
+	if again, err := findCookie(blockVol); err != nil || again != idx {
+		return fmt.Errorf("the volume moved from nbd%d to nbd%d (%v)", idx, again, err)
+	}
+	if err := s.publish(ctx, blockVol, bStaging, bTarget, rwx, false); err != nil {
+		return err
+	}
+	data := make([]byte, mib)
+	rand.Read(data)
+	if err := directIO(bTarget, data, 16*mib); err != nil {
 		return err
 	}
 	if _, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: blockVol, TargetPath: bTarget}); err != nil {
@@ -558,14 +741,47 @@ func (s *scenario) blockVolume(ctx context.Context) error {
 	if _, err := os.Stat(bTarget); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("block target still there: %v", err)
 	}
-	_, err = s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: blockVol, StagingTargetPath: bStaging})
-	if err != nil {
+	if err := crash("plugin-6"); err != nil {
+		return err
+	}
+	if _, err := s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: blockVol, StagingTargetPath: bStaging}); err != nil {
 		return err
 	}
 	if _, err := findCookie(blockVol); !errors.Is(err, kernel.ErrNoSuchDevice) {
 		return fmt.Errorf("a device still carries the block volume: %v", err)
 	}
 	return nil
+}
+
+// stateFile returns the node state record of a volume.
+func stateFile(vol string) (string, error) {
+	l, _ := filepath.Glob(filepath.Join(csi.DefaultStateDir, "*.json"))
+	for _, p := range l {
+		var r struct {
+			VolumeID string `json:"volumeID"`
+		}
+		b, _ := os.ReadFile(p)
+		if json.Unmarshal(b, &r) == nil && r.VolumeID == vol {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no state record for %s among %v", vol, l)
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func imagePath(name string) string { return filepath.Join(imageDir, "2", name) }
