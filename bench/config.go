@@ -14,6 +14,7 @@ const (
 	SectionRBDCLI    = "rbd-cli"   // purerbd rbd bench vs rbd bench
 	SectionRBDNBD    = "rbd-nbd"   // NBD export of an image: purerbd vs qemu-nbd
 	SectionBluestore = "bluestore" // the RBD comparison again on a bluestore OSD
+	SectionCSI       = "csi"       // CSI controller call latencies
 	SectionProfile   = "profile"   // pprof of the purerbd side
 	SectionFootprint = "footprint" // binary and image sizes
 )
@@ -78,5 +79,5 @@ func pick[T any](c Config, full, quick T) T {
 // Sections lists the section identifiers in the order they run.
 func Sections() []string {
 	return []string{SectionNBD, SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionBluestore,
-		SectionProfile, SectionFootprint}
+		SectionCSI, SectionProfile, SectionFootprint}
 }

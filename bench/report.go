@@ -33,6 +33,9 @@ func (r *Report) write(dir string) error {
 		}
 		writeSection(&b, sec, plots)
 	}
+	if r.CSI != nil {
+		r.CSI.write(&b)
+	}
 	if len(r.Profiles) > 0 {
 		writeProfiles(&b, r.Profiles)
 	}

@@ -21,6 +21,7 @@ type Report struct {
 	Clusters  []ClusterInfo
 	Sections  []*Section
 	Profiles  []Profile
+	CSI       *ControlPlane
 	Footprint *Footprint
 	Missing   []string // parts of the suite that could not run, and why
 }
@@ -60,10 +61,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(s.work, 0o755); err != nil {
 		return nil, err
 	}
+	// children run in the work directory: every path handed to them is
+	// absolute
+	var err error
+	if s.work, err = filepath.Abs(s.work); err != nil {
+		return nil, err
+	}
+	if cfg.Root, err = filepath.Abs(cfg.Root); err != nil {
+		return nil, err
+	}
+	s.cfg.Root = cfg.Root
 	t0 := time.Now()
 	rep := &Report{Machine: probeMachine(ctx), Quick: cfg.Quick, Reps: cfg.Reps, Runtime: cfg.Runtime}
 	s.log.Info("bench: building binaries", "work", s.work)
-	bins, err := buildBinaries(ctx, cfg.Root, filepath.Join(s.work, "bin"))
+	bins, err := buildBinaries(ctx, s.cfg.Root, filepath.Join(s.work, "bin"))
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // profiles; on a bluestore cluster the RBD comparison again (full mode).
 func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 	imageSize := pick(s.cfg, int64(1<<30), int64(128<<20))
-	memstore := []string{SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionProfile}
+	memstore := []string{SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionCSI, SectionProfile}
 	if slices.ContainsFunc(memstore, s.cfg.wants) {
 		c, err := s.startCluster(ctx, "memstore")
 		info := ClusterInfo{Store: "memstore"}
@@ -148,6 +159,10 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			if s.cfg.wants(SectionRBDNBD) {
 				s.log.Info("bench: RBD over NBD vs qemu-nbd")
 				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize))
+			}
+			if s.cfg.wants(SectionCSI) {
+				s.log.Info("bench: CSI control plane")
+				rep.CSI = s.controlPlane(ctx, c)
 			}
 			if s.cfg.wants(SectionProfile) {
 				s.log.Info("bench: profiles")
