@@ -32,7 +32,8 @@ type Discarder interface {
 // a Backend is returned as is; otherwise ReadAtContext (ContextReaderAt) is
 // preferred over io.ReaderAt, and WriteAtContext over io.WriterAt. A value
 // with no write method is served read-only. The optional interfaces
-// (Flusher, Trimmer or Discarder, Zeroer, ...) are looked up on v itself.
+// (Flusher, Trimmer or Discarder, Zeroer or HoleZeroer, BlockStatuser or
+// AllocationReporter, ...) are looked up on v itself.
 func Adapt(v any) (Backend, error) {
 	if b, ok := v.(Backend); ok {
 		return b, nil
@@ -92,13 +93,17 @@ func (a *adapted) ReadOnly() bool {
 
 // capabilities are the optional abilities of a backend, found once.
 type capabilities struct {
-	flush     func(ctx context.Context) error
-	trim      func(ctx context.Context, off, length int64) error
-	zero      Zeroer
-	status    BlockStatuser
-	cache     Cacher
-	multiConn bool
-	readOnly  bool
+	flush    func(ctx context.Context) error
+	trim     func(ctx context.Context, off, length int64) error
+	zero     Zeroer
+	zeroHole func(ctx context.Context, off, length int64) error // HoleZeroer
+	status   BlockStatuser
+	// sparseReads: status is cheap enough to cut holes out of structured
+	// reads (a BlockStatuser; not an AllocationReporter).
+	sparseReads bool
+	cache       Cacher
+	multiConn   bool
+	readOnly    bool
 }
 
 func discover(b Backend) capabilities {
@@ -123,12 +128,22 @@ func discover(b Backend) capabilities {
 		}
 		if s, ok := v.(BlockStatuser); ok && c.status == nil {
 			c.status = s
+			c.sparseReads = true
 		}
 		if k, ok := v.(Cacher); ok && c.cache == nil {
 			c.cache = k
 		}
 		if m, ok := v.(MultiConnCoherent); ok && m.MultiConnCoherent() {
 			c.multiConn = true
+		}
+	}
+	// The plain-typed variants (plain.go), where no typed one was found.
+	for _, v := range candidates {
+		if z, ok := v.(HoleZeroer); ok && c.zero == nil && c.zeroHole == nil {
+			c.zeroHole = z.WriteZeroes
+		}
+		if r, ok := v.(AllocationReporter); ok && c.status == nil {
+			c.status = reportedStatus{r}
 		}
 	}
 	if ro, ok := b.(ReadOnlyBackend); ok && ro.ReadOnly() {

@@ -17,7 +17,9 @@ import "context"
 //
 // More abilities are found by type assertion on the value: Flusher,
 // Trimmer, Zeroer, BlockStatuser, Cacher, MultiConnCoherent, Resizer,
-// SizeNotifier and ReadOnlyBackend.
+// SizeNotifier and ReadOnlyBackend, and the variants in standard types
+// only (Discarder, HoleZeroer, AllocationReporter) that packages which
+// cannot import nbd implement, such as package rbd's Image.
 type Backend interface {
 	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 	WriteAt(ctx context.Context, p []byte, off int64) (int, error)

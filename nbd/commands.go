@@ -105,7 +105,7 @@ func (t *transmission) read(r *reply, req *request) {
 		return
 	}
 	var extents []Extent
-	if req.flags&cmdFlagDF == 0 && t.exp.caps.status != nil {
+	if req.flags&cmdFlagDF == 0 && t.exp.caps.sparseReads {
 		// On error the read goes on as if all were data.
 		extents, _ = t.extents(int64(req.off), int64(req.length), true)
 	}
@@ -254,6 +254,9 @@ func (t *transmission) writeZeroes(req *request) error {
 	}
 	if z := t.exp.caps.zero; z != nil {
 		return z.Zero(t.ss.ctx, int64(req.off), int64(req.length), flags)
+	}
+	if z := t.exp.caps.zeroHole; z != nil && flags&ZeroNoHole == 0 {
+		return z(t.ss.ctx, int64(req.off), int64(req.length))
 	}
 	if flags&ZeroFast != 0 {
 		return ErrFastZeroUnsupported
