@@ -289,7 +289,13 @@ func TestDeleteVolumeInUse(t *testing.T) {
 // snapshot with clones, succeeds at once; the RBD objects stay as
 // tombstones until nothing needs them, then go.
 func TestSnapshotsOutliveVolumes(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	for _, trash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trash=%v", trash), func(t *testing.T) { snapshotsOutliveVolumes(t, harnessOpts{trash: trash}) })
+	}
+}
+
+func snapshotsOutliveVolumes(t *testing.T, o harnessOpts) {
+	h := newHarness(t, o)
 	ctx := context.Background()
 	v := h.createVolume("origin", 4<<20)
 	s := h.createSnapshot("origin-snap", v.GetVolumeId())
@@ -327,7 +333,12 @@ func TestSnapshotsOutliveVolumes(t *testing.T) {
 	assert.Equal(t, codes.NotFound, code(err))
 	names := h.imageNames()
 	require.Len(t, names, 2, "%v", names)
-	assert.Contains(t, names[0]+names[1], "-deleted-", "snapshot and image kept as tombstones for the clone")
+	if o.trash {
+		assert.Contains(t, names[0]+names[1], "-deleted-", "image kept as a tombstone for the clone")
+		assert.Contains(t, names[0]+names[1], "@(trash)", "snapshot in RBD's snapshot trash")
+	} else {
+		assert.Contains(t, names[0]+names[1], "-deleted-", "snapshot and image kept as tombstones for the clone")
+	}
 
 	require.NoError(t, h.deleteVolume(r.GetVolume().GetVolumeId()))
 	assert.Empty(t, h.imageNames(), "the last clone takes the tombstones with it")
@@ -335,7 +346,13 @@ func TestSnapshotsOutliveVolumes(t *testing.T) {
 }
 
 func TestCloneVolume(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	for _, trash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trash=%v", trash), func(t *testing.T) { cloneVolume(t, harnessOpts{trash: trash}) })
+	}
+}
+
+func cloneVolume(t *testing.T, o harnessOpts) {
+	h := newHarness(t, o)
 	ctx := context.Background()
 	src := h.createVolume("src", 4<<20)
 	req := h.volReq("clone", 0)

@@ -26,7 +26,7 @@ func storeError(err error, cred Credentials, what string, args ...any) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrHasSnapshots):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrUnauthenticated):
 		code = codes.Unauthenticated
@@ -46,7 +46,7 @@ func storeError(err error, cred Credentials, what string, args ...any) error {
 }
 
 func isSentinel(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrExists, ErrBusy, ErrUnauthenticated, ErrPermission, ErrUnsupported, ErrUnavailable} {
+	for _, s := range []error{ErrNotFound, ErrExists, ErrBusy, ErrHasSnapshots, ErrUnauthenticated, ErrPermission, ErrUnsupported, ErrUnavailable} {
 		if errors.Is(err, s) {
 			return true
 		}

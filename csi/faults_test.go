@@ -2,6 +2,7 @@ package csi_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"testing"
@@ -166,11 +167,20 @@ func (h *harness) state() []string {
 // the retry must succeed with the same result, and after a Sweep (which
 // collects what a crash between "remove" and "cascade" leaves) the
 // cluster must hold exactly what an undisturbed run leaves.
+//
+// Both behaviours of RBD for removing a snapshot that clones need are
+// covered: refusing (EBUSY) and librbd's clone v2 snapshot trash.
 func TestFailureInjectionConverges(t *testing.T) {
+	for _, trash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trash=%v", trash), func(t *testing.T) { failureInjection(t, harnessOpts{trash: trash}) })
+	}
+}
+
+func failureInjection(t *testing.T, o harnessOpts) {
 	ctx := context.Background()
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			clean := newHarness(t, harnessOpts{})
+			clean := newHarness(t, o)
 			ids := sc.setup(clean)
 			clean.faults.steps()
 			want, err := sc.op(clean, ids)
@@ -182,7 +192,7 @@ func TestFailureInjectionConverges(t *testing.T) {
 			require.NotEmpty(t, steps, "the operation has no steps to fail")
 
 			for _, step := range dedupe(steps) {
-				h := newHarness(t, harnessOpts{})
+				h := newHarness(t, o)
 				ids := sc.setup(h)
 				h.faults.failOnce(step)
 				_, err := sc.op(h, ids)

@@ -116,11 +116,15 @@ func (s *syncBuffer) String() string {
 type harnessOpts struct {
 	noPluginCreds bool
 	configJSON    string
+	// trash makes the fake remove snapshots that clones need as librbd
+	// does with clone v2 (snapshot trash) instead of refusing.
+	trash bool
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, store: fakestore.New(), logs: &syncBuffer{}, faults: &faults{fail: map[string]int{}}}
+	h.store.TrashSnapshots = o.trash
 	h.store.AddCluster(testCluster, map[string]string{testUser: testKey})
 	h.pool = h.store.AddPool(testCluster, "rbd", 100<<30)
 	h.store.AddPool(testCluster, "ec-data", 100<<30)

@@ -303,34 +303,38 @@ func (d *Driver) retireImage(ctx context.Context, s Session, cred Credentials, i
 	if err != nil {
 		return storeError(err, cred, "image %s", img.Name)
 	}
-	if len(left) > 0 {
-		if isTombstone(img.Name) {
-			return nil
-		}
-		if err := d.step("delete-volume/tombstone"); err != nil {
+	if len(left) == 0 {
+		if err := d.step("delete-volume/remove"); err != nil {
 			return err
 		}
-		to := imageTombstone(img.Name, info.ID)
-		if err := s.RenameImage(ctx, img, to); err != nil {
-			return storeError(err, cred, "renaming image %s", img.Name)
+		switch err := s.RemoveImage(ctx, img); {
+		case err == nil, errors.Is(err, ErrNotFound):
+			if err := d.step("delete-volume/cascade"); err != nil {
+				return err
+			}
+			d.cascade(ctx, s, info.Parent)
+			return nil
+		case errors.Is(err, ErrHasSnapshots):
+			// Snapshots ListSnapshots does not show: RBD's snapshot
+			// trash, which clones still need. Keep it as a tombstone.
+		case errors.Is(err, ErrBusy):
+			return status.Errorf(codes.FailedPrecondition, "image %s is in use: %v", img.Name, redact(err.Error(), cred))
+		default:
+			return storeError(err, cred, "removing image %s", img.Name)
 		}
-		d.log.Info("volume deleted; image kept as a tombstone until its snapshots go",
-			"image", to, "snapshots", len(left))
+	}
+	if isTombstone(img.Name) {
 		return nil
 	}
-	if err := d.step("delete-volume/remove"); err != nil {
+	if err := d.step("delete-volume/tombstone"); err != nil {
 		return err
 	}
-	switch err := s.RemoveImage(ctx, img); {
-	case errors.Is(err, ErrBusy):
-		return status.Errorf(codes.FailedPrecondition, "image %s is in use: %v", img.Name, redact(err.Error(), cred))
-	case err != nil && !errors.Is(err, ErrNotFound):
-		return storeError(err, cred, "removing image %s", img.Name)
+	to := imageTombstone(img.Name, info.ID)
+	if err := s.RenameImage(ctx, img, to); err != nil {
+		return storeError(err, cred, "renaming image %s", img.Name)
 	}
-	if err := d.step("delete-volume/cascade"); err != nil {
-		return err
-	}
-	d.cascade(ctx, s, info.Parent)
+	d.log.Info("volume deleted; image kept as a tombstone until its snapshots and clones go",
+		"image", to, "snapshots", len(left))
 	return nil
 }
 

@@ -22,9 +22,10 @@ type ImageStore interface {
 
 // Session is the set of RBD and RADOS operations the controller performs
 // on one cluster. Every method reports a missing object with an error
-// wrapping ErrNotFound, a name already taken with ErrExists, and an object
-// that cannot be removed because something depends on it (snapshots,
-// clone children, watchers) with ErrBusy.
+// wrapping ErrNotFound, a name already taken with ErrExists, an image
+// that cannot be removed because it still has snapshots with
+// ErrHasSnapshots, and anything else that cannot be removed because
+// something depends on it (clone children, watchers) with ErrBusy.
 type Session interface {
 	// Ping checks that the session can still talk to the cluster.
 	Ping(ctx context.Context) error
@@ -50,6 +51,8 @@ type Session interface {
 	// ListImages returns the names of the images in a pool's namespace.
 	ListImages(ctx context.Context, pool int64, namespace string) ([]string, error)
 	// RemoveImage deletes an image that has no snapshots and no watchers.
+	// Snapshots ListSnapshots does not show count: RBD's snapshot trash
+	// keeps a snapshot removed while clones still need it.
 	RemoveImage(ctx context.Context, img ImageRef) error
 	// RenameImage gives an image a new name in the same namespace.
 	RenameImage(ctx context.Context, img ImageRef, newName string) error
@@ -65,7 +68,10 @@ type Session interface {
 	CreateSnapshot(ctx context.Context, img ImageRef, name string) error
 	// ListSnapshots lists an image's user snapshots.
 	ListSnapshots(ctx context.Context, img ImageRef) ([]SnapInfo, error)
-	// RemoveSnapshot deletes a snapshot that has no clone children.
+	// RemoveSnapshot deletes a snapshot. One that clones still need is
+	// either refused with ErrBusy or, as librbd does with clone v2, moved
+	// to the snapshot trash (gone from ListSnapshots, removed with its
+	// last clone); the controller copes with both.
 	RemoveSnapshot(ctx context.Context, img ImageRef, name string) error
 	// RenameSnapshot renames a snapshot.
 	RenameSnapshot(ctx context.Context, img ImageRef, oldName, newName string) error
@@ -136,6 +142,7 @@ var (
 	ErrNotFound        = errors.New("not found")
 	ErrExists          = errors.New("already exists")
 	ErrBusy            = errors.New("in use")
+	ErrHasSnapshots    = errors.New("has snapshots")
 	ErrUnauthenticated = errors.New("authentication failed")
 	ErrPermission      = errors.New("permission denied")
 	ErrUnsupported     = errors.New("not supported")

@@ -52,6 +52,11 @@ func TestSnapshotIDRoundTrip(t *testing.T) {
 		_, err = ParseVolumeID(s)
 		assert.Error(t, err)
 	}
+	// The figure deploy/README.md gives: 36-byte cluster ID, 12-character
+	// image ID, no namespace, default prefix.
+	s, err := SnapshotID{ClusterID: fsid, Pool: 2, ImageID: "10d2b7b8e3c5", Snap: snapshotName(defaultSnapshotPrefix, "x")}.Encode()
+	require.NoError(t, err)
+	assert.Len(t, s, 104)
 }
 
 // TestIDLengthLimit checks the 128-byte limit with long cluster IDs and

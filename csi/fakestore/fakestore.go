@@ -26,6 +26,12 @@ type Store struct {
 	nextID   uint64
 	// Now gives snapshot creation times; time.Now if nil.
 	Now func() time.Time
+	// TrashSnapshots makes RemoveSnapshot behave as librbd's does with
+	// clone v2: a snapshot that clones need goes to the snapshot trash
+	// (hidden from ListSnapshots, still blocking RemoveImage) and is
+	// removed with its last clone. Without it, such a removal fails with
+	// ErrBusy.
+	TrashSnapshots bool
 }
 
 type cluster struct {
@@ -53,6 +59,7 @@ type image struct {
 	opts     csi.ImageOptions
 	parent   *csi.ParentInfo
 	snaps    []*csi.SnapInfo
+	trash    []*csi.SnapInfo // snapshots removed while clones needed them
 	meta     map[string]string
 	inUse    bool
 	nextSnap uint64
@@ -110,7 +117,8 @@ func (s *Store) SetInUse(clusterID string, poolID int64, ns, name string, inUse 
 	return nil
 }
 
-// ImageState is a snapshot of one fake image, for assertions.
+// ImageState is a snapshot of one fake image, for assertions; trashed
+// snapshots are listed as "(trash)NAME".
 type ImageState struct {
 	Pool      int64
 	Namespace string
@@ -132,6 +140,9 @@ func (s *Store) Images(clusterID string) []ImageState {
 				st := ImageState{Pool: pid, Namespace: nsName, Name: im.name, ID: im.id, Size: im.size, Parent: im.parent, Meta: map[string]string{}}
 				for _, sn := range im.snaps {
 					st.Snaps = append(st.Snaps, sn.Name)
+				}
+				for _, sn := range im.trash {
+					st.Snaps = append(st.Snaps, "(trash)"+sn.Name)
 				}
 				for k, v := range im.meta {
 					st.Meta[k] = v
@@ -454,15 +465,39 @@ func (se *session) RemoveImage(_ context.Context, ref csi.ImageRef) error {
 		return nil
 	}
 	return se.image(ref, func(n *namespace, im *image) error {
-		if len(im.snaps) > 0 {
-			return fmt.Errorf("image %s has %d snapshots: %w", im.name, len(im.snaps), csi.ErrBusy)
+		if k := len(im.snaps) + len(im.trash); k > 0 {
+			return fmt.Errorf("image %s has %d snapshots: %w", im.name, k, csi.ErrHasSnapshots)
 		}
 		if im.inUse {
 			return fmt.Errorf("image %s has watchers: %w", im.name, csi.ErrBusy)
 		}
 		delete(n.images, im.id)
+		se.emptyTrash(im.parent)
 		return nil
 	})
+}
+
+// emptyTrash removes a trashed parent snapshot whose last clone went,
+// as librbd does when it detaches a clone; the store lock is held.
+func (se *session) emptyTrash(p *csi.ParentInfo) {
+	if p == nil {
+		return
+	}
+	c := se.s.clusters[se.cluster]
+	n, err := se.s.ns(se.cluster, p.Pool, p.Namespace)
+	if err != nil {
+		return
+	}
+	pim := n.images[p.ImageID]
+	if pim == nil || c.children(p.Pool, p.Namespace, p.ImageID, p.SnapID) > 0 {
+		return
+	}
+	for i, sn := range pim.trash {
+		if sn.ID == p.SnapID {
+			pim.trash = append(pim.trash[:i], pim.trash[i+1:]...)
+			return
+		}
+	}
 }
 
 func (se *session) RenameImage(_ context.Context, ref csi.ImageRef, newName string) error {
@@ -547,7 +582,10 @@ func (se *session) RemoveSnapshot(_ context.Context, ref csi.ImageRef, name stri
 				continue
 			}
 			if k := c.children(ref.Pool, ref.Namespace, im.id, sn.ID); k > 0 {
-				return fmt.Errorf("snapshot %s@%s has %d clones: %w", im.name, name, k, csi.ErrBusy)
+				if !se.s.TrashSnapshots {
+					return fmt.Errorf("snapshot %s@%s has %d clones: %w", im.name, name, k, csi.ErrBusy)
+				}
+				im.trash = append(im.trash, sn)
 			}
 			im.snaps = append(im.snaps[:i], im.snaps[i+1:]...)
 			return nil
