@@ -1,10 +1,10 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/rbdstore"
 )
 
 // store is an image store the plugin closes on exit.
@@ -13,10 +13,8 @@ type store interface {
 	Close() error
 }
 
-// newStore returns the image store of the controller role.
-//
-// TODO(csi/rbdstore): the adaptor over packages rados and rbd is written
-// once those land; until then the controller role cannot start.
-func newStore(*slog.Logger) (store, error) {
-	return nil, errors.New("the RBD image store (csi/rbdstore) is not built yet")
+// newStore returns the image store of the controller role: RADOS and RBD
+// through packages rados and rbd.
+func newStore(log *slog.Logger) (store, error) {
+	return rbdstore.New(rbdstore.Options{Logger: log}), nil
 }

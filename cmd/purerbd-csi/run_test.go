@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/purerbd/purerbd/rados/radostest"
+)
+
+// TestControllerBinary runs the purerbd-csi binary as the controller
+// Deployment does (cluster config file, plugin secrets directory, unix
+// socket) against a real Ceph cluster: Probe is ready, a volume is made
+// and deleted, SIGTERM stops it cleanly and removes the socket.
+func TestControllerBinary(t *testing.T) {
+	cl := radostest.New(t, radostest.Options{})
+	dir, err := os.MkdirTemp("", "csibin")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "purerbd-csi")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	cfg := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`[{"clusterID": "c1", "monitors": [%q]}]`, strings.Join(cl.MonAddrs, `","`))), 0o600))
+	secrets := filepath.Join(dir, "secrets")
+	require.NoError(t, os.Mkdir(secrets, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(secrets, "userID"), []byte("admin"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(secrets, "userKey"), []byte(cl.AdminKey), 0o600))
+	sock := filepath.Join(dir, "csi.sock")
+
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--controller", "--endpoint=unix://"+sock, "--cluster-config="+cfg,
+		"--secrets-dir="+secrets, "--log-level=debug", "--log-format=json")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("purerbd-csi output:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no socket after 20 s")
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, err := csipb.NewIdentityClient(conn).Probe(ctx, &csipb.ProbeRequest{})
+	require.NoError(t, err)
+	assert.True(t, pr.GetReady().GetValue(), "Probe with the plugin's credentials")
+
+	ctrl := csipb.NewControllerClient(conn)
+	v, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{
+		Name:          "binary-test",
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},
+		VolumeCapabilities: []*csipb.VolumeCapability{{
+			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+			AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		}},
+		Parameters: map[string]string{"pool": cl.Pool}, // one cluster: clusterID may be left out
+	})
+	require.NoError(t, err, "CreateVolume with the plugin's credentials")
+	ls, err := cl.Rbd(ctx, "ls", cl.Pool)
+	require.NoError(t, err)
+	assert.Contains(t, string(ls), v.GetVolume().GetVolumeContext()["imageName"])
+	_, err = ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetVolume().GetVolumeId()})
+	require.NoError(t, err)
+	ls, err = cl.Rbd(ctx, "ls", cl.Pool)
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(ls)))
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		assert.NoError(t, err, "exit status after SIGTERM")
+	case <-time.After(20 * time.Second):
+		t.Fatal("purerbd-csi did not stop within 20 s of SIGTERM")
+	}
+	_, err = os.Stat(sock)
+	assert.True(t, os.IsNotExist(err), "socket left behind")
+	assert.NotContains(t, logs.String(), cl.AdminKey)
+	assert.Contains(t, logs.String(), `"msg":"serving CSI"`)
+}

@@ -1,0 +1,420 @@
+package rbdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/cls"
+)
+
+// Objects purerbd keeps besides RBD's own, named like them.
+const (
+	// reservationObject holds the controller's reservation table (see
+	// csi.Session.Reservation) in its omap, one per pool and namespace.
+	reservationObject = "purerbd_csi_reservations"
+	// namespaceObject is where RBD records the namespaces of a pool
+	// (`rbd namespace create`), in the pool's default namespace: omap
+	// keys "name_<namespace>".
+	namespaceObject    = "rbd_namespace"
+	namespaceKeyPrefix = "name_"
+	headerPrefix       = "rbd_header."
+)
+
+type session struct {
+	conn *rados.Conn
+	log  *slog.Logger
+}
+
+func (s *session) Ping(ctx context.Context) error {
+	return mapErr(s.conn.WaitForLatestOSDMap(ctx))
+}
+
+func (s *session) LookupPool(ctx context.Context, name string) (int64, error) {
+	id, err := s.conn.LookupPool(ctx, name)
+	return id, mapErr(err)
+}
+
+func (s *session) PoolName(ctx context.Context, id int64) (string, error) {
+	if n, ok := s.conn.OSDMap().PoolNames[id]; ok {
+		return n, nil
+	}
+	if err := s.conn.WaitForLatestOSDMap(ctx); err != nil {
+		return "", mapErr(err)
+	}
+	if n, ok := s.conn.OSDMap().PoolNames[id]; ok {
+		return n, nil
+	}
+	return "", fmt.Errorf("pool %d: %w", id, csi.ErrNotFound)
+}
+
+func (s *session) RBDPools(ctx context.Context) ([]int64, error) {
+	if err := s.conn.WaitForLatestOSDMap(ctx); err != nil {
+		return nil, mapErr(err)
+	}
+	var ids []int64
+	for id, p := range s.conn.OSDMap().Pools {
+		if _, ok := p.ApplicationMetadata["rbd"]; ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// PoolAvailable reads MAX AVAIL from `ceph df`; 0 when the cluster has
+// no statistics for the pool (without a ceph-mgr it has none).
+func (s *session) PoolAvailable(ctx context.Context, id int64) (int64, error) {
+	out, _, err := s.conn.MonCommand(ctx, []byte(`{"prefix": "df", "format": "json"}`))
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("ceph df: %w", err))
+	}
+	var df struct {
+		Pools []struct {
+			ID    int64 `json:"id"`
+			Stats struct {
+				MaxAvail int64 `json:"max_avail"`
+			} `json:"stats"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal(out, &df); err != nil {
+		return 0, fmt.Errorf("ceph df: %w", err)
+	}
+	for _, p := range df.Pools {
+		if p.ID == id {
+			return p.Stats.MaxAvail, nil
+		}
+	}
+	return 0, nil // no statistics for this pool (yet, or without a mgr)
+}
+
+// ioctx returns an I/O context on a pool's namespace.
+func (s *session) ioctx(ctx context.Context, pool int64, ns string) (*rados.IOContext, error) {
+	name, err := s.PoolName(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	io, err := s.conn.IOContext(ctx, name, ns)
+	return io, mapErr(err)
+}
+
+// checkNamespace fails with csi.ErrNotFound unless ns exists in the pool
+// as an RBD namespace (librbd refuses images in unregistered namespaces).
+func (s *session) checkNamespace(ctx context.Context, pool int64, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	io, err := s.ioctx(ctx, pool, "")
+	if err != nil {
+		return err
+	}
+	vals, err := io.OmapGetValsByKeys(ctx, namespaceObject, []string{namespaceKeyPrefix + ns})
+	if err != nil && !errors.Is(err, rados.ErrNotFound) {
+		return mapErr(err)
+	}
+	if _, ok := vals[namespaceKeyPrefix+ns]; !ok {
+		return fmt.Errorf("RBD namespace %q of pool %d (create it with `rbd namespace create`): %w", ns, pool, csi.ErrNotFound)
+	}
+	return nil
+}
+
+func createOptions(o csi.ImageOptions) (rbd.CreateOptions, error) {
+	co := rbd.CreateOptions{DataPool: o.DataPool}
+	if o.Features != nil {
+		f, err := rbd.ParseFeatures(strings.Join(o.Features, ","))
+		if err != nil {
+			return co, fmt.Errorf("%w: %w", csi.ErrUnsupported, err)
+		}
+		co.Features = f
+	}
+	return co, nil
+}
+
+func (s *session) CreateImage(ctx context.Context, img csi.ImageRef, size uint64, opts csi.ImageOptions) error {
+	co, err := createOptions(opts)
+	if err != nil {
+		return err
+	}
+	if err := s.checkNamespace(ctx, img.Pool, img.Namespace); err != nil {
+		return err
+	}
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return err
+	}
+	return mapErr(rbd.Create(ctx, io, img.Name, size, co))
+}
+
+func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap string, child csi.ImageRef, opts csi.ImageOptions) error {
+	co, err := createOptions(opts)
+	if err != nil {
+		return err
+	}
+	if err := s.checkNamespace(ctx, child.Pool, child.Namespace); err != nil {
+		return err
+	}
+	pio, err := s.ioctx(ctx, parent.Pool, parent.Namespace)
+	if err != nil {
+		return err
+	}
+	cio, err := s.ioctx(ctx, child.Pool, child.Namespace)
+	if err != nil {
+		return err
+	}
+	if parent.Name == "" {
+		if parent.Name, err = s.nameOf(ctx, pio, parent.ID); err != nil {
+			return err
+		}
+	}
+	return mapErr(rbd.Clone(ctx, pio, parent.Name, snap, cio, child.Name, co))
+}
+
+// nameOf looks an image's name up by ID in the pool's directory.
+func (s *session) nameOf(ctx context.Context, io *rados.IOContext, id string) (string, error) {
+	m := cls.DirGetName(id)
+	out, err := io.Exec(ctx, "rbd_directory", m.Class, m.Name, m.In)
+	if err != nil {
+		return "", mapErr(fmt.Errorf("image id %q: %w", id, err))
+	}
+	name, err := cls.DecodeString(out)
+	if err != nil {
+		return "", fmt.Errorf("image id %q: %w", id, err)
+	}
+	return name, nil
+}
+
+// open opens an image read-only, by name or ID, and runs f on it.
+func (s *session) open(ctx context.Context, img csi.ImageRef, readOnly bool, f func(*rbd.Image) error) error {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return err
+	}
+	opts := rbd.OpenOptions{ReadOnly: readOnly, Logger: s.log}
+	var im *rbd.Image
+	if img.Name != "" {
+		im, err = rbd.Open(ctx, io, img.Name, opts)
+	} else {
+		im, err = rbd.OpenByID(ctx, io, img.ID, opts)
+	}
+	if err != nil {
+		return mapErr(err)
+	}
+	defer func() {
+		if cerr := im.CloseContext(context.WithoutCancel(ctx)); cerr != nil {
+			s.log.Warn("closing image", "image", im.Name(), "error", cerr.Error())
+		}
+	}()
+	return mapErr(f(im))
+}
+
+func (s *session) StatImage(ctx context.Context, img csi.ImageRef) (csi.ImageInfo, error) {
+	var info csi.ImageInfo
+	err := s.open(ctx, img, true, func(im *rbd.Image) error {
+		st, err := im.Stat(ctx)
+		if err != nil {
+			return err
+		}
+		info = csi.ImageInfo{Name: st.Name, ID: st.ID, Size: st.Size}
+		if p := st.Parent; p != nil {
+			info.Parent = &csi.ParentInfo{Pool: p.PoolID, Namespace: p.PoolNamespace, ImageID: p.ImageID, SnapID: p.SnapID}
+		}
+		return nil
+	})
+	return info, err
+}
+
+func (s *session) ListImages(ctx context.Context, pool int64, ns string) ([]string, error) {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := rbd.List(ctx, io)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	return names, nil
+}
+
+// busyRetries rides out short-lived watchers (another goroutine's
+// StatImage opens the image for a moment) before reporting an image
+// busy.
+var busyRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
+
+func (s *session) RemoveImage(ctx context.Context, img csi.ImageRef) error {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return err
+	}
+	if img.Name == "" {
+		if img.Name, err = s.nameOf(ctx, io, img.ID); err != nil {
+			return err
+		}
+	}
+	for i := 0; ; i++ {
+		err = rbd.Remove(ctx, io, img.Name, rbd.RemoveOptions{})
+		if !errors.Is(err, rbd.ErrBusy) || i == len(busyRetries) {
+			return mapErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return mapErr(err)
+		case <-time.After(busyRetries[i]):
+		}
+	}
+}
+
+func (s *session) RenameImage(ctx context.Context, img csi.ImageRef, newName string) error {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return err
+	}
+	if img.Name == "" {
+		if img.Name, err = s.nameOf(ctx, io, img.ID); err != nil {
+			return err
+		}
+	}
+	return mapErr(rbd.Rename(ctx, io, img.Name, newName))
+}
+
+func (s *session) ResizeImage(ctx context.Context, img csi.ImageRef, size uint64) error {
+	return s.open(ctx, img, false, func(im *rbd.Image) error { return im.Resize(ctx, int64(size)) })
+}
+
+// headerCall runs a class method on an image's header object, without
+// opening the image (no watch, no lock: the metadata purerbd keeps and
+// snapshot renames need neither).
+func (s *session) headerCall(ctx context.Context, img csi.ImageRef, m cls.Method) ([]byte, error) {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	id := img.ID
+	if id == "" {
+		g := cls.GetID()
+		out, err := io.Exec(ctx, "rbd_id."+img.Name, g.Class, g.Name, g.In)
+		if err != nil {
+			return nil, mapErr(fmt.Errorf("image %q: %w", img.Name, err))
+		}
+		if id, err = cls.DecodeString(out); err != nil {
+			return nil, fmt.Errorf("image %q: %w", img.Name, err)
+		}
+	}
+	out, err := io.Exec(ctx, headerPrefix+id, m.Class, m.Name, m.In)
+	return out, mapErr(err)
+}
+
+func (s *session) Metadata(ctx context.Context, img csi.ImageRef, key string) (string, error) {
+	out, err := s.headerCall(ctx, img, cls.MetadataGet(key))
+	if err != nil {
+		return "", fmt.Errorf("metadata %q of %q: %w", key, img.Name, err)
+	}
+	return cls.DecodeString(out)
+}
+
+func (s *session) SetMetadata(ctx context.Context, img csi.ImageRef, key, value string) error {
+	_, err := s.headerCall(ctx, img, cls.MetadataSet(map[string][]byte{key: []byte(value)}))
+	return err
+}
+
+func (s *session) CreateSnapshot(ctx context.Context, img csi.ImageRef, name string) error {
+	return s.open(ctx, img, false, func(im *rbd.Image) error { return im.CreateSnapshot(ctx, name) })
+}
+
+func (s *session) ListSnapshots(ctx context.Context, img csi.ImageRef) ([]csi.SnapInfo, error) {
+	var out []csi.SnapInfo
+	err := s.open(ctx, img, true, func(im *rbd.Image) error {
+		snaps, err := im.Snapshots(ctx)
+		if err != nil {
+			return err
+		}
+		for _, sn := range snaps {
+			if sn.Namespace.Type != cls.NamespaceUser {
+				continue // trash, group and mirror snapshots are not ours
+			}
+			out = append(out, csi.SnapInfo{ID: sn.ID, Name: sn.Name, Size: sn.Size, Created: sn.Timestamp.Time()})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *session) RemoveSnapshot(ctx context.Context, img csi.ImageRef, name string) error {
+	return s.open(ctx, img, false, func(im *rbd.Image) error { return im.RemoveSnapshot(ctx, name) })
+}
+
+func (s *session) RenameSnapshot(ctx context.Context, img csi.ImageRef, oldName, newName string) error {
+	var id uint64
+	found := false
+	err := s.open(ctx, img, true, func(im *rbd.Image) error {
+		snaps, err := im.Snapshots(ctx)
+		if err != nil {
+			return err
+		}
+		for _, sn := range snaps {
+			if sn.Name == newName {
+				return fmt.Errorf("snapshot %s@%s: %w", im.Name(), newName, csi.ErrExists)
+			}
+			if sn.Name == oldName {
+				id, found = sn.ID, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("snapshot %s@%s: %w", im.Name(), oldName, csi.ErrNotFound)
+		}
+		img.ID = im.ID()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.headerCall(ctx, img, cls.SnapshotRename(id, newName))
+	return err
+}
+
+func (s *session) Reservation(ctx context.Context, pool int64, ns, key string) (string, error) {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return "", err
+	}
+	vals, err := io.OmapGetValsByKeys(ctx, reservationObject, []string{key})
+	if err != nil && !errors.Is(err, rados.ErrNotFound) {
+		return "", mapErr(err)
+	}
+	v, ok := vals[key]
+	if !ok {
+		return "", fmt.Errorf("reservation %q: %w", key, csi.ErrNotFound)
+	}
+	return string(v), nil
+}
+
+func (s *session) SetReservation(ctx context.Context, pool int64, ns, key, value string) error {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return err
+	}
+	return mapErr(io.OmapSet(ctx, reservationObject, map[string][]byte{key: []byte(value)}))
+}
+
+func (s *session) RemoveReservation(ctx context.Context, pool int64, ns, key string) error {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return err
+	}
+	err = io.OmapRm(ctx, reservationObject, []string{key})
+	if errors.Is(err, rados.ErrNotFound) {
+		return nil
+	}
+	return mapErr(err)
+}

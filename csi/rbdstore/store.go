@@ -1,0 +1,206 @@
+// Package rbdstore is the csi.ImageStore of production: sessions on Ceph
+// clusters through packages rados and rbd. Connections are cached per
+// cluster, monitors and user, and closed after an idle time.
+package rbdstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/cephconf"
+)
+
+// Options tune a Store.
+type Options struct {
+	// Logger receives diagnostics; slog.Default() if nil.
+	Logger *slog.Logger
+	// IdleTimeout closes connections unused for that long (default 30
+	// minutes).
+	IdleTimeout time.Duration
+	// ConnectTimeout bounds connecting to a cluster (default 30 s).
+	ConnectTimeout time.Duration
+	// OpTimeout bounds each RADOS operation without a deadline of its
+	// own (default 2 minutes).
+	OpTimeout time.Duration
+}
+
+// Store is a csi.ImageStore over RADOS. It is safe for concurrent use.
+type Store struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[string]*entry
+	closed bool
+}
+
+// entry is one cached connection; its mutex serializes connecting.
+type entry struct {
+	mu       sync.Mutex
+	conn     *rados.Conn
+	lastUsed time.Time
+}
+
+// New returns a Store.
+func New(opts Options) *Store {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 30 * time.Minute
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 30 * time.Second
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = 2 * time.Minute
+	}
+	return &Store{opts: opts, log: opts.Logger, conns: map[string]*entry{}}
+}
+
+// Close closes every cached connection.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	conns := s.conns
+	s.conns = map[string]*entry{}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	for _, e := range conns {
+		e.mu.Lock()
+		if e.conn != nil {
+			errs = append(errs, e.conn.Close())
+		}
+		e.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// cacheKey identifies a connection without holding the key itself.
+func cacheKey(c csi.Cluster, cred csi.Credentials) string {
+	sum := sha256.Sum256([]byte(cred.Key))
+	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
+}
+
+func monHost(c csi.Cluster) string { return strings.Join(c.Monitors, ",") }
+
+// Session returns a session on a cached or new connection.
+func (s *Store) Session(ctx context.Context, c csi.Cluster, cred csi.Credentials) (csi.Session, error) {
+	conn, err := s.conn(ctx, c, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &session{conn: conn, log: s.log.With("cluster", c.ID)}, nil
+}
+
+func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (*rados.Conn, error) {
+	key := cacheKey(c, cred)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("rbdstore: closed: %w", csi.ErrUnavailable)
+	}
+	s.evictIdle()
+	e := s.conns[key]
+	if e == nil {
+		e = &entry{}
+		s.conns[key] = e
+	}
+	s.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastUsed = time.Now()
+	if e.conn != nil {
+		return e.conn, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
+	defer cancel()
+	conn, err := rados.Connect(cctx, rados.Config{
+		MonHost:        monHost(c),
+		Name:           "client." + cred.ID,
+		Key:            cred.Key,
+		ConnectTimeout: s.opts.ConnectTimeout,
+		OpTimeout:      s.opts.OpTimeout,
+		Logger:         s.log,
+	})
+	if err != nil {
+		s.mu.Lock()
+		if s.conns[key] == e {
+			delete(s.conns, key)
+		}
+		s.mu.Unlock()
+		return nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
+	}
+	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID())
+	e.conn = conn
+	return conn, nil
+}
+
+// evictIdle closes connections idle for longer than IdleTimeout; s.mu
+// is held.
+func (s *Store) evictIdle() {
+	for k, e := range s.conns {
+		if !e.mu.TryLock() {
+			continue // connecting or in use right now
+		}
+		if e.conn != nil && time.Since(e.lastUsed) > s.opts.IdleTimeout {
+			go e.conn.Close()
+			delete(s.conns, k)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Reachable checks that some monitor of c accepts a connection and
+// greets with the msgr2 banner; it needs no credentials.
+func (s *Store) Reachable(ctx context.Context, c csi.Cluster) error {
+	mons, err := cephconf.ParseMonHost(ctx, monHost(c), nil)
+	if err != nil {
+		return fmt.Errorf("monitors of cluster %q: %w", c.ID, err)
+	}
+	var errs []error
+	for _, m := range mons {
+		err := banner(ctx, m.Addr.String())
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("no monitor of cluster %q answers: %w: %w", c.ID, csi.ErrUnavailable, errors.Join(errs...))
+}
+
+const msgr2Banner = "ceph v2\n"
+
+func banner(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	b := make([]byte, len(msgr2Banner))
+	if _, err := io.ReadFull(nc, b); err != nil {
+		return fmt.Errorf("%s: reading the banner: %w", addr, err)
+	}
+	if string(b) != msgr2Banner {
+		return fmt.Errorf("%s: not a msgr2 monitor (banner %q)", addr, b)
+	}
+	return nil
+}
