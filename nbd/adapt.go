@@ -33,7 +33,8 @@ type Discarder interface {
 // preferred over io.ReaderAt, and WriteAtContext over io.WriterAt. A value
 // with no write method is served read-only. The optional interfaces
 // (Flusher, Trimmer or Discarder, Zeroer or HoleZeroer, BlockStatuser or
-// AllocationReporter, ...) are looked up on v itself.
+// AllocationReporter, ...) are looked up on v itself; when v is a Resizer
+// or SizeNotifier, so is the Backend returned.
 func Adapt(v any) (Backend, error) {
 	if b, ok := v.(Backend); ok {
 		return b, nil
@@ -57,7 +58,7 @@ func Adapt(v any) (Backend, error) {
 	case io.WriterAt:
 		a.write = func(_ context.Context, p []byte, off int64) (int, error) { return w.WriteAt(p, off) }
 	}
-	return a, nil
+	return withSizeAbilities(a), nil
 }
 
 // adapted is the Backend made by Adapt.
@@ -110,8 +111,8 @@ func discover(b Backend) capabilities {
 	var c capabilities
 	// Look on the backend first, then on what Adapt wrapped.
 	candidates := []any{b}
-	if a, ok := b.(*adapted); ok {
-		candidates = append(candidates, a.inner)
+	if a, ok := b.(adaptedValue); ok {
+		candidates = append(candidates, a.adaptedBase().inner)
 	}
 	for _, v := range candidates {
 		if f, ok := v.(Flusher); ok && c.flush == nil {

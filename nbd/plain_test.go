@@ -175,3 +175,55 @@ func equalExtents(a, b []nbdtest.Extent) bool {
 	}
 	return true
 }
+
+// resizable has the size methods *rbd.Image has.
+type resizable struct {
+	readerOnly
+	resized int64
+}
+
+func (r *resizable) Resize(_ context.Context, size int64) error { r.resized = size; return nil }
+func (r *resizable) NotifySize(fn func(int64)) func()           { fn(-1); return func() {} }
+
+// TestAdaptKeepsSizeAbilities checks that Adapt's Backend is a Resizer
+// and SizeNotifier exactly when the adapted value is (the kernel attach
+// looks for them on the Backend).
+func TestAdaptKeepsSizeAbilities(t *testing.T) {
+	r := &resizable{readerOnly: readerOnly{data: make([]byte, 512)}}
+	b, err := nbd.Adapt(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rz, ok := b.(nbd.Resizer)
+	if !ok {
+		t.Fatal("adapted backend lost Resize")
+	}
+	if err := rz.Resize(context.Background(), 4096); err != nil || r.resized != 4096 {
+		t.Fatalf("Resize: %v, inner saw %d", err, r.resized)
+	}
+	sn, ok := b.(nbd.SizeNotifier)
+	if !ok {
+		t.Fatal("adapted backend lost NotifySize")
+	}
+	var got int64
+	sn.NotifySize(func(s int64) { got = s })()
+	if got != -1 {
+		t.Fatal("NotifySize not forwarded")
+	}
+	plain, err := nbd.Adapt(readerOnly{data: make([]byte, 512)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.(nbd.Resizer); ok {
+		t.Error("a value without Resize became a Resizer")
+	}
+	if _, ok := plain.(nbd.SizeNotifier); ok {
+		t.Error("a value without NotifySize became a SizeNotifier")
+	}
+	// the abilities of the inner value are still found for serving
+	srv := nbdtest.Start(t, nbd.Config{Exports: []*nbd.Export{{Name: "r", Backend: b}}})
+	c := dial(t, srv, nbdtest.Options{Export: "r"})
+	if c.Flags&nbdtest.TFlagReadOnly == 0 {
+		t.Fatalf("flags %#x: a value without a write method is served read-write", c.Flags)
+	}
+}
