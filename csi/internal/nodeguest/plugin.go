@@ -30,18 +30,28 @@ func runPlugin(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "the key images accept")
 	conns := fs.Int("conns", 2, "NBD connections per device")
 	ioTimeout := fs.Duration("io-timeout", 10*time.Second, "kernel request timeout")
+	openerKind := fs.String("opener", "file", "images: file (files under -images) or rbd (the cluster config's monitors)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	start := time.Now()
 	// The scenario learns of the watchdog's reattaches on stdout.
 	log := slog.New(announce{logger("plugin").Handler()})
+	var opener csi.ImageOpener
+	switch *openerKind {
+	case "file":
+		opener = &fileOpener{dir: *images, key: *key}
+	case "rbd":
+		opener = &rbdOpener{log: log}
+	default:
+		return fmt.Errorf("-opener %q: want file or rbd", *openerKind)
+	}
 	n, err := csi.NewNodeServer(csi.NodeConfig{
 		NodeID:            "vm-node",
 		Topology:          map[string]string{"topology.purerbd.io/zone": "vm"},
 		MaxVolumes:        16,
 		ClusterConfigPath: *config,
-		Opener:            &fileOpener{dir: *images, key: *key},
+		Opener:            opener,
 		StateDir:          *state,
 		Conns:             *conns,
 		IOTimeout:         *ioTimeout,
