@@ -21,10 +21,14 @@ type OpenImageOptions struct {
 	// ReadOnly opens without writing anything (reader-only access
 	// modes); no lock is taken.
 	ReadOnly bool
-	// Exclusive takes the image's exclusive lock at open and keeps it,
-	// refusing to hand it to other clients (single-writer access modes,
-	// like rbd-nbd --exclusive). Without it the lock is cooperative
-	// (multi-node block volumes).
+	// Exclusive is set for single-node writers: take the image's
+	// exclusive lock at open rather than at the first write. The lock
+	// must stay cooperative (handed over on request, taken back at the
+	// next write), as krbd and rbd-nbd without --exclusive keep it: the
+	// controller's resize and snapshots of a staged volume need it for a
+	// moment, and a lock that is refused (rbd.LockRefuse) makes them fail
+	// with EROFS. Without Exclusive (multi-node block volumes) the lock
+	// is taken at the first write.
 	Exclusive bool
 }
 
