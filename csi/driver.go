@@ -30,6 +30,9 @@ import (
 // otherwise.
 const DefaultDriverName = "rbd.purerbd.io"
 
+// nodeCloseTimeout bounds handing the node's devices over at exit.
+const nodeCloseTimeout = 30 * time.Second
+
 // Config configures a Driver.
 type Config struct {
 	// DriverName is reported by GetPluginInfo; DefaultDriverName if empty.
@@ -50,6 +53,10 @@ type Config struct {
 
 	// Store reaches Ceph; required for the controller role.
 	Store ImageStore
+	// NodeServer is the node service (NewNodeServer); required for the
+	// node role. Serve starts it before serving and closes it, handing
+	// its devices over to the next process, when it stops.
+	NodeServer *NodeServer
 	// Credentials are the plugin's own, for calls without secrets.
 	Credentials CredentialSource
 	// Topology, when not empty, is this node's topology segments; the
@@ -90,8 +97,8 @@ func (d *Driver) check() error {
 	if !d.cfg.Controller && !d.cfg.Node {
 		return errors.New("csi: neither the controller nor the node role is selected")
 	}
-	if d.cfg.Node {
-		return errors.New("csi: the node service is not implemented yet")
+	if d.cfg.Node && d.cfg.NodeServer == nil {
+		return errors.New("csi: the node role needs a node server")
 	}
 	if d.cfg.Controller && d.cfg.Store == nil {
 		return errors.New("csi: the controller role needs an image store")
@@ -148,7 +155,7 @@ func (d *Driver) Run(ctx context.Context) error {
 
 // Serve serves on lis until ctx is cancelled, then stops gracefully
 // (waiting at most 10 seconds for calls in flight).
-func (d *Driver) Serve(ctx context.Context, lis net.Listener) error {
+func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 	if err := d.check(); err != nil {
 		lis.Close()
 		return err
@@ -157,6 +164,21 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) error {
 	csi.RegisterIdentityServer(srv, &identity{d: d})
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})
+	}
+	if d.cfg.Node {
+		// Take over what a previous process staged before answering.
+		if err := d.cfg.NodeServer.Start(ctx); err != nil {
+			lis.Close()
+			return err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeCloseTimeout)
+			defer cancel()
+			if cerr := d.cfg.NodeServer.Close(cctx); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		csi.RegisterNodeServer(srv, d.cfg.NodeServer)
 	}
 	d.log.Info("serving CSI", "driver", d.cfg.DriverName, "version", d.cfg.Version,
 		"endpoint", lis.Addr().String(), "controller", d.cfg.Controller, "node", d.cfg.Node, "nodeID", d.cfg.NodeID)
@@ -177,7 +199,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) error {
 		case <-done:
 		}
 	}()
-	err := srv.Serve(lis)
+	err = srv.Serve(lis)
 	close(done)
 	if ctx.Err() != nil && (err == nil || errors.Is(err, grpc.ErrServerStopped)) {
 		return nil

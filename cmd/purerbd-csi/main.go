@@ -38,6 +38,16 @@ type options struct {
 	secretsDir string
 	logLevel   slog.Level
 	logFormat  string
+	node       nodeOptions
+}
+
+// nodeOptions are the flags of the node role (csi.NodeConfig fields).
+type nodeOptions struct {
+	stateDir   string
+	hostRoot   string
+	toolsDir   string
+	maxVolumes int64
+	conns      int
 }
 
 // parseFlags maps the command line onto a csi.Config.
@@ -57,6 +67,13 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 		"directory of the plugin's own Ceph credentials (files userID and userKey, or <clusterID>.userID and <clusterID>.userKey), used by calls that carry no secrets")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 10*time.Minute,
 		"how often the controller collects images and snapshots left behind by interrupted deletions (0: never)")
+	fs.StringVar(&o.node.stateDir, "state-dir", csi.DefaultStateDir,
+		"node: directory of the node state (on a tmpfs: it must be forgotten on reboot, with the NBD devices)")
+	fs.StringVar(&o.node.hostRoot, "host-root", "",
+		"node: the host's root file system mounted in the container (e.g. /host); mkfs, resize2fs and xfs_growfs run chroot'ed into it")
+	fs.StringVar(&o.node.toolsDir, "tools-dir", "", "node: directory holding mkfs.ext4, mkfs.xfs, resize2fs and xfs_growfs (instead of --host-root)")
+	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
+	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -110,14 +127,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	cfg.Logger = slog.New(h)
+	// One store for both roles: the controller's sessions and the node's
+	// images share connections.
+	store, err := newStore(cfg.Logger)
+	if err != nil {
+		cfg.Logger.Error("cannot start", "error", err.Error())
+		return 1
+	}
+	defer store.Close()
 	if cfg.Controller {
-		store, err := newStore(cfg.Logger)
+		cfg.Store = store
+	}
+	if cfg.Node {
+		n, err := csi.NewNodeServer(csi.NodeConfig{
+			NodeID:            cfg.NodeID,
+			Topology:          cfg.Topology,
+			MaxVolumes:        o.node.maxVolumes,
+			ClusterConfigPath: cfg.ClusterConfigPath,
+			Opener:            store,
+			Credentials:       cfg.Credentials,
+			StateDir:          o.node.stateDir,
+			Tools:             csi.Tools{Dir: o.node.toolsDir, Root: o.node.hostRoot},
+			Conns:             o.node.conns,
+			Logger:            cfg.Logger,
+		})
 		if err != nil {
 			cfg.Logger.Error("cannot start", "error", err.Error())
 			return 1
 		}
-		defer store.Close()
-		cfg.Store = store
+		cfg.NodeServer = n
 	}
 	if err := csi.NewDriver(cfg).Run(ctx); err != nil {
 		cfg.Logger.Error("stopped", "error", strings.TrimPrefix(err.Error(), "csi: "))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func TestParseFlags(t *testing.T) {
 	cfg, o, err := parseFlags([]string{
 		"--controller", "--node", "--endpoint=unix:///tmp/x.sock", "--nodeid=n1", "--drivername=rbd.example.com",
 		"--cluster-config=/c.json", "--log-level=debug", "--log-format=json", "--sweep-interval=1m",
+		"--state-dir=/run/x", "--host-root=/host", "--tools-dir=/t", "--max-volumes=7", "--nbd-connections=2",
 	}, &stderr)
 	require.NoError(t, err)
 	assert.True(t, cfg.Controller)
@@ -33,9 +35,12 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "json", o.logFormat)
 	assert.Nil(t, cfg.Credentials)
 	assert.NotEmpty(t, cfg.Version)
+	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2}, o.node)
 
-	cfg, _, err = parseFlags([]string{"--controller"}, &stderr)
+	cfg, o, err = parseFlags([]string{"--controller"}, &stderr)
 	require.NoError(t, err)
+	assert.Equal(t, csi.DefaultStateDir, o.node.stateDir)
+	assert.Equal(t, csi.DefaultNodeConns, o.node.conns)
 	assert.Equal(t, csi.DefaultDriverName, cfg.DriverName)
 	assert.Equal(t, "unix:///csi/csi.sock", cfg.Endpoint)
 	assert.Equal(t, "/etc/ceph-csi-config/config.json", cfg.ClusterConfigPath)
@@ -73,6 +78,28 @@ func TestSecretsDir(t *testing.T) {
 	assert.Equal(t, csi.Credentials{ID: "two", Key: "KEY2"}, c)
 	_, ok = csi.CredentialsFromDir(t.TempDir())("c1")
 	assert.False(t, ok)
+}
+
+// TestRunNodeRole starts the node role as the DaemonSet does. Off a VM
+// the host may have no nbd.ko: then the node service's start fails there,
+// after the flags, the store and the node server were all set up; with
+// nbd it serves until stopped.
+func TestRunNodeRole(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["127.0.0.1:1"]}]`), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"--node", "--nodeid=n1", "--endpoint=" + filepath.Join(dir, "csi.sock"),
+		"--cluster-config=" + cfgPath, "--state-dir=" + filepath.Join(dir, "state")}, &out, &errb)
+	if code != 0 {
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errb.String(), "nbd", "the node service starts by loading nbd.ko")
+		t.Logf("node role stopped at the module: %s", strings.TrimSpace(errb.String()))
+	} else {
+		assert.Contains(t, errb.String(), "serving CSI")
+	}
 }
 
 func TestRunVersionAndErrors(t *testing.T) {

@@ -1,6 +1,8 @@
-// Package rbdstore is the csi.ImageStore of production: sessions on Ceph
-// clusters through packages rados and rbd. Connections are cached per
-// cluster, monitors and user, and closed after an idle time.
+// Package rbdstore is the csi.ImageStore of production, and the node
+// service's csi.ImageOpener: sessions on Ceph clusters and open images
+// through packages rados and rbd. Connections are cached per cluster,
+// monitors and user, shared by the controller's sessions and the node's
+// images, and closed after an idle time once no image uses them.
 package rbdstore
 
 import (
@@ -50,6 +52,7 @@ type entry struct {
 	mu       sync.Mutex
 	conn     *rados.Conn
 	lastUsed time.Time
+	refs     int // open images using conn
 }
 
 // New returns a Store.
@@ -97,19 +100,19 @@ func monHost(c csi.Cluster) string { return strings.Join(c.Monitors, ",") }
 
 // Session returns a session on a cached or new connection.
 func (s *Store) Session(ctx context.Context, c csi.Cluster, cred csi.Credentials) (csi.Session, error) {
-	conn, err := s.conn(ctx, c, cred)
+	conn, _, err := s.conn(ctx, c, cred)
 	if err != nil {
 		return nil, err
 	}
 	return &session{conn: conn, log: s.log.With("cluster", c.ID)}, nil
 }
 
-func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (*rados.Conn, error) {
+func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (*rados.Conn, *entry, error) {
 	key := cacheKey(c, cred)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("rbdstore: closed: %w", csi.ErrUnavailable)
+		return nil, nil, fmt.Errorf("rbdstore: closed: %w", csi.ErrUnavailable)
 	}
 	s.evictIdle()
 	e := s.conns[key]
@@ -123,7 +126,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	defer e.mu.Unlock()
 	e.lastUsed = time.Now()
 	if e.conn != nil {
-		return e.conn, nil
+		return e.conn, e, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
@@ -141,11 +144,11 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 			delete(s.conns, key)
 		}
 		s.mu.Unlock()
-		return nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
+		return nil, nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
 	}
 	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID())
 	e.conn = conn
-	return conn, nil
+	return conn, e, nil
 }
 
 // evictIdle closes connections idle for longer than IdleTimeout; s.mu
@@ -155,7 +158,7 @@ func (s *Store) evictIdle() {
 		if !e.mu.TryLock() {
 			continue // connecting or in use right now
 		}
-		if e.conn != nil && time.Since(e.lastUsed) > s.opts.IdleTimeout {
+		if e.conn != nil && e.refs == 0 && time.Since(e.lastUsed) > s.opts.IdleTimeout {
 			go e.conn.Close()
 			delete(s.conns, k)
 		}

@@ -1,0 +1,69 @@
+package rbdstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rbd"
+)
+
+var _ csi.ImageOpener = (*Store)(nil)
+
+// OpenImage opens a volume's image for the node service, on the cached
+// connection of its cluster and user; the connection stays open while
+// the image is. A single writer (opts.Exclusive) takes the exclusive lock
+// at once but keeps it cooperative, as krbd and rbd-nbd without
+// --exclusive do: the controller's resizes and snapshots of a volume in
+// use need the lock for a moment, and refusing it would fail them.
+func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentials, vol csi.VolumeID, opts csi.OpenImageOptions) (csi.NodeImage, error) {
+	conn, e, err := s.conn(ctx, c, cred)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.refs++
+	e.mu.Unlock()
+	release := func() {
+		e.mu.Lock()
+		e.refs--
+		e.lastUsed = time.Now()
+		e.mu.Unlock()
+	}
+	se := &session{conn: conn, log: s.log}
+	io, err := se.ioctx(ctx, vol.Pool, vol.Namespace)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	img, err := rbd.Open(ctx, io, vol.Image, rbd.OpenOptions{
+		ReadOnly:    opts.ReadOnly,
+		AcquireLock: opts.Exclusive && !opts.ReadOnly,
+		LockPolicy:  rbd.LockCooperative,
+		Logger:      s.log.With("cluster", c.ID),
+	})
+	if err != nil {
+		release()
+		return nil, mapErr(err)
+	}
+	return &openImage{Image: img, release: release}, nil
+}
+
+// openImage is an *rbd.Image (all its methods, optional ones included)
+// that gives its connection back when closed.
+type openImage struct {
+	*rbd.Image
+	once    sync.Once
+	release func()
+}
+
+// Close closes the image.
+func (i *openImage) Close() error { return i.CloseContext(context.Background()) }
+
+// CloseContext closes the image within ctx.
+func (i *openImage) CloseContext(ctx context.Context) error {
+	err := i.Image.CloseContext(ctx)
+	i.once.Do(i.release)
+	return err
+}
