@@ -116,20 +116,20 @@ func TestSurvivesOSDRestartsAndSplit(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	at(3 * time.Second)
+	at(2 * time.Second)
 	step("kill osd.0", func() error { return c.Kill("osd.0") })
-	at(10 * time.Second)
+	at(8 * time.Second)
 	step("restart osd.0", func() error { return c.Start("osd.0") })
-	at(14 * time.Second)
+	at(11 * time.Second)
 	step("pg_num 16 -> 32", func() error {
 		_, err := c.Ceph(ctx, "osd", "pool", "set", c.Pool, "pg_num", "32")
 		return err
 	})
-	at(22 * time.Second)
+	at(17 * time.Second)
 	step("kill osd.2", func() error { return c.Kill("osd.2") })
-	at(30 * time.Second)
+	at(23 * time.Second)
 	step("restart osd.2", func() error { return c.Start("osd.2") })
-	at(38 * time.Second)
+	at(30 * time.Second)
 	close(stop)
 	wg.Wait()
 	close(errs)

@@ -246,7 +246,7 @@ func TestLocateMatchesCephOSDMap(t *testing.T) {
 	defer cancel()
 	for _, ns := range []string{"", "some-ns"} {
 		io := testIO(t, conn, ns)
-		for i := 0; i < 12; i++ {
+		for i := 0; i < 5; i++ { // each `ceph osd map` takes a while
 			oid := fmt.Sprintf("rbd_data.%x.%016x", 0xabc+i, i*7)
 			loc, err := io.Locate(oid)
 			if err != nil {

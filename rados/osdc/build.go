@@ -1,6 +1,7 @@
 package osdc
 
 import (
+	"encoding/binary"
 	"slices"
 
 	"github.com/purerbd/purerbd/rados/denc"
@@ -49,9 +50,9 @@ func Append(data []byte) OSDOp {
 // WriteSame writes data repeatedly over length bytes at off.
 func WriteSame(off, length uint64, data []byte) OSDOp {
 	o := OSDOp{Code: OpWriteSame, InData: data}
-	le.PutUint64(o.Args[0:], off)
-	le.PutUint64(o.Args[8:], length)
-	le.PutUint64(o.Args[16:], uint64(len(data)))
+	binary.LittleEndian.PutUint64(o.Args[0:], off)
+	binary.LittleEndian.PutUint64(o.Args[8:], length)
+	binary.LittleEndian.PutUint64(o.Args[16:], uint64(len(data)))
 	return o
 }
 

@@ -74,27 +74,103 @@ const (
 	OpPGNLSFilter OpCode = opModeRD | opTypePG | 6
 )
 
-var opNames = map[OpCode]string{
-	OpRead: "read", OpStat: "stat", OpMapExt: "mapext", OpSparseRead: "sparse-read",
-	OpNotify: "notify", OpNotifyAck: "notify-ack", OpAssertVer: "assert-version",
-	OpListWatchers: "list-watchers", OpListSnaps: "list-snaps",
-	OpOmapGetKeys: "omap-get-keys", OpOmapGetVals: "omap-get-vals",
-	OpOmapGetHeader: "omap-get-header", OpOmapGetValsByKeys: "omap-get-vals-by-keys",
-	OpOmapCmp: "omap-cmp", OpChecksum: "checksum", OpCmpExt: "cmpext",
-	OpWrite: "write", OpWriteFull: "writefull", OpTruncate: "truncate", OpZero: "zero",
-	OpDelete: "delete", OpAppend: "append", OpCreate: "create", OpRollback: "rollback",
-	OpWatch: "watch", OpOmapSetVals: "omap-set-vals", OpOmapSetHeader: "omap-set-header",
-	OpOmapClear: "omap-clear", OpOmapRmKeys: "omap-rm-keys", OpSetAllocHint: "set-alloc-hint",
-	OpWriteSame: "write-same", OpOmapRmKeyRange: "omap-rm-key-range",
-	OpGetXattr: "getxattr", OpGetXattrs: "getxattrs", OpCmpXattr: "cmpxattr",
-	OpSetXattr: "setxattr", OpSetXattrs: "setxattrs", OpRmXattr: "rmxattr",
-	OpCall: "call", OpPGLS: "pgls", OpPGLSFilter: "pgls-filter", OpPGNLS: "pgnls",
-	OpPGNLSFilter: "pgnls-filter",
+// opName returns Ceph's name for c, or "" for codes this package does
+// not know.
+func opName(c OpCode) string {
+	switch c {
+	case OpRead:
+		return "read"
+	case OpStat:
+		return "stat"
+	case OpMapExt:
+		return "mapext"
+	case OpSparseRead:
+		return "sparse-read"
+	case OpNotify:
+		return "notify"
+	case OpNotifyAck:
+		return "notify-ack"
+	case OpAssertVer:
+		return "assert-version"
+	case OpListWatchers:
+		return "list-watchers"
+	case OpListSnaps:
+		return "list-snaps"
+	case OpOmapGetKeys:
+		return "omap-get-keys"
+	case OpOmapGetVals:
+		return "omap-get-vals"
+	case OpOmapGetHeader:
+		return "omap-get-header"
+	case OpOmapGetValsByKeys:
+		return "omap-get-vals-by-keys"
+	case OpOmapCmp:
+		return "omap-cmp"
+	case OpChecksum:
+		return "checksum"
+	case OpCmpExt:
+		return "cmpext"
+	case OpWrite:
+		return "write"
+	case OpWriteFull:
+		return "writefull"
+	case OpTruncate:
+		return "truncate"
+	case OpZero:
+		return "zero"
+	case OpDelete:
+		return "delete"
+	case OpAppend:
+		return "append"
+	case OpCreate:
+		return "create"
+	case OpRollback:
+		return "rollback"
+	case OpWatch:
+		return "watch"
+	case OpOmapSetVals:
+		return "omap-set-vals"
+	case OpOmapSetHeader:
+		return "omap-set-header"
+	case OpOmapClear:
+		return "omap-clear"
+	case OpOmapRmKeys:
+		return "omap-rm-keys"
+	case OpSetAllocHint:
+		return "set-alloc-hint"
+	case OpWriteSame:
+		return "write-same"
+	case OpOmapRmKeyRange:
+		return "omap-rm-key-range"
+	case OpGetXattr:
+		return "getxattr"
+	case OpGetXattrs:
+		return "getxattrs"
+	case OpCmpXattr:
+		return "cmpxattr"
+	case OpSetXattr:
+		return "setxattr"
+	case OpSetXattrs:
+		return "setxattrs"
+	case OpRmXattr:
+		return "rmxattr"
+	case OpCall:
+		return "call"
+	case OpPGLS:
+		return "pgls"
+	case OpPGLSFilter:
+		return "pgls-filter"
+	case OpPGNLS:
+		return "pgnls"
+	case OpPGNLSFilter:
+		return "pgnls-filter"
+	}
+	return ""
 }
 
 // String returns Ceph's name for c ("read", "omap-get-vals"...).
 func (c OpCode) String() string {
-	if n, ok := opNames[c]; ok {
+	if n := opName(c); n != "" {
 		return n
 	}
 	return fmt.Sprintf("op(%#x)", uint16(c))

@@ -62,25 +62,23 @@ func (o *OSDOp) decodeRaw(d *denc.Decoder) {
 	o.payloadLen = d.U32("ceph_osd_op payload_len")
 }
 
-var le = binary.LittleEndian
-
 // SetExtent fills the extent arguments (reads, writes, zero, truncate).
 func (o *OSDOp) SetExtent(offset, length, truncateSize uint64, truncateSeq uint32) {
-	le.PutUint64(o.Args[0:], offset)
-	le.PutUint64(o.Args[8:], length)
-	le.PutUint64(o.Args[16:], truncateSize)
-	le.PutUint32(o.Args[24:], truncateSeq)
+	binary.LittleEndian.PutUint64(o.Args[0:], offset)
+	binary.LittleEndian.PutUint64(o.Args[8:], length)
+	binary.LittleEndian.PutUint64(o.Args[16:], truncateSize)
+	binary.LittleEndian.PutUint32(o.Args[24:], truncateSeq)
 }
 
 // Extent returns the extent arguments.
 func (o *OSDOp) Extent() (offset, length, truncateSize uint64, truncateSeq uint32) {
-	return le.Uint64(o.Args[0:]), le.Uint64(o.Args[8:]), le.Uint64(o.Args[16:]), le.Uint32(o.Args[24:])
+	return binary.LittleEndian.Uint64(o.Args[0:]), binary.LittleEndian.Uint64(o.Args[8:]), binary.LittleEndian.Uint64(o.Args[16:]), binary.LittleEndian.Uint32(o.Args[24:])
 }
 
 // SetXattr fills the xattr arguments.
 func (o *OSDOp) SetXattr(nameLen, valueLen uint32, cmpOp, cmpMode uint8) {
-	le.PutUint32(o.Args[0:], nameLen)
-	le.PutUint32(o.Args[4:], valueLen)
+	binary.LittleEndian.PutUint32(o.Args[0:], nameLen)
+	binary.LittleEndian.PutUint32(o.Args[4:], valueLen)
 	o.Args[8] = cmpOp
 	o.Args[9] = cmpMode
 }
@@ -90,44 +88,44 @@ func (o *OSDOp) SetClass(classLen, methodLen uint8, indataLen uint32) {
 	o.Args[0] = classLen
 	o.Args[1] = methodLen
 	o.Args[2] = 0 // argc, unused
-	le.PutUint32(o.Args[3:], indataLen)
+	binary.LittleEndian.PutUint32(o.Args[3:], indataLen)
 }
 
 // SetPGLS fills the listing arguments.
 func (o *OSDOp) SetPGLS(count uint64, startEpoch uint32) {
-	le.PutUint64(o.Args[0:], count)
-	le.PutUint32(o.Args[8:], startEpoch)
+	binary.LittleEndian.PutUint64(o.Args[0:], count)
+	binary.LittleEndian.PutUint32(o.Args[8:], startEpoch)
 }
 
 // SetWatch fills the watch arguments.
 func (o *OSDOp) SetWatch(cookie uint64, op uint8, gen, timeout uint32) {
-	le.PutUint64(o.Args[0:], cookie)
-	le.PutUint64(o.Args[8:], 0) // ver, unused
+	binary.LittleEndian.PutUint64(o.Args[0:], cookie)
+	binary.LittleEndian.PutUint64(o.Args[8:], 0) // ver, unused
 	o.Args[16] = op
-	le.PutUint32(o.Args[17:], gen)
-	le.PutUint32(o.Args[21:], timeout)
+	binary.LittleEndian.PutUint32(o.Args[17:], gen)
+	binary.LittleEndian.PutUint32(o.Args[21:], timeout)
 }
 
 // Watch returns the watch arguments.
 func (o *OSDOp) Watch() (cookie uint64, op uint8, gen, timeout uint32) {
-	return le.Uint64(o.Args[0:]), o.Args[16], le.Uint32(o.Args[17:]), le.Uint32(o.Args[21:])
+	return binary.LittleEndian.Uint64(o.Args[0:]), o.Args[16], binary.LittleEndian.Uint32(o.Args[17:]), binary.LittleEndian.Uint32(o.Args[21:])
 }
 
 // SetCookie fills the notify arguments (the notify's cookie).
-func (o *OSDOp) SetCookie(cookie uint64) { le.PutUint64(o.Args[0:], cookie) }
+func (o *OSDOp) SetCookie(cookie uint64) { binary.LittleEndian.PutUint64(o.Args[0:], cookie) }
 
 // SetSnap fills the snap arguments (rollback).
-func (o *OSDOp) SetSnap(snapID uint64) { le.PutUint64(o.Args[0:], snapID) }
+func (o *OSDOp) SetSnap(snapID uint64) { binary.LittleEndian.PutUint64(o.Args[0:], snapID) }
 
 // SetAssertVersion fills the assert_ver arguments.
 func (o *OSDOp) SetAssertVersion(ver uint64) {
-	le.PutUint64(o.Args[0:], 0)
-	le.PutUint64(o.Args[8:], ver)
+	binary.LittleEndian.PutUint64(o.Args[0:], 0)
+	binary.LittleEndian.PutUint64(o.Args[8:], ver)
 }
 
 // SetAllocHint fills the alloc_hint arguments.
 func (o *OSDOp) SetAllocHint(objectSize, writeSize uint64, flags uint32) {
-	le.PutUint64(o.Args[0:], objectSize)
-	le.PutUint64(o.Args[8:], writeSize)
-	le.PutUint32(o.Args[16:], flags)
+	binary.LittleEndian.PutUint64(o.Args[0:], objectSize)
+	binary.LittleEndian.PutUint64(o.Args[8:], writeSize)
+	binary.LittleEndian.PutUint32(o.Args[16:], flags)
 }

@@ -2,7 +2,6 @@ package osdc
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -397,6 +396,3 @@ func (s *session) handleBackoff(conn *msgr.Conn, b *MOSDBackoff) {
 		s.o.sendAsync(sends)
 	}
 }
-
-// errSessionClosed is reported to watches whose session went away.
-var errSessionClosed = errors.New("osdc: OSD session closed")

@@ -1,0 +1,126 @@
+package osdc
+
+import (
+	"errors"
+
+	"github.com/purerbd/purerbd/rados/osdmap"
+)
+
+// submit places a new request and sends it from the caller's goroutine.
+func (o *Objecter) submit(op *op) {
+	if o.closed() {
+		op.mu.Lock()
+		op.finishLocked(nil, ErrClosed)
+		op.mu.Unlock()
+		return
+	}
+	var sends sendBatch
+	op.mu.Lock()
+	for {
+		m := o.osdmap.Load()
+		o.placeLocked(op, m, &sends, true)
+		// A map installed while we placed the request may have been
+		// scanned before the request was attached: check again.
+		if op.finished || o.osdmap.Load() == m {
+			break
+		}
+	}
+	op.mu.Unlock()
+	sends.send()
+}
+
+// placeLocked (re)targets op under m: attaches it to the session of its
+// primary and queues it for sending when its placement is new or changed;
+// parks it as homeless when it cannot go anywhere yet. Callers hold op.mu.
+func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap, sends *sendBatch, initial bool) {
+	if op.finished {
+		return
+	}
+	if m == nil {
+		o.parkLocked(op)
+		o.requestMap()
+		return
+	}
+	t, err := calcTarget(m, &op.b, o.mappings(m))
+	if err != nil {
+		firstMiss := op.tErr == nil
+		op.tErr = err
+		o.parkLocked(op)
+		if errors.Is(err, ErrPoolEIO) {
+			op.finishLocked(nil, err)
+			return
+		}
+		if firstMiss {
+			o.checkPool(op)
+		}
+		return
+	}
+	op.tErr = nil
+	if op.hasTarget && !op.homeless && op.sess != nil && !op.t.needsResend(&t) {
+		return
+	}
+	if op.noResend && op.attempts > 0 {
+		op.finishLocked(nil, errSuperseded)
+		return
+	}
+	op.t, op.hasTarget = t, true
+	if t.osd < 0 || t.paused {
+		o.parkLocked(op)
+		if t.osd < 0 {
+			o.requestMap()
+		}
+		return
+	}
+	s, err := o.session(t.osd)
+	if err != nil {
+		op.finishLocked(nil, err)
+		return
+	}
+	o.attachLocked(op, s)
+	op.sentConn = nil
+	sends.add(op, op.prepareLocked())
+}
+
+// attachLocked moves op to session s. Callers hold op.mu.
+func (o *Objecter) attachLocked(op *op, s *session) {
+	if op.sess == s && !op.homeless {
+		return
+	}
+	op.detachLocked()
+	for !s.addOp(op) {
+		// s closed (idle, OSD down) between lookup and attach.
+		ns, err := o.sessionSlow(s.osd)
+		if err != nil {
+			op.finishLocked(nil, err)
+			return
+		}
+		s = ns
+	}
+	op.sess = s
+}
+
+// parkLocked makes op homeless: it waits for a map that lets it go.
+func (o *Objecter) parkLocked(op *op) {
+	if op.homeless {
+		return
+	}
+	op.detachLocked()
+	o.homeMu.Lock()
+	o.homeless[op.tid] = op
+	o.homeMu.Unlock()
+	op.homeless = true
+}
+
+// detachLocked removes op from its session or the homeless set.
+func (op *op) detachLocked() {
+	if op.sess != nil {
+		op.sess.removeOp(op.tid)
+		op.sess = nil
+	}
+	if op.homeless {
+		op.o.homeMu.Lock()
+		delete(op.o.homeless, op.tid)
+		op.o.homeMu.Unlock()
+		op.homeless = false
+	}
+}
