@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/rados/msgr"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 func TestWriteReadEndToEnd(t *testing.T) {
@@ -43,5 +46,30 @@ func TestWriteReadEndToEnd(t *testing.T) {
 	_, err = tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "e2e-missing", Ops: []OSDOp{Read(0, 0)}})
 	if !errors.Is(err, syscall.ENOENT) || !errors.Is(err, ENOENT) {
 		t.Fatalf("read of a missing object: %v, want ENOENT", err)
+	}
+}
+
+// TestSecureMode: on a cluster that allows only secure mode, OSD sessions
+// negotiate AES-GCM and carry requests (a 5 MiB write spans many
+// segments of the secure framing).
+func TestSecureMode(t *testing.T) {
+	c := radostest.New(t, radostest.Options{Mode: radostest.ModeSecure})
+	tc := connect(t, c, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, 5<<20/7)
+	if _, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "secure", Ops: []OSDOp{WriteFull(data)}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: "secure", Ops: []OSDOp{Read(0, 0)}})
+	if err != nil || !bytes.Equal(rep.Ops[0].OutData, data) {
+		t.Fatalf("read back: %v", err)
+	}
+	s, err := tc.ob.session(rep.OSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.currentConn().Mode(); m != msgr.ConnModeSecure {
+		t.Fatalf("OSD session mode %s, want secure", m)
 	}
 }
