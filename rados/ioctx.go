@@ -93,7 +93,9 @@ func (io *IOContext) do(ctx context.Context, oid string, flags uint32, ops ...os
 }
 
 // Read reads up to len(p) bytes at off into p and returns how many it
-// read: fewer at the end of the object, 0 beyond it.
+// read: fewer at the end of the object, 0 beyond it. The bytes are
+// copied from the reply; ReadAll and ReadOp.Read hand out the reply's
+// own buffer instead.
 func (io *IOContext) Read(ctx context.Context, oid string, p []byte, off uint64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
