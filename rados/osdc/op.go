@@ -16,7 +16,9 @@ import (
 const osdEntity = denc.EntityTypeOSD
 
 // Request is one request: operations on one object (or one placement
-// group), which the OSD executes atomically and in order.
+// group), which the OSD executes atomically and in order. The
+// operations' InData are sent without copying (and resent as needed):
+// they must not change until Do returns.
 type Request struct {
 	Pool      int64
 	Namespace string
