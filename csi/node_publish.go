@@ -22,6 +22,10 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	if err := checkPath("target path", target); err != nil {
 		return nil, err
 	}
+	nc, err := parseNodeCapability(req.GetVolumeCapability(), req.GetVolumeContext(), n.cfg.DefaultFsType)
+	if err != nil {
+		return nil, err
+	}
 	staging := req.GetStagingTargetPath()
 	if staging == "" {
 		return nil, status.Error(codes.FailedPrecondition, "staging target path is required: stage the volume first")
@@ -31,10 +35,6 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	}
 	if target == staging {
 		return nil, status.Error(codes.InvalidArgument, "target path and staging target path are the same")
-	}
-	nc, err := parseNodeCapability(req.GetVolumeCapability(), req.GetVolumeContext(), n.cfg.DefaultFsType)
-	if err != nil {
-		return nil, err
 	}
 	unlock, err := n.lockVolume(id, target)
 	if err != nil {

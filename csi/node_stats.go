@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ func (n *NodeServer) volumeAt(id, path string) (*nodeVolume, volumeState, error)
 	if v == nil {
 		return nil, volumeState{}, status.Errorf(codes.NotFound, "volume %q is not staged on this node", id)
 	}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		// No volume can be there.
+		return nil, volumeState{}, status.Errorf(codes.NotFound, "volume %q is not at %q, which is not a clean absolute path", id, path)
+	}
 	s := n.stateOf(v)
 	if _, published := s.rec.Published[path]; path != s.rec.StagingPath && !published {
 		return nil, volumeState{}, status.Errorf(codes.NotFound, "volume %q is neither staged nor published at %s", id, path)
@@ -42,8 +47,8 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
 	}
 	path := req.GetVolumePath()
-	if err := checkPath("volume path", path); err != nil {
-		return nil, err
+	if path == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume path is required")
 	}
 	_, s, err := n.volumeAt(id, path)
 	if err != nil {

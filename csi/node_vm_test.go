@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -18,10 +20,13 @@ import (
 // NodePublish read-write and read-only, stats and health, SIGKILL of the
 // plugin with writes in flight and a restart that takes the device over
 // (writes resume, checksums match), online NodeExpandVolume with
-// resize2fs, a graceful handover on SIGTERM, a raw block volume, and
-// NodeUnpublish/NodeUnstage until the device is free; then the volume is
-// staged again read-only to check the data. Images are files in the
-// guest.
+// resize2fs, a graceful handover on SIGTERM, a restart without
+// credentials or image, a cluster stall past the kernel's request
+// timeout, a raw block volume and a lost state, and NodeUnpublish and
+// NodeUnstage until the device is free; then the volume is staged again
+// read-only to check the data. Images are files in the guest. In the same
+// boot, csi-sanity runs its Node Service specs against the node service
+// (TestNodeSanityGuest in internal/nodeguest).
 func TestNodeInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	var progs []string
@@ -32,25 +37,41 @@ func TestNodeInVM(t *testing.T) {
 		progs = append(progs, p)
 	}
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
+	sanity := buildTestBinary(t, "./internal/nodeguest")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
 		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
 		Programs: progs,
-		Files:    map[string]string{"/bin/nodeguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
-		Command:  []string{"/bin/nodeguest", "scenario"},
-		Memory:   768,
-		Timeout:  5 * time.Minute,
-		Output:   &out,
+		Files: map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": sanity,
+			"/etc/mke2fs.conf": "/etc/mke2fs.conf"},
+		Command: []string{"/bin/sh", "-c",
+			"/bin/nodeguest scenario && /bin/nodeguest.test -test.run '^TestNodeSanityGuest$' -test.v -guest"},
+		Memory:  768,
+		Timeout: 9 * time.Minute,
+		Output:  &out,
 	})
 	if res == nil {
 		t.Fatal(err)
 	}
 	results := res.Lines("RESULT ")
-	if err != nil || res.ExitCode != 0 || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
+	if len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
 		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
+	}
+	sanityLines := 0
+	for _, l := range strings.Split(res.Console, "\n") {
+		if strings.Contains(l, "sanity: ") && strings.Contains(l, "specs passed") {
+			t.Log(strings.TrimSpace(l))
+			sanityLines++
+		}
+		if strings.Contains(l, "FAILED:") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+	if err != nil || res.ExitCode != 0 || sanityLines != 1 || !strings.Contains(res.Console, "--- PASS: TestNodeSanityGuest") {
+		t.Fatalf("node sanity in the guest failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
 	}
 	var r struct {
 		Timings map[string]float64 `json:"timings_s"`
@@ -72,4 +93,17 @@ func TestNodeInVM(t *testing.T) {
 	if os.Getenv("NODE_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
 	}
+}
+
+// buildTestBinary compiles the tests of pkg (relative to this package)
+// into a static binary for the guest.
+func buildTestBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg)+".test")
+	cmd := exec.Command("go", "test", "-c", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c %s: %v\n%s", pkg, err, b)
+	}
+	return out
 }
