@@ -14,28 +14,80 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rbd"
 )
+
+const nbdUsage = `usage: purerbd nbd <verb> ...
+verbs:
+  serve (--memory SIZE | --file PATH | --image POOL/IMAGE[@SNAP] [--snap S] [--exclusive])
+        [--read-only] (--socket PATH | --tcp ADDR) [--export-name NAME] [TLS flags]
+        serve an export over NBD until interrupted
+  map [--snap S] [--read-only] [--exclusive] [--conns N] [--timeout SECS]
+      [--dead-conn-timeout SECS] [--cookie C] [--device /dev/nbdN] [--reattach]
+      [--release-on-exit] POOL/IMAGE[@SNAP]
+        attach an RBD image to the kernel as /dev/nbdN and serve it in the
+        foreground (like rbd-nbd map, in this process); Ctrl-C unmaps
+  unmap /dev/nbdN | --cookie C
+        disconnect a device (its server then exits)
+  list [--format json]
+        list the connected nbd devices with their cookies
+serve --image and map take Ceph's client options too (-c, --id/-n,
+-k, -m, --ms-mode, --connect-timeout); POOL defaults to rbd.`
 
 // runNBD dispatches the `purerbd nbd` sub-verbs.
 func runNBD(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: purerbd nbd serve [flags]")
-		return errors.New("missing or unknown sub-command (want serve)")
+	verb := ""
+	if len(args) > 0 {
+		verb = args[0]
 	}
-	return runNBDServe(ctx, args[1:], stdout, stderr)
+	switch verb {
+	case "serve":
+		return runNBDServe(ctx, args[1:], stdout, stderr)
+	case "map":
+		return runNBDMap(ctx, args[1:], stdout, stderr)
+	case "unmap":
+		return runNBDUnmap(ctx, args[1:], stdout, stderr)
+	case "list", "list-mapped":
+		return runNBDList(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stderr, nbdUsage)
+		return nil
+	}
+	fmt.Fprintln(stderr, nbdUsage)
+	if verb == "" {
+		return errors.New("missing verb")
+	}
+	return fmt.Errorf("unknown verb %q", verb)
 }
 
-// runNBDServe serves one export (memory or file) over NBD until
-// interrupted, then shuts down in order.
+// runNBDServe serves one export (memory, file or RBD image) over NBD
+// until interrupted, then shuts down in order.
 func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// With --image the client options are Ceph's, and -n/--name is the
+	// client's name; otherwise --name stays the export name.
+	var g globalFlags
+	if hasFlag(args, "image") {
+		var err error
+		if g, args, err = parseGlobalFlags(args); err != nil {
+			return err
+		}
+	}
 	fs := flag.NewFlagSet("nbd serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "listen on this Unix socket (mode 0600)")
 	tcp := fs.String("tcp", "", "listen on this TCP address (no host: 127.0.0.1 only)")
-	name := fs.String("name", "", "export name")
+	var name string
+	fs.StringVar(&name, "export-name", "", "export name")
+	if !hasFlag(args, "image") {
+		fs.StringVar(&name, "name", "", "export name (--export-name)")
+	}
 	desc := fs.String("description", "", "export description")
 	memory := fs.String("memory", "", "serve a sparse in-memory disk of this size (e.g. 1G)")
 	file := fs.String("file", "", "serve this file or block device")
+	image := fs.String("image", "", "serve this RBD image: POOL/[NAMESPACE/]IMAGE[@SNAP]")
+	snap := fs.String("snap", "", "with --image: serve this snapshot (read-only)")
+	exclusive := fs.Bool("exclusive", false, "with --image: keep the exclusive lock, refuse to hand it over")
 	readOnly := fs.Bool("read-only", false, "serve read-only")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM) enabling NBD_OPT_STARTTLS")
 	tlsKey := fs.String("tls-key", "", "TLS private key (PEM)")
@@ -44,15 +96,28 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if (*memory == "") == (*file == "") {
-		return errors.New("give exactly one of --memory and --file")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	sources := 0
+	for _, v := range []string{*memory, *file, *image} {
+		if v != "" {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return errors.New("give exactly one of --memory, --file and --image")
+	}
+	if *image == "" && (*snap != "" || *exclusive) {
+		return errors.New("--snap and --exclusive need --image")
 	}
 	if *socket == "" && *tcp == "" {
 		return errors.New("give --socket or --tcp")
 	}
 
 	var backend nbd.Backend
-	if *memory != "" {
+	switch {
+	case *memory != "":
 		size, err := parseSize(*memory)
 		if err != nil {
 			return fmt.Errorf("--memory: %w", err)
@@ -62,17 +127,28 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		backend = m
-	} else {
+	case *file != "":
 		f, err := nbd.OpenFile(*file, *readOnly)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		backend = f
+	default:
+		ie, err := openImageExport(ctx, g, *image, imageExportOptions{snap: *snap, readOnly: *readOnly, exclusive: *exclusive}, stderr)
+		if err != nil {
+			return err
+		}
+		defer ie.close(stderr)
+		backend = ie.backend
+		*readOnly = *readOnly || ie.img.ReadOnly()
+		if *desc == "" {
+			*desc = "rbd " + ie.spec.String()
+		}
 	}
 
 	cfg := nbd.Config{
-		Exports:    []*nbd.Export{{Name: *name, Description: *desc, Backend: backend, ReadOnly: *readOnly}},
+		Exports:    []*nbd.Export{{Name: name, Description: *desc, Backend: backend, ReadOnly: *readOnly}},
 		RequireTLS: *tlsRequired,
 	}
 	if *verbose {
@@ -97,7 +173,7 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		listeners = append(listeners, l)
-		fmt.Fprintf(stdout, "nbd+unix:///%s?socket=%s\n", *name, *socket)
+		fmt.Fprintf(stdout, "nbd+unix:///%s?socket=%s\n", name, *socket)
 	}
 	if *tcp != "" {
 		l, err := nbd.ListenTCP(*tcp)
@@ -108,7 +184,7 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		listeners = append(listeners, l)
-		fmt.Fprintf(stdout, "nbd://%s/%s\n", l.Addr(), *name)
+		fmt.Fprintf(stdout, "nbd://%s/%s\n", l.Addr(), name)
 	}
 
 	errs := make(chan error, len(listeners))
@@ -154,4 +230,120 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return v * mult, nil
+}
+
+// hasFlag reports whether args hold -name or --name (with or without
+// "=value"), before any "--".
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// imageExportOptions say how to open an image for NBD.
+type imageExportOptions struct {
+	snap      string
+	readOnly  bool
+	exclusive bool
+}
+
+// imageExport is an RBD image open for serving over NBD, with the
+// connection it uses.
+type imageExport struct {
+	spec    imageSpec
+	conn    *rados.Conn
+	img     *rbd.Image
+	backend nbd.Backend
+}
+
+// String is POOL/[NAMESPACE/]IMAGE[@SNAP].
+func (sp imageSpec) String() string {
+	s := sp.pool + "/"
+	if sp.ns != "" {
+		s += sp.ns + "/"
+	}
+	s += sp.name
+	if sp.snap != "" {
+		s += "@" + sp.snap
+	}
+	return s
+}
+
+// parseImageArg reads POOL/[NAMESPACE/]IMAGE[@SNAP] (POOL defaults to
+// rbd); a --snap flag must agree with an @SNAP in the spec.
+func parseImageArg(arg, snap string) (imageSpec, error) {
+	sp, err := (&rbdCommand{pool: "rbd"}).parseSpec(arg, false)
+	if err != nil {
+		return sp, err
+	}
+	if snap != "" {
+		if sp.snap != "" && sp.snap != snap {
+			return sp, fmt.Errorf("snapshot given twice: %q and --snap %q", sp.snap, snap)
+		}
+		sp.snap = snap
+	}
+	return sp, nil
+}
+
+// openImageExport connects to the cluster and opens the image. A
+// writable image takes the exclusive lock at once (block status then
+// answers from the object map in memory); one Image serves every
+// connection, so they are coherent and multi-conn is advertised.
+func openImageExport(ctx context.Context, g globalFlags, arg string, o imageExportOptions, stderr io.Writer) (*imageExport, error) {
+	sp, err := parseImageArg(arg, o.snap)
+	if err != nil {
+		return nil, err
+	}
+	if g.connectTimeout == 0 {
+		g.connectTimeout = defaultConnectTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.connectTimeout)
+	defer cancel()
+	conn, err := rados.ConnectFromConf(cctx, g.conn)
+	if err != nil {
+		return nil, err
+	}
+	ioc, err := conn.IOContext(cctx, sp.pool, sp.ns)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	opts := rbd.OpenOptions{
+		ReadOnly: o.readOnly,
+		Snapshot: sp.snap,
+		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if !o.readOnly && sp.snap == "" {
+		opts.AcquireLock = true
+		if o.exclusive {
+			opts.LockPolicy = rbd.LockRefuse
+		}
+	}
+	img, err := rbd.Open(cctx, ioc, sp.name, opts)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("opening %s: %w", sp, err)
+	}
+	b, err := nbd.Adapt(img)
+	if err != nil {
+		_ = img.Close()
+		_ = conn.Close()
+		return nil, err
+	}
+	return &imageExport{spec: sp, conn: conn, img: img, backend: b}, nil
+}
+
+// close closes the image (releasing its lock) and the connection.
+func (e *imageExport) close(stderr io.Writer) {
+	if err := e.img.Close(); err != nil {
+		fmt.Fprintf(stderr, "purerbd nbd: closing %s: %v\n", e.spec, err)
+	}
+	_ = e.conn.Close()
 }
