@@ -2,56 +2,12 @@ package auth
 
 import (
 	"bytes"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
 )
-
-// corpusDir finds shared/ceph-object-corpus next to the module root, or
-// PURERBD_CORPUS. Tests may skip only when it is absent outside CI.
-func corpusDir(t testing.TB) string {
-	t.Helper()
-	if d := os.Getenv("PURERBD_CORPUS"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("module root (go.mod) not found")
-		}
-		dir = parent
-	}
-	c := filepath.Join(dir, "..", "shared", "ceph-object-corpus")
-	if _, err := os.Stat(c); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("ceph-object-corpus missing at %s (CI is set)", c)
-		}
-		t.Skipf("ceph-object-corpus not found at %s", c)
-	}
-	return c
-}
-
-// corpusSamples returns every sample file of typ across all versions.
-func corpusSamples(t testing.TB, typ string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(corpusDir(t), "*", typ, "*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no corpus samples of %s", typ)
-	}
-	return files
-}
 
 type codec interface {
 	Decode(d *denc.Decoder)
@@ -81,7 +37,7 @@ var corpusTypes = map[string]func() codec{
 func TestCorpus(t *testing.T) {
 	for typ, mk := range corpusTypes {
 		t.Run(typ, func(t *testing.T) {
-			files := corpusSamples(t, typ)
+			files := corpus.Files(t, typ)
 			for _, f := range files {
 				b, err := os.ReadFile(f)
 				if err != nil {
@@ -109,7 +65,7 @@ func TestCorpus(t *testing.T) {
 // TestCorpusTruncated checks every prefix of every sample fails cleanly.
 func TestCorpusTruncated(t *testing.T) {
 	for typ, mk := range corpusTypes {
-		for _, f := range corpusSamples(t, typ) {
+		for _, f := range corpus.Files(t, typ) {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)

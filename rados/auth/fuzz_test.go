@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"sort"
@@ -155,7 +156,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	// Corpus samples: one per type and version.
 	names := corpusTypeNames()
 	for i, typ := range names {
-		for _, f := range corpusSamples(t, typ) {
+		for _, f := range corpus.Files(t, typ) {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -164,7 +165,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			write("FuzzCephXTypes", fmt.Sprintf("%s-%s", typ, ver), append([]byte{byte(i)}, b...))
 		}
 	}
-	for _, f := range corpusSamples(t, "CephXServerChallenge") {
+	for _, f := range corpus.Files(t, "CephXServerChallenge") {
 		b, _ := os.ReadFile(f)
 		write("FuzzServerChallenge", filepath.Base(f), b)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"math"
 	"os"
 	"os/exec"
@@ -246,7 +247,7 @@ func compareWithDump(m *Map, d *crushDump) []string {
 }
 
 func TestDecodeCorpusAgainstCrushtool(t *testing.T) {
-	for _, path := range corpusSamples(t, "CrushWrapper") {
+	for _, path := range corpus.Files(t, "CrushWrapper") {
 		name := filepath.Base(filepath.Dir(filepath.Dir(path))) + "/" + filepath.Base(path)
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(path)
@@ -267,7 +268,7 @@ func TestDecodeCorpusAgainstCrushtool(t *testing.T) {
 func TestDecodeMSRTunables(t *testing.T) {
 	// Squid and later append msr_descents and msr_collision_tries; older
 	// encodings leave Ceph's defaults.
-	for _, path := range corpusSamples(t, "CrushWrapper") {
+	for _, path := range corpus.Files(t, "CrushWrapper") {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +284,7 @@ func TestDecodeMSRTunables(t *testing.T) {
 }
 
 func TestDecodeRejectsTruncated(t *testing.T) {
-	for _, path := range corpusSamples(t, "CrushWrapper") {
+	for _, path := range corpus.Files(t, "CrushWrapper") {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func TestDecodeRejectsTruncated(t *testing.T) {
 // TestDecodeLiveCrushMap checks the CRUSH map captured from a live 16.2.15
 // cluster against `ceph osd crush dump` of the same cluster.
 func TestDecodeLiveCrushMap(t *testing.T) {
-	dir := filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
+	dir := filepath.Join(corpus.ModuleRoot(t), "testdata", "cluster-16.2.15")
 	raw, err := os.ReadFile(filepath.Join(dir, "crushmap.bin"))
 	if err != nil {
 		t.Fatal(err)

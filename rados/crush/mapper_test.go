@@ -2,6 +2,7 @@ package crush
 
 import (
 	"errors"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,7 +55,7 @@ func TestDoRuleConcurrent(t *testing.T) {
 }
 
 func BenchmarkDoRuleStraw2(b *testing.B) {
-	raw, err := os.ReadFile(corpusSamples(b, "CrushWrapper")[0])
+	raw, err := os.ReadFile(corpus.Files(b, "CrushWrapper")[0])
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,80 +2,9 @@ package denc
 
 import (
 	"bytes"
-	"errors"
-	"os"
-	"path/filepath"
-	"sort"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"testing"
 )
-
-// corpusDir finds shared/ceph-object-corpus: $PURERBD_CORPUS, else
-// ../shared/ceph-object-corpus relative to the module root. A missing
-// corpus skips the calling test only outside CI.
-func corpusDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("PURERBD_CORPUS")
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			t.Fatalf("finding module root: %v", err)
-		}
-		dir = filepath.Join(root, "..", "shared", "ceph-object-corpus")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "" && errors.Is(err, os.ErrNotExist) {
-			t.Skipf("ceph-object-corpus not found at %s (set PURERBD_CORPUS)", dir)
-		}
-		t.Fatalf("ceph-object-corpus: %v", err)
-	}
-	return dir
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// corpusSamples returns every sample of typ, by Ceph version.
-func corpusSamples(t testing.TB, typ string) map[string][][]byte {
-	t.Helper()
-	root := corpusDir(t)
-	versions, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][][]byte{}
-	for _, v := range versions {
-		if !v.IsDir() {
-			continue
-		}
-		files, err := filepath.Glob(filepath.Join(root, v.Name(), typ, "*"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sort.Strings(files)
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[v.Name()] = append(out[v.Name()], b)
-		}
-	}
-	return out
-}
 
 // roundTrip decodes b as exactly one T and re-encodes it.
 func roundTrip[T Encodable, P Decodable[T]](b []byte) ([]byte, error) {
@@ -113,7 +42,7 @@ func TestCorpus(t *testing.T) {
 	total := 0
 	for _, ct := range corpusTypes {
 		t.Run(ct.typ, func(t *testing.T) {
-			samples := corpusSamples(t, ct.typ)
+			samples := corpus.ByVersion(t, ct.typ)
 			n := 0
 			for version, list := range samples {
 				for i, b := range list {

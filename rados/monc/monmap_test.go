@@ -5,64 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
 )
-
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// corpusSamples returns every sample of typ in shared/ceph-object-corpus
-// ($PURERBD_CORPUS overrides), by Ceph version. A missing corpus skips the
-// test outside CI only.
-func corpusSamples(t testing.TB, typ string) map[string][][]byte {
-	t.Helper()
-	root := os.Getenv("PURERBD_CORPUS")
-	if root == "" {
-		root = filepath.Join(moduleRoot(t), "..", "shared", "ceph-object-corpus")
-	}
-	versions, err := os.ReadDir(root)
-	if err != nil {
-		if os.Getenv("CI") == "" && errors.Is(err, os.ErrNotExist) {
-			t.Skipf("ceph-object-corpus not found at %s (set PURERBD_CORPUS)", root)
-		}
-		t.Fatalf("ceph-object-corpus: %v", err)
-	}
-	out := map[string][][]byte{}
-	for _, v := range versions {
-		files, _ := filepath.Glob(filepath.Join(root, v.Name(), typ, "*"))
-		sort.Strings(files)
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[v.Name()] = append(out[v.Name()], b)
-		}
-	}
-	return out
-}
 
 // TestCorpus decodes every MonMap and mon_info_t sample of every Ceph
 // version, requires all bytes consumed and identical re-encoding.
@@ -90,7 +41,7 @@ func TestCorpus(t *testing.T) {
 	} {
 		t.Run(tc.typ, func(t *testing.T) {
 			n := 0
-			samples := corpusSamples(t, tc.typ)
+			samples := corpus.ByVersion(t, tc.typ)
 			for version, list := range samples {
 				for i, b := range list {
 					out, err := tc.roundTrip(b)
@@ -115,7 +66,7 @@ func TestCorpus(t *testing.T) {
 // TestCorpusContent checks decoded values of the richest corpus MonMap
 // (Ceph's generate_test_instances: four monitors, one with an address).
 func TestCorpusContent(t *testing.T) {
-	for version, list := range corpusSamples(t, "MonMap") {
+	for version, list := range corpus.ByVersion(t, "MonMap") {
 		var found bool
 		for _, b := range list {
 			m, err := DecodeMonMap(b)
@@ -210,7 +161,7 @@ func featureNames(t *testing.T, f uint64) []string {
 // TestLiveMonMap decodes the MonMap captured from a Ceph 16.2.15 cluster
 // and compares it with what `ceph mon dump -f json` said about it.
 func TestLiveMonMap(t *testing.T) {
-	dir := filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
+	dir := filepath.Join(corpus.ModuleRoot(t), "testdata", "cluster-16.2.15")
 	raw, err := os.ReadFile(filepath.Join(dir, "monmap.bin"))
 	if err != nil {
 		t.Fatalf("live capture missing: %v", err)
@@ -391,7 +342,7 @@ func TestLegacyMonMaps(t *testing.T) {
 
 // TestMonMapRejects checks malformed maps fail with errors.
 func TestMonMapRejects(t *testing.T) {
-	dir := filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
+	dir := filepath.Join(corpus.ModuleRoot(t), "testdata", "cluster-16.2.15")
 	raw, err := os.ReadFile(filepath.Join(dir, "monmap.bin"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package osdmap
 
 import (
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,7 @@ func sampleName(path string) string {
 }
 
 func TestDecodeCorpusOSDMap(t *testing.T) {
-	for _, path := range corpusSamples(t, "OSDMap") {
+	for _, path := range corpus.Files(t, "OSDMap") {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +36,7 @@ func TestDecodeCorpusOSDMap(t *testing.T) {
 }
 
 func TestDecodeCorpusPool(t *testing.T) {
-	for _, path := range corpusSamples(t, "pg_pool_t") {
+	for _, path := range corpus.Files(t, "pg_pool_t") {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +48,7 @@ func TestDecodeCorpusPool(t *testing.T) {
 }
 
 func TestDecodeCorpusIncremental(t *testing.T) {
-	for _, path := range corpusSamples(t, "OSDMap__Incremental") {
+	for _, path := range corpus.Files(t, "OSDMap__Incremental") {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +68,7 @@ func TestDecodeCorpusIncremental(t *testing.T) {
 
 func TestDecodeCorpusOSDInfo(t *testing.T) {
 	for _, typ := range []string{"osd_info_t", "osd_xinfo_t"} {
-		for _, path := range corpusSamples(t, typ) {
+		for _, path := range corpus.Files(t, typ) {
 			raw, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)

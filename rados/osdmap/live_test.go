@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,7 +16,7 @@ import (
 // README): full maps of epochs 12..16, their `ceph osd dump` JSON, and the
 // incrementals between them.
 func liveDir(t *testing.T) string {
-	return filepath.Join(moduleRoot(t), "testdata", "cluster-16.2.15")
+	return filepath.Join(corpus.ModuleRoot(t), "testdata", "cluster-16.2.15")
 }
 
 func readMap(t testing.TB, path string) *OSDMap {

@@ -3,6 +3,7 @@ package osdmap
 import (
 	"bytes"
 	"fmt"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +128,7 @@ func checkObjects(t *testing.T, path string, m *OSDMap, pools []int64) {
 }
 
 func livePath(t *testing.T, name string) string {
-	return filepath.Join(moduleRoot(t), "rados", "osdmap", "testdata", "live-16.2.15", name)
+	return filepath.Join(corpus.ModuleRoot(t), "rados", "osdmap", "testdata", "live-16.2.15", name)
 }
 
 func TestPlacementLiveMaps(t *testing.T) {

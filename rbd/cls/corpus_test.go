@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/internal/corpustest"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 func roundTrip[T denc.Encodable, P denc.Decodable[T]](b []byte) ([]byte, error) {
@@ -33,7 +33,7 @@ var corpusTypes = []struct {
 func TestCorpus(t *testing.T) {
 	for _, ct := range corpusTypes {
 		t.Run(ct.typ, func(t *testing.T) {
-			samples := corpustest.Samples(t, ct.typ)
+			samples := corpus.Samples(t, ct.typ)
 			for _, s := range samples {
 				out, err := ct.roundTrip(s.Data)
 				if err != nil {
@@ -53,7 +53,7 @@ func TestCorpus(t *testing.T) {
 // contents are known from Ceph's generate_test_instances.
 func TestCorpusValues(t *testing.T) {
 	found := map[string]bool{}
-	for _, s := range corpustest.Samples(t, "cls_rbd_snap") {
+	for _, s := range corpus.Samples(t, "cls_rbd_snap") {
 		r, err := denc.Unmarshal[SnapRecord](s.Data)
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestCorpusValues(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range corpustest.Samples(t, "cls__rbd__SnapshotInfo") {
+	for _, s := range corpus.Samples(t, "cls__rbd__SnapshotInfo") {
 		r, err := denc.Unmarshal[SnapshotInfo](s.Data)
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestCorpusValues(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range corpustest.Samples(t, "cls__rbd__SnapshotNamespace") {
+	for _, s := range corpus.Samples(t, "cls__rbd__SnapshotNamespace") {
 		r, err := denc.Unmarshal[SnapshotNamespace](s.Data)
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestCorpusValues(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range corpustest.Samples(t, "cls_rbd_parent") {
+	for _, s := range corpus.Samples(t, "cls_rbd_parent") {
 		r, err := denc.Unmarshal[ParentInfo](s.Data)
 		if err != nil {
 			t.Fatal(err)

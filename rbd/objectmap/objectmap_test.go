@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/purerbd/purerbd/rbd/internal/corpustest"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 func TestCorpus(t *testing.T) {
-	for _, s := range corpustest.Samples(t, "BitVector_2") {
+	for _, s := range corpus.Samples(t, "BitVector_2") {
 		bv, err := Unmarshal(s.Data)
 		if err != nil {
 			t.Errorf("%s/%s: %v", s.Version, s.Name, err)

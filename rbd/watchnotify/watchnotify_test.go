@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"github.com/purerbd/purerbd/rbd/cls"
-	"github.com/purerbd/purerbd/rbd/internal/corpustest"
 )
 
 func TestCorpusNotify(t *testing.T) {
 	ops := map[Op]bool{}
-	for _, s := range corpustest.Samples(t, "librbd__watch_notify__NotifyMessage") {
+	for _, s := range corpus.Samples(t, "librbd__watch_notify__NotifyMessage") {
 		m, err := ParseNotify(s.Data)
 		if err != nil {
 			t.Errorf("%s/%s: %v", s.Version, s.Name, err)
@@ -44,7 +44,7 @@ func TestCorpusNotify(t *testing.T) {
 }
 
 func TestCorpusResponse(t *testing.T) {
-	for _, s := range corpustest.Samples(t, "librbd__watch_notify__ResponseMessage") {
+	for _, s := range corpus.Samples(t, "librbd__watch_notify__ResponseMessage") {
 		r, err := ParseResponse(s.Data)
 		if err != nil || r.Result != 1 {
 			t.Errorf("%s/%s: %+v %v", s.Version, s.Name, r, err)
