@@ -22,7 +22,8 @@ import (
 // (writes resume, checksums match), online NodeExpandVolume with
 // resize2fs, a graceful handover on SIGTERM, a restart without
 // credentials or image, a cluster stall past the kernel's request
-// timeout, a raw block volume and a lost state, and NodeUnpublish and
+// timeout, a raw block volume and a lost state, an xfs volume grown with
+// xfs_growfs, and NodeUnpublish and
 // NodeUnstage until the device is free; then the volume is staged again
 // read-only to check the data. Images are files in the guest. In the same
 // boot, csi-sanity runs its Node Service specs against the node service
@@ -30,9 +31,10 @@ import (
 func TestNodeInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	var progs []string
-	for _, p := range []string{"/sbin/mkfs.ext4", "/sbin/resize2fs"} {
+	for p, pkg := range map[string]string{"/sbin/mkfs.ext4": "e2fsprogs", "/sbin/resize2fs": "e2fsprogs",
+		"/sbin/mkfs.xfs": "xfsprogs", "/sbin/xfs_growfs": "xfsprogs"} {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s not found: install the Debian package e2fsprogs (%v)", p, err)
+			t.Fatalf("%s not found: install the Debian package %s (%v)", p, pkg, err)
 		}
 		progs = append(progs, p)
 	}
@@ -43,7 +45,7 @@ func TestNodeInVM(t *testing.T) {
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
+		Modules:  []string{"nbd", "ext4", "xfs", "crc32c_generic"},
 		Programs: progs,
 		Files: map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": sanity,
 			"/etc/mke2fs.conf": "/etc/mke2fs.conf"},

@@ -47,6 +47,8 @@ var (
 	target1  = kubelet + "/pods/pod-a/volumes/kubernetes.io~csi/pvc-1/mount"
 	target2  = kubelet + "/pods/pod-b/volumes/kubernetes.io~csi/pvc-1/mount"
 	bStaging = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-2"
+	xfsVol   = csi.VolumeID{ClusterID: clusterID, Pool: 2, Image: "csi-vol-xfs"}.String()
+	xStaging = kubelet + "/plugins/kubernetes.io/csi/rbd.purerbd.io/0456/globalmount"
 	bTarget  = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-2/pod-c"
 )
 
@@ -386,6 +388,12 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 	if err := s.step("block volume: plugin dies before writing its state", func() error { return s.lostState(ctx) }); err != nil {
+		return err
+	}
+
+	if err := s.step("xfs volume: mkfs.xfs, write, online expand with xfs_growfs, unstage", func() error {
+		return s.xfsVolume(ctx)
+	}); err != nil {
 		return err
 	}
 
@@ -784,6 +792,59 @@ func writeFileSync(path string, b []byte) error {
 	return f.Close()
 }
 
+// xfsVolume stages an xfs volume with a single writer, grows it online
+// and unstages it.
+func (s *scenario) xfsVolume(ctx context.Context) error {
+	c := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "xfs"}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER},
+	}
+	if err := s.stage(ctx, xfsVol, xStaging, c); err != nil {
+		return err
+	}
+	m, _ := os.ReadFile("/proc/self/mountinfo")
+	mounted := false
+	for _, l := range strings.Split(string(m), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == xStaging && strings.Contains(l, " - xfs /dev/nbd") {
+			mounted = true
+		}
+	}
+	if !mounted {
+		return errors.New("no xfs mounted at the staging path")
+	}
+	sum, err := writeRandomFile(xStaging+"/X", 4*mib)
+	if err != nil {
+		return err
+	}
+	var before, after unix.Statfs_t
+	unix.Statfs(xStaging, &before)
+	if err := os.Truncate(imagePath("csi-vol-xfs"), 480*mib); err != nil {
+		return err
+	}
+	r, err := s.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
+		VolumeId: xfsVol, VolumePath: xStaging, StagingTargetPath: xStaging,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 480 * mib},
+	})
+	if err != nil {
+		return err
+	}
+	unix.Statfs(xStaging, &after)
+	s.facts["xfs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
+	if r.GetCapacityBytes() != 480*mib || after.Blocks <= before.Blocks*5/4 {
+		return fmt.Errorf("capacity %d, blocks %d -> %d", r.GetCapacityBytes(), before.Blocks, after.Blocks)
+	}
+	if err := checkSum(xStaging+"/X", sum); err != nil {
+		return err
+	}
+	if _, err := s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: xfsVol, StagingTargetPath: xStaging}); err != nil {
+		return err
+	}
+	if _, err := findCookie(xfsVol); !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("a device still carries the xfs volume: %v", err)
+	}
+	return nil
+}
+
 func imagePath(name string) string { return filepath.Join(imageDir, "2", name) }
 
 // setup loads the file system modules (the node loads nbd.ko itself),
@@ -793,7 +854,7 @@ func setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range []string{"crc32c_generic", "ext4"} {
+	for _, m := range []string{"crc32c_generic", "ext4", "xfs"} {
 		if err := k.Load(m, "", 0); err != nil {
 			return err
 		}
@@ -809,7 +870,8 @@ func setup(ctx context.Context) error {
 	if err := os.WriteFile(configPath, []byte(`[{"clusterID":"`+clusterID+`","monitors":["192.0.2.1:3300"]}]`), 0o644); err != nil {
 		return err
 	}
-	for name, size := range map[string]int64{"csi-vol-fs": 64 * mib, "csi-vol-blk": 32 * mib} {
+	// mkfs.xfs makes nothing under 300 MiB.
+	for name, size := range map[string]int64{"csi-vol-fs": 64 * mib, "csi-vol-blk": 32 * mib, "csi-vol-xfs": 320 * mib} {
 		f, err := os.Create(imagePath(name))
 		if err != nil {
 			return err
