@@ -2,17 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // runDemo boots the embedded default cluster (one mon, one OSD, an rbd
-// pool on 127.0.0.1), shows how to reach it and waits for Ctrl-C, then
-// stops every daemon it started.
+// pool on 127.0.0.1) and shows how to reach it; then it creates an image
+// demo/disk with purerbd, writes a pattern, shows that librbd reads the
+// same bytes, and exports the image over NBD on a Unix socket. It waits
+// for Ctrl-C (or --exit-after), then stops the export and every daemon
+// it started.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -53,9 +66,16 @@ Point Ceph's tools at it:
   rados -p %s ls
   rbd create --size 64M %s/demo && rbd info %s/demo
 
-Ctrl-C stops every daemon this demo started.
 `, c.Started.Round(time.Millisecond), c.FSID, c.Dir, c.Conf, c.AdminKeyring, c.MonAddrs, c.Pool, c.Daemons(),
 		c.Conf, c.Pool, c.Pool, c.Pool)
+
+	d, err := startDemoDisk(ctx, c, *mode, stdout)
+	if err != nil {
+		return err
+	}
+	defer d.close(stdout, stderr)
+
+	fmt.Fprintln(stdout, "Ctrl-C stops every daemon this demo started.")
 	if *exitAfter > 0 {
 		select {
 		case <-ctx.Done():
@@ -65,4 +85,173 @@ Ctrl-C stops every daemon this demo started.
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// The demo disk: an RBD image made and written by purerbd, read back by
+// librbd, and exported over NBD.
+const (
+	demoPool  = "demo"
+	demoImage = "disk"
+	demoSize  = 256 << 20
+	// demoStride: one recognisable block at the start of every object.
+	demoStride = 4 << 20
+	demoBlock  = 64 << 10
+)
+
+// demoDisk is the demo's image, open and served over NBD.
+type demoDisk struct {
+	conn   *rados.Conn
+	img    *rbd.Image
+	srv    *nbd.Server
+	served chan error
+}
+
+// demoBlockData is the block written at off: a line of text naming it,
+// then bytes that count up.
+func demoBlockData(off int64) []byte {
+	p := make([]byte, demoBlock)
+	for i := range p {
+		p[i] = byte(i)
+	}
+	copy(p, fmt.Sprintf("purerbd demo block at offset %d (object %d)\n", off, off/demoStride))
+	return p
+}
+
+// startDemoDisk creates demo/disk with purerbd, writes the pattern,
+// compares purerbd's and librbd's view (sha256 of the whole image) and
+// serves it over NBD on a Unix socket in the cluster's directory.
+func startDemoDisk(ctx context.Context, c *cephcluster.Cluster, mode string, stdout io.Writer) (_ *demoDisk, err error) {
+	spec := demoPool + "/" + demoImage
+	fmt.Fprintf(stdout, "purerbd demo: creating pool %s and image %s (%d MiB, default features) with purerbd ...\n", demoPool, spec, demoSize>>20)
+	conn, err := rados.Connect(ctx, rados.Config{MonHost: strings.Join(c.MonAddrs, ","), Key: c.AdminKey,
+		MonMode: mode, Mode: mode, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the demo cluster: %w", err)
+	}
+	d := &demoDisk{conn: conn}
+	defer func() {
+		if err != nil {
+			d.close(io.Discard, io.Discard)
+		}
+	}()
+	for _, cmd := range []string{
+		fmt.Sprintf(`{"prefix":"osd pool create","pool":%q,"pg_num":8,"pgp_num":8,"pool_type":"replicated"}`, demoPool),
+		fmt.Sprintf(`{"prefix":"osd pool application enable","pool":%q,"app":"rbd"}`, demoPool),
+	} {
+		if _, status, err := conn.MonCommand(ctx, []byte(cmd)); err != nil {
+			return nil, fmt.Errorf("mon command %s: %w (%s)", cmd, err, status)
+		}
+	}
+	if err := conn.WaitForLatestOSDMap(ctx); err != nil {
+		return nil, err
+	}
+	ioc, err := conn.IOContext(ctx, demoPool, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := rbd.Create(ctx, ioc, demoImage, demoSize, rbd.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if d.img, err = rbd.Open(ctx, ioc, demoImage, rbd.OpenOptions{AcquireLock: true}); err != nil {
+		return nil, err
+	}
+	for off := int64(0); off < demoSize; off += demoStride {
+		if _, err := d.img.WriteAtContext(ctx, demoBlockData(off), off); err != nil {
+			return nil, fmt.Errorf("writing the demo pattern: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "purerbd demo: wrote a %d KiB block at the start of each of the %d objects\n", demoBlock>>10, demoSize/demoStride)
+
+	mine, err := imageSHA256(ctx, d.img)
+	if err != nil {
+		return nil, err
+	}
+	info, err := c.Rbd(ctx, "info", spec)
+	if err != nil {
+		return nil, err
+	}
+	theirs, err := librbdSHA256(ctx, c, spec)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "\nrbd info %s (librbd):\n%s\n", spec, info)
+	fmt.Fprintf(stdout, "sha256 via purerbd:           %s\n", mine)
+	fmt.Fprintf(stdout, "sha256 via librbd rbd export: %s\n", theirs)
+	if mine != theirs {
+		return nil, fmt.Errorf("purerbd and librbd read different data from %s", spec)
+	}
+	fmt.Fprintln(stdout, "purerbd and librbd see the same bytes.")
+
+	b, err := nbd.Adapt(d.img)
+	if err != nil {
+		return nil, err
+	}
+	if d.srv, err = nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Name: "", Description: "rbd " + spec, Backend: b}}}); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(c.Dir, "disk.sock")
+	l, err := nbd.ListenUnix(sock, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.served = make(chan error, 1)
+	go func() { d.served <- d.srv.Serve(context.Background(), l) }()
+	uri := "nbd+unix:///?socket=" + sock
+	fmt.Fprintf(stdout, `
+%s is exported over NBD (read-write, by this process):
+  %s
+Try:
+  nbdinfo '%s'
+  nbdinfo --map '%s'
+  nbdcopy '%s' - | sha256sum
+  qemu-io -f raw -c 'read -v 0 64' '%s'
+  qemu-io -f raw -c 'write -P 0x5a 1M 64k' '%s' && rbd export %s - | sha256sum
+
+`, spec, uri, uri, uri, uri, uri, uri, spec)
+	return d, nil
+}
+
+// close stops the NBD server and closes the image and the connection.
+func (d *demoDisk) close(stdout, stderr io.Writer) {
+	if d.srv != nil {
+		fmt.Fprintln(stdout, "purerbd demo: stopping the NBD export ...")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := d.srv.Shutdown(ctx); err != nil {
+			fmt.Fprintf(stderr, "purerbd demo: NBD shutdown: %v\n", err)
+		}
+		cancel()
+		<-d.served
+	}
+	if d.img != nil {
+		if err := d.img.Close(); err != nil {
+			fmt.Fprintf(stderr, "purerbd demo: closing the image: %v\n", err)
+		}
+	}
+	_ = d.conn.Close()
+}
+
+// imageSHA256 hashes the whole image as purerbd reads it.
+func imageSHA256(ctx context.Context, img *rbd.Image) (string, error) {
+	h := sha256.New()
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < img.Size(); off += int64(len(buf)) {
+		n, err := img.ReadAtContext(ctx, buf, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", err
+		}
+		h.Write(buf[:n])
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// librbdSHA256 hashes `rbd export SPEC -`.
+func librbdSHA256(ctx context.Context, c *cephcluster.Cluster, spec string) (string, error) {
+	cmd := exec.CommandContext(ctx, "rbd", "-c", c.Conf, "export", "--no-progress", spec, "-")
+	h := sha256.New()
+	var errb strings.Builder
+	cmd.Stdout, cmd.Stderr = h, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("rbd export %s: %w: %s", spec, err, errb.String())
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

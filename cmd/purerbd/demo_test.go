@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd/nbdtest"
+)
+
+// TestDemo runs `purerbd demo --exit-after 20s` as a subprocess: the
+// sha256 it prints for purerbd's and librbd's view of demo/disk must
+// match, and while it runs, nbdinfo and nbdcopy must read the export it
+// prints (nbdcopy's sha256 equal to both). Afterwards the cluster's
+// directory is gone.
+func TestDemo(t *testing.T) {
+	nbdinfo := nbdtest.RequireTool(t, "nbdinfo", "libnbd-bin")
+	nbdcopy := nbdtest.RequireTool(t, "nbdcopy", "libnbd-bin")
+	bin := filepath.Join(t.TempDir(), "purerbd")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--exit-after", "20s")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		lines              []string
+		dir, uri           string
+		viaPurerbd, viaLib string
+		viaNBD             string
+	)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "directory":
+			dir = f[1]
+		case strings.HasPrefix(line, "sha256 via purerbd:"):
+			viaPurerbd = f[len(f)-1]
+		case strings.HasPrefix(line, "sha256 via librbd"):
+			viaLib = f[len(f)-1]
+		case len(f) == 1 && strings.HasPrefix(f[0], "nbd+unix://") && uri == "":
+			uri = f[0]
+			// the export is up: read it while the demo runs
+			info, err := exec.CommandContext(ctx, nbdinfo, uri).CombinedOutput()
+			if err != nil || !strings.Contains(string(info), "export-size: 268435456") {
+				t.Errorf("nbdinfo %s: %v\n%s", uri, err, info)
+			}
+			out := filepath.Join(t.TempDir(), "disk")
+			if b, err := exec.CommandContext(ctx, nbdcopy, uri, out).CombinedOutput(); err != nil {
+				t.Errorf("nbdcopy %s: %v\n%s", uri, err, b)
+			} else if data, err := os.ReadFile(out); err == nil {
+				sum := sha256.Sum256(data)
+				viaNBD = hex.EncodeToString(sum[:])
+				_ = os.Remove(out)
+			}
+		}
+	}
+	err = cmd.Wait()
+	output := strings.Join(lines, "\n")
+	if err != nil {
+		t.Fatalf("purerbd demo: %v\nstdout:\n%s\nstderr:\n%s", err, output, stderr.String())
+	}
+	if viaPurerbd == "" || viaPurerbd != viaLib {
+		t.Fatalf("checksums: purerbd %q, librbd %q\n%s", viaPurerbd, viaLib, output)
+	}
+	if uri == "" || viaNBD != viaPurerbd {
+		t.Fatalf("export %q read by nbdcopy: sha256 %q, want %q\n%s", uri, viaNBD, viaPurerbd, output)
+	}
+	if !strings.Contains(output, "stopping every daemon") {
+		t.Errorf("demo did not say it stopped its daemons:\n%s", output)
+	}
+	if dir == "" {
+		t.Fatalf("no cluster directory printed:\n%s", output)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cluster directory %s still there after the demo (%v)", dir, err)
+	}
+	t.Logf("sha256 %s (purerbd = librbd = nbdcopy over %s)", viaPurerbd, uri)
+}
