@@ -25,9 +25,10 @@ verbs:
         serve an export over NBD until interrupted
   map [--snap S] [--read-only] [--exclusive] [--conns N] [--timeout SECS]
       [--dead-conn-timeout SECS] [--cookie C] [--device /dev/nbdN] [--reattach]
-      [--release-on-exit] POOL/IMAGE[@SNAP]
-        attach an RBD image to the kernel as /dev/nbdN and serve it in the
-        foreground (like rbd-nbd map, in this process); Ctrl-C unmaps
+      [--release-on-exit] POOL/IMAGE[@SNAP] | --memory SIZE | --file PATH
+        attach an RBD image (or a memory disk, or a file) to the kernel as
+        /dev/nbdN and serve it in the foreground (like rbd-nbd map, in this
+        process); Ctrl-C unmaps
   unmap /dev/nbdN | --cookie C
         disconnect a device (its server then exits)
   list [--format json]

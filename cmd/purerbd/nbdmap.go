@@ -33,7 +33,9 @@ const maxConns = 32
 
 // mapFlags are `purerbd nbd map`'s options, checked.
 type mapFlags struct {
-	spec            imageSpec
+	spec            imageSpec // the image, unless memory or file is set
+	memory          int64
+	file            string
 	readOnly        bool
 	exclusive       bool
 	conns           int
@@ -60,20 +62,35 @@ func parseMapArgs(args []string, stderr io.Writer) (mapFlags, error) {
 	device := fs.String("device", "", "use this device (/dev/nbdN) instead of a free one")
 	reattach := fs.Bool("reattach", false, "take over the device carrying --cookie, whose server died")
 	release := fs.Bool("release-on-exit", false, "on exit leave the device configured for a later --reattach instead of unmapping it")
+	memory := fs.String("memory", "", "map a sparse in-memory disk of this size instead of an image (for trying the kernel path)")
+	file := fs.String("file", "", "map this file instead of an image")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return mapFlags{}, err
 	}
-	if len(pos) != 1 {
-		return mapFlags{}, errors.New("want exactly one POOL/IMAGE[@SNAP]")
-	}
 	m := mapFlags{readOnly: *readOnly, exclusive: *exclusive, conns: *conns, cookie: *cookie,
-		index: kernel.AnyIndex, reattach: *reattach, releaseOnExit: *release}
-	if m.spec, err = parseImageArg(pos[0], *snap); err != nil {
-		return m, err
-	}
-	if m.spec.snap != "" {
-		m.readOnly = true
+		index: kernel.AnyIndex, reattach: *reattach, releaseOnExit: *release, file: *file}
+	switch {
+	case *memory != "" && *file != "":
+		return m, errors.New("give --memory or --file, not both")
+	case *memory != "" || *file != "":
+		if len(pos) != 0 || *snap != "" || *exclusive {
+			return m, errors.New("--memory and --file take no image, --snap or --exclusive")
+		}
+		if *memory != "" {
+			if m.memory, err = parseSize(*memory); err != nil || m.memory == 0 {
+				return m, fmt.Errorf("--memory %q: want a size such as 64M", *memory)
+			}
+		}
+	case len(pos) != 1:
+		return m, errors.New("want exactly one POOL/IMAGE[@SNAP] (or --memory/--file)")
+	default:
+		if m.spec, err = parseImageArg(pos[0], *snap); err != nil {
+			return m, err
+		}
+		if m.spec.snap != "" {
+			m.readOnly = true
+		}
 	}
 	switch {
 	case m.conns < 1 || m.conns > maxConns:
@@ -133,19 +150,41 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := loadNBDModule(ctx); err != nil {
 		return err
 	}
-	ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive}, stderr)
-	if err != nil {
-		return err
+	var (
+		backend  nbd.Backend
+		readOnly = m.readOnly
+		what     string
+	)
+	switch {
+	case m.memory > 0:
+		if backend, err = nbd.NewMemory(m.memory); err != nil {
+			return err
+		}
+		what = "memory disk"
+	case m.file != "":
+		f, err := nbd.OpenFile(m.file, m.readOnly)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		backend, what = f, m.file
+	default:
+		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive}, stderr)
+		if err != nil {
+			return err
+		}
+		defer ie.close(stderr)
+		backend, what = ie.backend, ie.spec.String()
+		readOnly = readOnly || ie.img.ReadOnly()
 	}
-	defer ie.close(stderr)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := kernel.AttachConfig{
-		Backend:         ie.backend,
+		Backend:         backend,
 		Conns:           m.conns,
 		Timeout:         m.timeout,
 		DeadConnTimeout: m.deadConnTimeout,
 		Cookie:          m.cookie,
-		ReadOnly:        m.readOnly || ie.img.ReadOnly(),
+		ReadOnly:        readOnly,
 		Index:           m.index,
 		Server:          nbd.Config{Logger: log},
 		Logger:          log,
@@ -156,7 +195,7 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	dev, err := attach(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("mapping %s: %w", ie.spec, err)
+		return fmt.Errorf("mapping %s: %w", what, err)
 	}
 	fmt.Fprintln(stdout, dev.Path())
 	select {

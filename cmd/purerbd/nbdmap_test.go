@@ -40,8 +40,21 @@ func TestParseMapArgs(t *testing.T) {
 	if err != nil || m.spec.snap != "s" || !m.reattach || !m.releaseOnExit {
 		t.Fatalf("%+v, %v", m, err)
 	}
+	m, err = parseMapArgs([]string{"--memory", "64M", "--cookie", "k"}, io.Discard)
+	if err != nil || m.memory != 64<<20 || m.spec.name != "" {
+		t.Fatalf("--memory: %+v, %v", m, err)
+	}
+	m, err = parseMapArgs([]string{"--file", "/tmp/disk", "--read-only"}, io.Discard)
+	if err != nil || m.file != "/tmp/disk" || !m.readOnly {
+		t.Fatalf("--file: %+v, %v", m, err)
+	}
 	for _, bad := range [][]string{
 		{},
+		{"--memory", "1M", "img"},
+		{"--memory", "1M", "--file", "/tmp/x"},
+		{"--memory", "x"},
+		{"--memory", "0"},
+		{"--file", "/tmp/x", "--snap", "s"},
 		{"a", "b"},
 		{"--conns", "0", "img"},
 		{"--conns", "33", "img"},
