@@ -32,6 +32,15 @@ func FuzzCrushDecode(f *testing.F) {
 				if s.Op >= OpSetChooseTries && s.Op <= OpSetChooseLocalFallback && s.Arg1 > 100 {
 					slow = true
 				}
+				// a choose step's replica count bounds its loop, as in
+				// crush_choose_firstn: millions of replicas that are all
+				// rejected take minutes, in Ceph too
+				switch s.Op {
+				case OpChooseFirstN, OpChooseIndep, OpChooseLeafFirstN, OpChooseLeafIndep, OpChooseMSR:
+					if s.Arg1 > 64 {
+						slow = true
+					}
+				}
 			}
 			if slow {
 				continue
