@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/purerbd/purerbd/rados"
@@ -294,8 +295,8 @@ func (in *injector) command(ctx context.Context, out any, kv ...any) error {
 }
 
 // waitHealthy waits (up to limit) until every running mon is in the
-// quorum, every running OSD up and in, and, with clean, every PG
-// active+clean.
+// quorum, every running OSD up and in, and every PG active (with clean:
+// active+clean, recovery done).
 func (in *injector) waitHealthy(ctx context.Context, limit time.Duration, clean bool) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -339,9 +340,6 @@ func (in *injector) healthy(ctx context.Context, clean bool) error {
 			return fmt.Errorf("osd.%d up=%d in=%d", o.OSD, o.Up, o.In)
 		}
 	}
-	if !clean {
-		return nil
-	}
 	var st struct {
 		PGMap struct {
 			NumPGs  int `json:"num_pgs"`
@@ -354,12 +352,21 @@ func (in *injector) healthy(ctx context.Context, clean bool) error {
 	if err := in.command(ctx, &st, "prefix", "status"); err != nil {
 		return err
 	}
-	desc := ""
+	desc, active := "", 0
 	for _, s := range st.PGMap.ByState {
 		if s.Name == "active+clean" && s.Num == st.PGMap.NumPGs {
 			return nil
 		}
 		desc += fmt.Sprintf(" %s=%d", s.Name, s.Num)
+		if strings.HasPrefix(s.Name, "active") && !strings.Contains(s.Name, "peering") {
+			active += s.Num
+		}
 	}
-	return fmt.Errorf("PGs not all active+clean:%s", desc)
+	if clean {
+		return fmt.Errorf("PGs not all active+clean:%s", desc)
+	}
+	if active < st.PGMap.NumPGs {
+		return fmt.Errorf("PGs not all active:%s", desc)
+	}
+	return nil
 }

@@ -42,14 +42,20 @@ type Config struct {
 	ImageSize int64
 	// Paths are PathRBD and/or PathNBD (default both).
 	Paths []string
-	// Faults are the kinds to inject (nil: AllFaults; empty: none).
-	Faults []string
+	// Faults are the kinds to inject (nil: AllFaults; empty: none), in
+	// rounds of every kind once, each round shuffled, except the first
+	// with FaultsInOrder.
+	Faults        []string
+	FaultsInOrder bool
+	// MaxHold caps how long a fault lasts before it is healed (0: no
+	// cap; an OSD is still paused for longer than OpTimeout).
+	MaxHold time.Duration
 	// FaultGap is the range of the quiet time after each fault healed
 	// (default 2 to 8 s).
 	FaultGap [2]time.Duration
 	// HealthWait bounds the wait for the cluster to be healthy again
-	// after a fault (default 90 s): mons in quorum and OSDs up, and with
-	// WaitClean every PG active+clean (recovery done).
+	// after a fault (default 90 s): mons in quorum, OSDs up and PGs
+	// active; with WaitClean, PGs active+clean (recovery done).
 	HealthWait time.Duration
 	WaitClean  bool
 	// OpTimeout is the clients' RADOS operation timeout (default 10 s).
@@ -239,8 +245,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	workEnd := start.Add(cfg.Duration)
 	if len(cfg.Faults) > 0 {
 		sched := newSchedule(cfg.Seed, cfg.Faults, c.Options.OSDs, len(c.MonNames), cfg.OpTimeout, cfg.FaultGap)
+		if cfg.FaultsInOrder {
+			sched.round = slices.Clone(cfg.Faults)
+		}
 		for ctx.Err() == nil {
 			f := sched.next()
+			if cfg.MaxHold > 0 && f.kind != FaultOSDPause {
+				f.hold = min(f.hold, cfg.MaxHold)
+			}
 			if time.Now().Add(f.hold).After(faultsEnd) {
 				break
 			}
