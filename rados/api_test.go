@@ -311,7 +311,8 @@ func TestConnectFromConf(t *testing.T) {
 
 // TestSelfManagedSnapshots allocates a snapshot id from the monitors,
 // writes under a snapshot context, reads the snapshot back (also with
-// the rados CLI's listsnaps) and rolls back.
+// the rados CLI's listsnaps) and rolls back. The pool operations go
+// over the Conn's monitor session: the monitor accepts no connection.
 func TestSelfManagedSnapshots(t *testing.T) {
 	conn := connectTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -327,10 +328,14 @@ func TestSelfManagedSnapshots(t *testing.T) {
 	if err := io.WriteFull(ctx, "o", []byte("version 1")); err != nil {
 		t.Fatal(err)
 	}
+	// the monitor's connection count around each pool operation (not
+	// around the CLI tools, which connect)
+	conns := -monConnectionsAccepted(t, ctx)
 	id, err := io.SelfManagedSnapCreate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	conns += monConnectionsAccepted(t, ctx)
 	if p := conn.OSDMap().Pool(io.Pool()); p.SnapSeq < id {
 		t.Fatalf("snap id %d, pool snap_seq %d", id, p.SnapSeq)
 	}
@@ -354,6 +359,7 @@ func TestSelfManagedSnapshots(t *testing.T) {
 	if cur, err := io.ReadAll(ctx, "o"); err != nil || string(cur) != "version 1" {
 		t.Fatalf("after rollback: %q %v", cur, err)
 	}
+	conns -= monConnectionsAccepted(t, ctx)
 	if err := io.SelfManagedSnapRemove(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -361,4 +367,40 @@ func TestSelfManagedSnapshots(t *testing.T) {
 	if err != nil || id2 <= id {
 		t.Fatalf("second snapshot id %d after %d: %v", id2, id, err)
 	}
+	if conns += monConnectionsAccepted(t, ctx); conns != 0 {
+		t.Errorf("the monitor accepted %d connections during 3 pool operations", conns)
+	}
+}
+
+// monConnectionsAccepted returns how many connections mon.a has
+// created since it started (msgr_created_connections summed over its
+// messenger workers), read over the admin socket, which makes none.
+// (The mon's own session_add counter skips msgr2 sessions.)
+func monConnectionsAccepted(t *testing.T, ctx context.Context) int64 {
+	t.Helper()
+	out, err := cluster.Ceph(ctx, "daemon", "mon.a", "perf", "dump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("mon.a perf dump: %v\n%s", err, out)
+	}
+	var n int64
+	found := false
+	for name, counters := range v {
+		if !strings.HasPrefix(name, "AsyncMessenger::Worker") {
+			continue
+		}
+		var c int64
+		if err := json.Unmarshal(counters["msgr_created_connections"], &c); err != nil {
+			t.Fatalf("mon.a perf dump, %s: %v", name, err)
+		}
+		n += c
+		found = true
+	}
+	if !found {
+		t.Fatalf("mon.a perf dump has no messenger counters:\n%s", out)
+	}
+	return n
 }

@@ -57,8 +57,6 @@ type Conn struct {
 	ob        *osdc.Objecter
 	sub       *monc.OSDMapSubscription
 	opTimeout time.Duration
-	monMode   msgr.Mode
-	log       *slog.Logger
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -142,7 +140,7 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rados: %w", err)
 	}
-	c := &Conn{mc: mc, opTimeout: cfg.OpTimeout, monMode: mcfg.Mode, log: log}
+	c := &Conn{mc: mc, opTimeout: cfg.OpTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.ob, err = osdc.New(osdc.Config{
 		Auth:   mc.Auth(),

@@ -2,7 +2,6 @@ package rados
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -13,10 +12,8 @@ import (
 )
 
 // Pool operations (MPoolOp): self-managed snapshot ids come from the
-// monitors through these messages, which the monitor client does not
-// carry. Until it does, each pool operation runs over a short monitor
-// session of its own, authenticated with the Conn's identity (the same
-// global id).
+// monitors through these messages, sent over the Conn's monitor session
+// (monc.Client.Request), which resends them after a failover.
 
 const (
 	msgPoolOpReply = 48 // CEPH_MSG_POOLOP_REPLY
@@ -76,61 +73,22 @@ func decodePoolOpReply(b []byte) (poolOpReply, error) {
 func (c *Conn) poolOp(ctx context.Context, pool int64, op uint32, snap uint64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, poolOpTimeout)
 	defer cancel()
-	mm := c.mc.MonMap()
-	if mm == nil {
-		return nil, errors.New("rados: no monitor map")
-	}
-	front := encodePoolOp(c.mc.FSID(), pool, op, snap)
-	var errs []error
-	for _, name := range mm.Ranks {
-		addr, ok := mm.Mons[name].Addrs.Msgr2()
-		if !ok {
-			continue
-		}
-		r, err := c.poolOpOn(ctx, addr, front)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("mon.%s: %w", name, err))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if r.code < 0 {
-			return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, syscall.Errno(-r.code))
-		}
-		if err := c.ob.WaitForMap(ctx, r.epoch); err != nil {
-			return nil, fmt.Errorf("rados: %w", err)
-		}
-		return r.data, nil
-	}
-	return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, errors.Join(errs...))
-}
-
-// poolOpOn sends one MPoolOp to the monitor at addr over a session of
-// its own and returns the reply.
-func (c *Conn) poolOpOn(ctx context.Context, addr denc.EntityAddr, front []byte) (poolOpReply, error) {
-	conn, err := msgr.DialAddr(ctx, addr, msgr.Config{Auth: c.mc.Auth(), PeerType: denc.EntityTypeMon, Mode: c.monMode, Logger: c.log})
+	m := &msgr.Message{Type: msgPoolOp, Version: 4, CompatVersion: 2, Front: encodePoolOp(c.mc.FSID(), pool, op, snap)}
+	rep, err := c.mc.Request(ctx, m, msgPoolOpReply)
 	if err != nil {
-		return poolOpReply{}, err
+		return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, err)
 	}
-	defer conn.Close()
-	const tid = 1
-	if err := conn.Send(ctx, &msgr.Message{Type: msgPoolOp, Version: 4, CompatVersion: 2, Tid: tid, Front: front}); err != nil {
-		return poolOpReply{}, err
+	r, err := decodePoolOpReply(rep.Front)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		select {
-		case m, ok := <-conn.Incoming():
-			if !ok {
-				return poolOpReply{}, fmt.Errorf("monitor session ended: %w", conn.Err())
-			}
-			if m.Type == msgPoolOpReply && m.Tid == tid {
-				return decodePoolOpReply(m.Front)
-			}
-		case <-ctx.Done():
-			return poolOpReply{}, ctx.Err()
-		}
+	if r.code < 0 {
+		return nil, fmt.Errorf("rados: pool operation %#x on pool %d: %w", op, pool, syscall.Errno(-r.code))
 	}
+	if err := c.ob.WaitForMap(ctx, r.epoch); err != nil {
+		return nil, fmt.Errorf("rados: %w", err)
+	}
+	return r.data, nil
 }
 
 // SelfManagedSnapCreate allocates a self-managed snapshot id in the

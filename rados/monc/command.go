@@ -10,12 +10,13 @@ import (
 	"github.com/purerbd/purerbd/rados/msgr"
 )
 
-// request is a command or version query waiting for its answer. It
-// stays registered until answered or abandoned, and is resent on every
-// new session.
+// request is a message waiting for its answer (a command, a version
+// query, or any request sent through Request). It stays registered
+// until answered or abandoned, and is resent on every new session.
 type request struct {
-	msg   msgr.Message
-	reply chan *msgr.Message // the answer, with buffer 1
+	msg       msgr.Message
+	replyType uint16             // the message type of the answer
+	reply     chan *msgr.Message // the answer, with buffer 1
 }
 
 // forget removes a request.
@@ -25,8 +26,9 @@ func (c *Client) forget(tid uint64) {
 	c.mu.Unlock()
 }
 
-// roundTrip sends m as a request and waits for its answer.
-func (c *Client) roundTrip(ctx context.Context, m msgr.Message, build func(tid uint64) []byte) (*msgr.Message, error) {
+// roundTrip sends m as a request and waits for its answer, a message of
+// type replyType. build returns the front for the tid the request gets.
+func (c *Client) roundTrip(ctx context.Context, m msgr.Message, replyType uint16, build func(tid uint64) []byte) (*msgr.Message, error) {
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()
@@ -35,7 +37,7 @@ func (c *Client) roundTrip(ctx context.Context, m msgr.Message, build func(tid u
 	c.lastTid++
 	m.Tid = c.lastTid
 	m.Front = build(m.Tid)
-	r := &request{msg: m, reply: make(chan *msgr.Message, 1)}
+	r := &request{msg: m, replyType: replyType, reply: make(chan *msgr.Message, 1)}
 	c.requests[m.Tid] = r
 	conn := c.conn
 	c.mu.Unlock()
@@ -53,15 +55,17 @@ func (c *Client) roundTrip(ctx context.Context, m msgr.Message, build func(tid u
 	}
 }
 
-// answer hands a reply to the request with tid, if it still waits.
+// answer hands a reply to the request with tid, if it still waits for
+// a message of m's type.
 func (c *Client) answer(tid uint64, m *msgr.Message) bool {
 	c.mu.Lock()
 	r := c.requests[tid]
-	delete(c.requests, tid)
-	c.mu.Unlock()
-	if r == nil {
+	if r == nil || r.replyType != m.Type {
+		c.mu.Unlock()
 		return false
 	}
+	delete(c.requests, tid)
+	c.mu.Unlock()
 	r.reply <- m
 	return true
 }
@@ -79,7 +83,7 @@ func (c *Client) Command(ctx context.Context, cmd []string, inbuf []byte) (outbu
 	prefix := commandPrefix(cmd)
 	fsid := c.FSID()
 	m := msgr.Message{Type: msgMonCommand, Version: 1, Data: inbuf}
-	rep, err := c.roundTrip(ctx, m, func(uint64) []byte { return encodeCommand(fsid, cmd) })
+	rep, err := c.roundTrip(ctx, m, msgMonCommandAck, func(uint64) []byte { return encodeCommand(fsid, cmd) })
 	if err != nil {
 		return nil, "", fmt.Errorf("monc: mon command %q: %w", prefix, err)
 	}
@@ -125,7 +129,7 @@ func (c *Client) handleCommandAck(m *msgr.Message) {
 // hold of a map: "osdmap", "monmap", "mdsmap", "fsmap", "mgrmap".
 func (c *Client) GetVersion(ctx context.Context, what string) (newest, oldest uint64, err error) {
 	m := msgr.Message{Type: msgMonGetVersion, Version: 1}
-	rep, err := c.roundTrip(ctx, m, func(tid uint64) []byte { return encodeGetVersion(tid, what) })
+	rep, err := c.roundTrip(ctx, m, msgMonGetVersionReply, func(tid uint64) []byte { return encodeGetVersion(tid, what) })
 	if err != nil {
 		return 0, 0, fmt.Errorf("monc: version of %s: %w", what, err)
 	}

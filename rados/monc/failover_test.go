@@ -10,7 +10,7 @@ import (
 
 // TestFailover runs a client against three monitors and takes away the
 // one it uses: killed, then back, then frozen (SIGSTOP, so only
-// keepalives can tell). Commands keep being answered, the osdmap
+// keepalives can tell). Commands and requests keep being answered, the osdmap
 // subscription carries on, and the failover times are logged.
 func TestFailover(t *testing.T) {
 	t.Parallel()
@@ -93,7 +93,14 @@ func TestFailover(t *testing.T) {
 	if err := cl.Pause("mon." + frozen.Mon); err != nil {
 		t.Fatal(err)
 	}
+	// a request (a pool operation, answered by tid) sent to the frozen
+	// monitor along with the command is sent again to the next one
+	requested := make(chan error, 1)
+	go func() { requested <- askMissingPool(ctx, c) }()
 	answered = status("after freeze")
+	if err := <-requested; err != nil {
+		t.Fatalf("request after freeze: %v", err)
+	}
 	thawed := c.Session()
 	if err := cl.Resume("mon." + frozen.Mon); err != nil {
 		t.Fatal(err)

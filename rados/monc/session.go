@@ -142,7 +142,10 @@ func (c *Client) dispatch(conn *msgr.Conn, m *msgr.Message) {
 	case msgConfig:
 		c.handleConfig(m)
 	default:
-		c.log.Debug("monc: ignoring message", "type", m.Type, "from", conn.PeerAddrs().String())
+		// the answer to a Request, or nothing we wait for
+		if !c.answer(m.Tid, m) {
+			c.log.Debug("monc: ignoring message", "type", m.Type, "tid", m.Tid, "from", conn.PeerAddrs().String())
+		}
 	}
 }
 
