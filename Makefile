@@ -12,7 +12,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common python3-rados \
 	libnbd-bin nbdkit qemu-utils fio python3-libnbd \
 	linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
 
-.PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean
+.PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean chaos
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1 (Ctrl-C stops it)"
@@ -61,3 +61,8 @@ bench:
 
 clean:
 	rm -rf bin/
+
+# a long chaos run: `make chaos DURATION=10m [SEED=n]` (package rbd/chaostest)
+chaos:
+	$(GO) build -trimpath -o bin/purerbd ./cmd/purerbd
+	bin/purerbd chaos -duration $(or $(DURATION),10m) $(if $(SEED),-seed $(SEED))

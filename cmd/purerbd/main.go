@@ -40,6 +40,7 @@ func commands() map[string]command {
 		"status":  {summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools", run: runStatus},
 		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: runMon},
 		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
+		"chaos":   {summary: "boot a cluster, break it under a checked RBD and NBD workload (chaos -duration 10m)", run: runChaos},
 	}
 }
 
