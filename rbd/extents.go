@@ -59,10 +59,14 @@ func (img *Image) AllocatedExtents(ctx context.Context, off, length int64, fn fu
 	}
 	var om *objectMap
 	if img.snapID == noSnap && img.lock != nil {
+		// while this client owns the lock, its map in memory is current;
+		// keep the lock from being released until the map was consulted
 		img.ioGate.RLock()
-		defer img.ioGate.RUnlock()
 		if img.lock.isOwner() {
 			om = img.lock.objectMap()
+			defer img.ioGate.RUnlock()
+		} else {
+			img.ioGate.RUnlock()
 		}
 		h = img.hdr.Load()
 	}
@@ -85,8 +89,10 @@ func (img *Image) AllocatedExtents(ctx context.Context, off, length int64, fn fu
 		}
 	}
 
-	var exts []striper.ObjectExtent
-	allocEnd := func(int) uint64 { return 0 }
+	var (
+		exts     []striper.ObjectExtent
+		allocEnd func(i int) uint64 // bytes of extent i's object that hold data
+	)
 	if state != nil {
 		n = min(n, maxMapObjectsPerCall*objSize)
 		exts = h.layout.MapExtents(uint64(off), n)
