@@ -27,6 +27,12 @@
 // Images with features this package does not implement are refused with
 // an error naming the feature (ErrUnsupportedFeature), never silently
 // written.
+//
+// An Image is also a block device for package nbd, which this package
+// does not import: its methods use standard types only, so nbd.Adapt(img)
+// serves it with block status (AllocatedExtents), trim (Discard), zeroing
+// (WriteZeroes), multi-connection coherence, resizes and size
+// notifications.
 package rbd
 
 import (
