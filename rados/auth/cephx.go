@@ -25,10 +25,9 @@ type CephX struct {
 	want denc.EntityType // wanted service tickets, without Auth
 	now  func() time.Time
 
-	mu              sync.Mutex
-	globalID        uint64
-	serverChallenge uint64 // from the last monitor handshake, reused by renewals
-	tickets         map[denc.EntityType]*ticket
+	mu       sync.Mutex
+	globalID uint64
+	tickets  map[denc.EntityType]*ticket
 }
 
 // NewCephX returns the cephx state for name with its secret key. services
@@ -127,16 +126,17 @@ func (c *CephX) needMask() denc.EntityType {
 }
 
 // authenticate encodes the GET_AUTH_SESSION_KEY request: a fresh client
-// challenge, the proof of the key over both challenges, the old AUTH
-// ticket (empty unless reclaiming) and the wanted service tickets.
+// challenge, the proof of the key over both challenges (serverChallenge
+// is the one of the monitor connection the request goes out on), the old
+// AUTH ticket (empty unless reclaiming) and the wanted service tickets.
 // Callers hold c.mu.
-func (c *CephX) authenticate(e *denc.Encoder, oldTicket CephXTicketBlob) error {
+func (c *CephX) authenticate(e *denc.Encoder, serverChallenge uint64, oldTicket CephXTicketBlob) error {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("auth: random challenge: %w", err)
 	}
 	cc := binary.LittleEndian.Uint64(b[:])
-	proof, err := challengeProof(c.key, c.serverChallenge, cc)
+	proof, err := challengeProof(c.key, serverChallenge, cc)
 	if err != nil {
 		return err
 	}
@@ -250,6 +250,11 @@ func (c *CephX) store(ts []receivedTicket) {
 	for _, r := range ts {
 		c.tickets[r.service] = r.t
 	}
+}
+
+// refused builds the Error for a peer's refusal with errno result.
+func (c *CephX) refused(peer, reason string, result int32) error {
+	return Refused(c.name, peer, reason, result)
 }
 
 // failure builds an Error for this identity.

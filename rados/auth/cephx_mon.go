@@ -14,6 +14,11 @@ type cephxMonHandler struct {
 	reclaim   bool // we announced a known global id and must present its ticket
 	requested bool
 	answered  bool
+	// challenge is this connection's server challenge: the monitor keeps
+	// it for the session, and renewals over the session answer it (see
+	// Session.ServerChallenge). Several handshakes of one CephX may run
+	// at once, so it lives here, not in the CephX.
+	challenge uint64
 }
 
 func (h *cephxMonHandler) Method() Method { return MethodCephX }
@@ -53,9 +58,9 @@ func (h *cephxMonHandler) More(reply []byte) ([]byte, error) {
 	if err := d.Err(); err != nil {
 		return nil, c.failure("mon", fmt.Sprintf("server challenge: %v", err), ErrProtocol)
 	}
+	h.challenge = sc.ServerChallenge
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.serverChallenge = sc.ServerChallenge
 	var old CephXTicketBlob
 	if h.reclaim {
 		if t := c.tickets[denc.EntityTypeAuth]; t != nil {
@@ -63,7 +68,7 @@ func (h *cephxMonHandler) More(reply []byte) ([]byte, error) {
 		}
 	}
 	e := denc.NewEncoder(make([]byte, 0, 64+len(old.Blob)))
-	if err := c.authenticate(e, old); err != nil {
+	if err := c.authenticate(e, h.challenge, old); err != nil {
 		return nil, err
 	}
 	return e.Bytes(), nil
@@ -89,6 +94,7 @@ func (h *cephxMonHandler) Done(globalID uint64, reply []byte) (Session, error) {
 		GlobalID:         globalID,
 		SessionKey:       append([]byte(nil), auth.sessionKey.Secret()...),
 		ConnectionSecret: secret,
+		ServerChallenge:  h.challenge,
 	}, nil
 }
 
@@ -103,7 +109,7 @@ func (c *CephX) handleAuthReply(reply []byte) ([]byte, error) {
 		return nil, c.failure("mon", fmt.Sprintf("reply header: %v", err), ErrProtocol)
 	}
 	if hdr.Status < 0 {
-		return nil, c.failure("mon", "monitor refused: "+errnoText(hdr.Status), ErrAuthFailed)
+		return nil, c.refused("mon", "monitor refused", hdr.Status)
 	}
 	if hdr.RequestType != cephxGetAuthSessionKey {
 		return nil, c.failure("mon", fmt.Sprintf("reply to request type %#x, want %#x", hdr.RequestType, cephxGetAuthSessionKey), ErrProtocol)

@@ -21,10 +21,15 @@ func (c *CephX) NeedRenewal() bool {
 // BuildRenewalRequest returns the cephx payload of an MAuth renewal
 // request, or nil when nothing needs renewal. When the AUTH ticket itself
 // is due it re-authenticates (GET_AUTH_SESSION_KEY, answering the
-// challenge of the current monitor session and presenting the old
-// ticket); otherwise it asks for the due service tickets with an
-// authorizer built from the AUTH ticket (GET_PRINCIPAL_SESSION_KEY).
-func (c *CephX) BuildRenewalRequest() ([]byte, error) {
+// challenge of the monitor session and presenting the old ticket);
+// otherwise it asks for the due service tickets with an authorizer built
+// from the AUTH ticket (GET_PRINCIPAL_SESSION_KEY).
+//
+// serverChallenge is the Session.ServerChallenge of the monitor
+// connection the request will be sent on: the monitor checks the proof
+// against the challenge it gave that connection, whatever other
+// connections of this identity were given.
+func (c *CephX) BuildRenewalRequest(serverChallenge uint64) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	need := c.needMask()
@@ -38,7 +43,7 @@ func (c *CephX) BuildRenewalRequest() ([]byte, error) {
 		if auth != nil {
 			old = auth.blob
 		}
-		if err := c.authenticate(e, old); err != nil {
+		if err := c.authenticate(e, serverChallenge, old); err != nil {
 			return nil, err
 		}
 		return e.Bytes(), nil
@@ -75,7 +80,7 @@ func (c *CephX) HandleRenewalReply(payload []byte) error {
 		return err
 	case cephxGetPrincipalSessionKey:
 		if hdr.Status < 0 {
-			return c.failure("mon", "monitor refused service tickets: "+errnoText(hdr.Status), ErrAuthFailed)
+			return c.refused("mon", "monitor refused service tickets", hdr.Status)
 		}
 		auth := c.tickets[denc.EntityTypeAuth]
 		if auth == nil {

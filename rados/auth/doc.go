@@ -19,7 +19,11 @@
 // service ticket obtained earlier from the monitors. Tickets expire: the
 // monitor client renews them through CephX.NeedRenewal,
 // CephX.BuildRenewalRequest and CephX.HandleRenewalReply carried in MAuth
-// messages.
+// messages; a renewal of the AUTH ticket answers the challenge of the
+// session it is sent on (Session.ServerChallenge of that connection).
+//
+// A refusal by a peer is an *Error carrying its errno: EBUSY and EAGAIN
+// wrap ErrTryAgain (try later or elsewhere), others ErrAuthFailed (final).
 //
 // Key material never appears in errors or logs: CryptoKey formats itself
 // redacted.

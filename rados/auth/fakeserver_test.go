@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,16 +351,20 @@ func TestCephXRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Done(gid, reply); err != nil {
+	sess, err := h.Done(gid, reply)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if req, err := cx.BuildRenewalRequest(); err != nil || req != nil {
+	if sess.ServerChallenge != srv.challenge {
+		t.Fatalf("session challenge %#x, the server gave %#x", sess.ServerChallenge, srv.challenge)
+	}
+	if req, err := cx.BuildRenewalRequest(sess.ServerChallenge); err != nil || req != nil {
 		t.Fatalf("renewal of fresh tickets: %x %v", req, err)
 	}
 
 	// Drop the OSD ticket: a principal request for it alone.
 	cx.Invalidate(denc.EntityTypeOSD)
-	req, err := cx.BuildRenewalRequest()
+	req, err := cx.BuildRenewalRequest(sess.ServerChallenge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +408,7 @@ func TestCephXRenewal(t *testing.T) {
 	if !cx.NeedRenewal() {
 		t.Fatal("old tickets do not need renewal")
 	}
-	req, err = cx.BuildRenewalRequest()
+	req, err = cx.BuildRenewalRequest(sess.ServerChallenge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,6 +437,122 @@ func TestCephXRenewal(t *testing.T) {
 	}
 	if _, err := h3.Done(gid3, reply3); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRenewalAnswersItsSessionsChallenge authenticates one identity to
+// two monitors at once, as a failover hunt that can reclaim the global id
+// does, the loser's challenge arriving after the winner's: a renewal of
+// the AUTH ticket over the winner's session must answer the winner's
+// challenge, or that monitor refuses it.
+func TestRenewalAnswersItsSessionsChallenge(t *testing.T) {
+	name := mustName(t, "client.admin")
+	cx, _ := NewCephX(name, testKey(1), 0)
+	first := newFakeCephxServer(t, name, testKey(1))
+	h, _ := cx.NewHandler(denc.EntityTypeMon)
+	gid, reply, err := first.monAuth(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Done(gid, reply); err != nil {
+		t.Fatal(err)
+	}
+
+	win, lose := newFakeCephxServer(t, name, testKey(1)), newFakeCephxServer(t, name, testKey(1))
+	win.challenge, lose.challenge = 0xaaaa0000aaaa0000, 0xbbbb0000bbbb0000
+	hw, _ := cx.NewHandler(denc.EntityTypeMon)
+	hl, _ := cx.NewHandler(denc.EntityTypeMon)
+	gidW, replyW, err := win.monAuth(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gidL, replyL, err := lose.monAuth(hl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessW, err := hw.Done(gidW, replyW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hl.Done(gidL, replyL); err != nil {
+		t.Fatal(err)
+	}
+	if gidW != gid || gidL != gid {
+		t.Fatalf("global ids %d and %d, want %d reclaimed", gidW, gidL, gid)
+	}
+
+	cx.MarkForRenewal(denc.EntityTypeAuth)
+	// what a CephX-wide challenge gave: the last one received, the loser's
+	req, err := cx.BuildRenewalRequest(lose.challenge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _, err := win.handleAuthenticate(req, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cx.HandleRenewalReply(rep); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("renewal answering the loser's challenge: %v, want EACCES", err)
+	}
+	req, err = cx.BuildRenewalRequest(sessW.ServerChallenge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, _, err = win.handleAuthenticate(req, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cx.HandleRenewalReply(rep); err != nil {
+		t.Fatalf("the winning monitor refused the renewal: %v", err)
+	}
+	if cx.NeedRenewal() {
+		t.Fatal("still due after the renewal")
+	}
+}
+
+// TestRefusalErrno checks that a refusal carries the peer's errno and
+// that only EBUSY and EAGAIN are worth retrying.
+func TestRefusalErrno(t *testing.T) {
+	name := mustName(t, "client.admin")
+	cx, _ := NewCephX(name, testKey(1), 0)
+	mon, _ := cx.NewHandler(denc.EntityTypeMon)
+	osd, _ := cx.NewHandler(denc.EntityTypeOSD)
+	none, _ := NewNone(name).NewHandler(denc.EntityTypeMon)
+	for _, tc := range []struct {
+		result int32
+		errno  syscall.Errno
+		retry  bool
+	}{
+		{-13, syscall.EACCES, false},
+		{-1, syscall.EPERM, false},
+		{-95, syscall.EOPNOTSUPP, false},
+		{-22, syscall.EINVAL, false},
+		{-16, syscall.EBUSY, true},
+		{-11, syscall.EAGAIN, true},
+	} {
+		for _, h := range []Handler{mon, osd, none} {
+			err := h.BadMethod(tc.result, []Method{MethodCephX})
+			checkRefusal(t, fmt.Sprintf("BadMethod(%d)", tc.result), err, tc.errno, tc.retry)
+		}
+		// the status of a cephx reply to a renewal
+		for _, typ := range []uint16{cephxGetAuthSessionKey, cephxGetPrincipalSessionKey} {
+			e := denc.NewEncoder(nil)
+			CephXResponseHeader{RequestType: typ, Status: tc.result}.Encode(e)
+			err := cx.HandleRenewalReply(e.Bytes())
+			checkRefusal(t, fmt.Sprintf("renewal reply %#x status %d", typ, tc.result), err, tc.errno, tc.retry)
+		}
+	}
+}
+
+func checkRefusal(t *testing.T, what string, err error, errno syscall.Errno, retry bool) {
+	t.Helper()
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Errno != errno || !errors.Is(err, errno) {
+		t.Errorf("%s: %v does not carry %v", what, err, errno)
+	}
+	if errors.Is(err, ErrTryAgain) != retry || errors.Is(err, ErrAuthFailed) == retry {
+		t.Errorf("%s: %v: retry %v, final %v; want retry %v", what, err,
+			errors.Is(err, ErrTryAgain), errors.Is(err, ErrAuthFailed), retry)
 	}
 }
 

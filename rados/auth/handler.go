@@ -44,6 +44,11 @@ type Session struct {
 	// ConnectionSecret is the key material of secure mode (AES-GCM key
 	// and nonces); empty in crc mode and with auth none.
 	ConnectionSecret []byte
+	// ServerChallenge is, for a cephx monitor connection, the challenge
+	// the monitor gave it: a renewal of the AUTH ticket sent over this
+	// connection must answer it (CephX.BuildRenewalRequest). Zero for
+	// other connections and with auth none.
+	ServerChallenge uint64
 }
 
 // Handler runs the auth exchange of one connection. The messenger calls
@@ -61,8 +66,9 @@ type Handler interface {
 	// Done handles the payload of AUTH_DONE and the global id it carried.
 	Done(globalID uint64, reply []byte) (Session, error)
 	// BadMethod turns an AUTH_BAD_METHOD (the peer's errno result and the
-	// methods it allows) into the error to report. It always returns a
-	// non-nil error; for a refused key it wraps ErrAuthFailed.
+	// methods it allows) into the error to report: an *Error carrying the
+	// errno. For a refused key it wraps ErrAuthFailed; for a peer that
+	// cannot authenticate anyone yet (EBUSY, EAGAIN), ErrTryAgain.
 	BadMethod(result int32, allowed []Method) error
 }
 
@@ -84,6 +90,8 @@ func errnoText(result int32) string {
 	switch -result {
 	case 1:
 		return "operation not permitted (EPERM)"
+	case 11:
+		return "resource temporarily unavailable (EAGAIN)"
 	case 13:
 		return "permission denied (EACCES)"
 	case 16:
@@ -102,9 +110,9 @@ func errnoText(result int32) string {
 
 // badMethodError is the common AUTH_BAD_METHOD interpretation.
 func badMethodError(name denc.AuthName, peer denc.EntityType, used Method, result int32, allowed []Method) error {
-	reason := fmt.Sprintf("%s refused: %s", used, errnoText(result))
+	reason := fmt.Sprintf("%s refused", used)
 	if used == MethodCephX && (result == -13 || result == -1) {
-		reason = fmt.Sprintf("the %s refused our credentials (wrong key, or no such entity): %s", peer, errnoText(result))
+		reason = fmt.Sprintf("the %s refused our credentials (wrong key, or no such entity)", peer)
 	}
 	if result == -95 {
 		ok := false
@@ -115,5 +123,5 @@ func badMethodError(name denc.AuthName, peer denc.EntityType, used Method, resul
 			reason = fmt.Sprintf("method %s not allowed by the peer (it allows %v)", used, allowed)
 		}
 	}
-	return &Error{Entity: name, Peer: peer.String(), Reason: reason, Err: ErrAuthFailed}
+	return Refused(name, peer.String(), reason, result)
 }

@@ -42,6 +42,7 @@ type Client struct {
 
 	mu            sync.Mutex
 	conn          *msgr.Conn // the current session; nil while hunting
+	challenge     uint64     // the cephx server challenge of conn's handshake
 	sessions      int        // sessions established since New
 	lostAt        time.Time  // when the last session was lost
 	lastFailover  time.Duration
@@ -105,16 +106,16 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	hctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	t0 := time.Now()
-	conn, err := c.hunt(hctx, true)
+	est, err := c.hunt(hctx, true)
 	if err != nil {
 		c.cancel()
 		return nil, err
 	}
 	c.wg.Add(1)
-	go c.run(conn)
+	go c.run(est)
 	if err := c.waitMonMap(hctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("monc: waiting for the monmap from mon %s: %w", conn.PeerAddrs(), err)
+		return nil, fmt.Errorf("monc: waiting for the monmap from mon %s: %w", est.conn.PeerAddrs(), err)
 	}
 	c.log.Debug("monc: connected", "after", time.Since(t0).Round(time.Millisecond))
 	return c, nil

@@ -20,7 +20,7 @@ const huntBackoffMin = 250 * time.Millisecond
 // key, no common connection mode) ends the hunt at once. After a lost
 // session the client hunts until Close, whatever the failures, with
 // growing pauses. The error is a *HuntError.
-func (c *Client) hunt(ctx context.Context, initial bool) (*msgr.Conn, error) {
+func (c *Client) hunt(ctx context.Context, initial bool) (established, error) {
 	backoff := huntBackoffMin
 	var order []string
 	last := map[string]error{}
@@ -40,13 +40,13 @@ func (c *Client) hunt(ctx context.Context, initial bool) (*msgr.Conn, error) {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return nil, failed(ctx.Err())
+				return established{}, failed(ctx.Err())
 			}
 			backoff = min(2*backoff, c.cfg.HuntBackoffMax)
 		}
-		conn, attempts, fatal := c.huntRound(ctx, c.huntAddrs())
-		if conn != nil {
-			return conn, nil
+		win, attempts, fatal := c.huntRound(ctx, c.huntAddrs())
+		if win.conn != nil {
+			return win, nil
 		}
 		for _, a := range attempts {
 			if _, ok := last[a.Addr]; !ok {
@@ -55,10 +55,10 @@ func (c *Client) hunt(ctx context.Context, initial bool) (*msgr.Conn, error) {
 			last[a.Addr] = a.Err
 		}
 		if fatal != nil && initial {
-			return nil, failed(fatal)
+			return established{}, failed(fatal)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, failed(err)
+			return established{}, failed(err)
 		}
 		lvl := c.log.Debug
 		if round == 0 || fatal != nil {
@@ -94,11 +94,18 @@ func (c *Client) huntAddrs() []denc.EntityAddr {
 	return out
 }
 
+// established is a monitor connection that authenticated, with the
+// cephx server challenge of its handshake (see attemptAuth).
+type established struct {
+	conn      *msgr.Conn
+	challenge uint64
+}
+
 // dialResult is the outcome of one handshake.
 type dialResult struct {
 	addr denc.EntityAddr
 	id   *identity
-	conn *msgr.Conn
+	est  established
 	err  error
 }
 
@@ -110,7 +117,7 @@ type dialResult struct {
 // Attempts share the client's identity when it can reclaim its global
 // id; otherwise each gets a fresh one and the winner's becomes the
 // client's (see identity).
-func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (*msgr.Conn, []Attempt, error) {
+func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (established, []Attempt, error) {
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 	cur := c.identity()
 	shared := cur.canReclaim(time.Now())
@@ -130,31 +137,32 @@ func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (*msgr.
 				return
 			}
 		}
-		cfg := c.msgrConfig(id.prov)
+		prov := &attemptAuth{Provider: id.prov}
+		cfg := c.msgrConfig(prov)
 		go func() {
 			dctx, dcancel := context.WithTimeout(rctx, c.cfg.HuntAttemptTimeout)
 			defer dcancel()
 			conn, err := msgr.DialAddr(dctx, a, cfg)
-			results <- dialResult{addr: a, id: id, conn: conn, err: err}
+			results <- dialResult{addr: a, id: id, est: established{conn: conn, challenge: prov.challenge}, err: err}
 		}()
 	}
 	for inflight < c.cfg.HuntParallel && next < len(addrs) {
 		launch()
 	}
-	var win *msgr.Conn
+	var win established
 	var attempts []Attempt
 	var fatal error
 	for inflight > 0 {
 		r := <-results
 		inflight--
 		switch {
-		case r.err == nil && win == nil:
-			win = r.conn
+		case r.err == nil && win.conn == nil:
+			win = r.est
 			c.id.Store(r.id)
 			cancel()
 		case r.err == nil:
-			r.conn.Close()
-		case win == nil && fatal == nil:
+			r.est.conn.Close()
+		case win.conn == nil && fatal == nil:
 			attempts = append(attempts, Attempt{Addr: r.addr.AddrPort().String(), Err: r.err})
 			c.log.Debug("monc: monitor handshake failed", "mon", r.addr.String(), "err", r.err)
 			if finalError(r.err) {

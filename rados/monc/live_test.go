@@ -48,7 +48,8 @@ func TestLiveMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := msgr.Dial(ctx, cl.MonAddrs[0], msgr.Config{Auth: cx, PeerType: denc.EntityTypeMon})
+	prov := &attemptAuth{Provider: cx} // keeps the session's challenge
+	conn, err := msgr.Dial(ctx, cl.MonAddrs[0], msgr.Config{Auth: prov, PeerType: denc.EntityTypeMon})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestLiveMessages(t *testing.T) {
 	save("MOSDMap-empty.v4.bin", m)
 
 	cx.Invalidate(denc.EntityTypeOSD)
-	payload, err := cx.BuildRenewalRequest()
+	payload, err := cx.BuildRenewalRequest(prov.challenge)
 	if err != nil {
 		t.Fatal(err)
 	}

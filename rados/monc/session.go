@@ -15,10 +15,11 @@ var errDropped = errors.New("monc: session dropped to re-authenticate")
 
 // run is the session loop: it serves one monitor session at a time and
 // hunts for the next when it ends, until Close.
-func (c *Client) run(conn *msgr.Conn) {
+func (c *Client) run(est established) {
 	defer c.wg.Done()
 	for {
-		c.establish(conn)
+		c.establish(est)
+		conn := est.conn
 		reason := c.serve(conn)
 		conn.Close()
 		if c.ctx.Err() != nil {
@@ -29,17 +30,18 @@ func (c *Client) run(conn *msgr.Conn) {
 		c.lose()
 		c.log.Info("monc: monitor session lost; hunting", "mon", si.Mon, "addr", si.Addr.String(), "err", reason)
 		var err error
-		if conn, err = c.hunt(c.ctx, false); err != nil {
+		if est, err = c.hunt(c.ctx, false); err != nil {
 			return // only Close ends a hunt after New
 		}
 	}
 }
 
-// establish makes conn the current session, subscribes and resends what
+// establish makes est the current session, subscribes and resends what
 // the previous session left unanswered.
-func (c *Client) establish(conn *msgr.Conn) {
+func (c *Client) establish(est established) {
+	conn := est.conn
 	c.mu.Lock()
-	c.conn = conn
+	c.conn, c.challenge = conn, est.challenge
 	c.sessions++
 	if !c.lostAt.IsZero() {
 		c.lastFailover = time.Since(c.lostAt)
@@ -73,7 +75,7 @@ func (c *Client) establish(conn *msgr.Conn) {
 // lose forgets the current session.
 func (c *Client) lose() {
 	c.mu.Lock()
-	c.conn = nil
+	c.conn, c.challenge = nil, 0
 	c.lostAt = time.Now()
 	c.subRenewAt = time.Time{}
 	c.mu.Unlock()

@@ -2,6 +2,7 @@ package monc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,6 +23,7 @@ func (c *Client) renewTickets(conn *msgr.Conn) {
 	}
 	c.mu.Lock()
 	pending := !c.renewSent.IsZero() && time.Since(c.renewSent) < c.cfg.RenewRetry
+	challenge := c.challenge
 	c.mu.Unlock()
 	if pending {
 		return
@@ -30,7 +32,7 @@ func (c *Client) renewTickets(conn *msgr.Conn) {
 		c.finishRenewal(nil)
 		return
 	}
-	payload, err := cx.BuildRenewalRequest()
+	payload, err := cx.BuildRenewalRequest(challenge)
 	if err != nil {
 		c.log.Warn("monc: building ticket renewal", "err", err)
 		c.finishRenewal(err)
@@ -69,21 +71,36 @@ func (c *Client) nextTick() time.Duration {
 	return max(d, 10*time.Millisecond)
 }
 
-// handleAuthReply stores the tickets of a renewal. A refusal drops the
-// session: the handshake with the next monitor authenticates afresh.
+// handleAuthReply stores the tickets of a renewal. A refusal for now
+// (auth.ErrTryAgain: EBUSY, EAGAIN) is retried on the same session after
+// Config.RenewRetry; any other failure drops the session: the handshake
+// with the next monitor authenticates afresh.
 func (c *Client) handleAuthReply(m *msgr.Message) {
 	cx := c.identity().cephx
 	r, err := decodeAuthReply(m.Front)
 	switch {
 	case err != nil:
 	case r.result < 0:
-		err = fmt.Errorf("monc: the monitor refused to renew tickets: %s (errno %d): %w", r.msg, -r.result, auth.ErrAuthFailed)
+		reason := "the monitor refused to renew tickets"
+		if r.msg != "" {
+			reason += " (" + r.msg + ")"
+		}
+		err = fmt.Errorf("monc: %w", auth.Refused(c.cfg.Name, "mon", reason, r.result))
 	case cx != nil:
 		err = cx.HandleRenewalReply(r.payload)
 	}
+	later := errors.Is(err, auth.ErrTryAgain)
 	c.mu.Lock()
 	c.renewSent = time.Time{}
+	if later {
+		c.renewSent = time.Now() // counts as pending until RenewRetry has passed
+	}
 	c.mu.Unlock()
+	if later {
+		c.log.Info("monc: ticket renewal refused for now; retrying later", "err", err, "after", c.cfg.RenewRetry)
+		c.finishRenewal(err)
+		return
+	}
 	if err != nil {
 		c.log.Warn("monc: ticket renewal failed; re-authenticating with a new session", "err", err)
 		select {

@@ -121,3 +121,45 @@ func TestTicketRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRenewalAnswersTheSessionsChallenge renews the AUTH ticket after
+// another handshake with the client's identity — what a losing attempt
+// of a failover hunt does, when attempts share the identity to reclaim
+// its global id. The renewal over the session must answer the
+// challenge of that session's own handshake, not the latest one, or the
+// monitor refuses it and the session is dropped.
+func TestRenewalAnswersTheSessionsChallenge(t *testing.T) {
+	cl := sharedCluster(t)
+	c := connect(t, adminConfig(t, cl))
+	ctx := testContext(t, 30*time.Second)
+	id := c.identity()
+	if !id.canReclaim(time.Now()) {
+		t.Fatal("a fresh client cannot reclaim its global id")
+	}
+	// the loser: a second handshake with the same identity
+	addr, err := denc.ParseEntityAddr(cl.MonAddrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := msgr.DialAddr(ctx, addr, c.msgrConfig(id.prov))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.GlobalID() != c.GlobalID() {
+		t.Errorf("second handshake got global id %d, want %d reclaimed", other.GlobalID(), c.GlobalID())
+	}
+	other.Close()
+
+	before := ticketOf(c, denc.EntityTypeAuth)
+	time.Sleep(1100 * time.Millisecond) // so a renewed ticket expires later
+	id.cephx.MarkForRenewal(denc.EntityTypeAuth)
+	if err := c.RenewTickets(ctx); err != nil {
+		t.Fatalf("AUTH ticket renewal: %v", err)
+	}
+	if after := ticketOf(c, denc.EntityTypeAuth); !after.Expires.After(before.Expires) {
+		t.Errorf("AUTH ticket not renewed: expires %v, before %v", after.Expires, before.Expires)
+	}
+	if si := c.Session(); si.Sessions != 1 || !si.Connected {
+		t.Errorf("the renewal cost the session: %+v", si)
+	}
+}

@@ -340,10 +340,34 @@ func mauth(payload []byte) *Message {
 	return &Message{Type: msgAuth, Version: 1, Front: e.Bytes()}
 }
 
-// renew runs one renewal round trip over the monitor session c.
-func renew(t *testing.T, cx *auth.CephX, c *Conn) {
+// challengeProvider keeps the server challenge of its last monitor
+// handshake, as the monitor client keeps it per session for renewals.
+type challengeProvider struct {
+	auth.Provider
+	challenge atomic.Uint64
+}
+
+func (p *challengeProvider) NewHandler(peer denc.EntityType) (auth.Handler, error) {
+	h, err := p.Provider.NewHandler(peer)
+	return challengeHandler{h, p}, err
+}
+
+type challengeHandler struct {
+	auth.Handler
+	p *challengeProvider
+}
+
+func (h challengeHandler) Done(globalID uint64, reply []byte) (auth.Session, error) {
+	s, err := h.Handler.Done(globalID, reply)
+	h.p.challenge.Store(s.ServerChallenge)
+	return s, err
+}
+
+// renew runs one renewal round trip over the monitor session c, whose
+// handshake received challenge.
+func renew(t *testing.T, cx *auth.CephX, challenge uint64, c *Conn) {
 	t.Helper()
-	req, err := cx.BuildRenewalRequest()
+	req, err := cx.BuildRenewalRequest(challenge)
 	if err != nil || req == nil {
 		t.Fatalf("renewal request %x: %v", req, err)
 	}
@@ -367,7 +391,8 @@ func renew(t *testing.T, cx *auth.CephX, c *Conn) {
 func TestTicketRenewal(t *testing.T) {
 	requireCluster(t)
 	cx := adminCephX(t)
-	c := dialMon(t, cx, ModeSecure)
+	cp := &challengeProvider{Provider: cx}
+	c := dialMon(t, cp, ModeSecure)
 	before := map[denc.EntityType]auth.TicketInfo{}
 	for _, ti := range cx.Tickets() {
 		before[ti.Service] = ti
@@ -377,11 +402,11 @@ func TestTicketRenewal(t *testing.T) {
 	if !cx.NeedRenewal() {
 		t.Fatal("marked ticket not due")
 	}
-	renew(t, cx, c)
+	renew(t, cx, cp.challenge.Load(), c)
 	// The AUTH ticket: GET_AUTH_SESSION_KEY answering this session's
 	// challenge and presenting the old ticket.
 	cx.MarkForRenewal(denc.EntityTypeAuth)
-	renew(t, cx, c)
+	renew(t, cx, cp.challenge.Load(), c)
 	if cx.NeedRenewal() {
 		t.Fatal("still due after renewals")
 	}
