@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,8 +25,7 @@ func newUUID() (string, error) {
 
 // run runs a setup command, logging its output to log/setup.log.
 func (c *Cluster) run(ctx context.Context, bin string, args ...string) error {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	out, err := cmd.CombinedOutput()
+	out, err := c.command(ctx, bin, args...).CombinedOutput()
 	if f, ferr := os.OpenFile(filepath.Join(c.Dir, "log", "setup.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); ferr == nil {
 		fmt.Fprintf(f, "$ %s %s\n%s", bin, strings.Join(args, " "), out)
 		f.Close()

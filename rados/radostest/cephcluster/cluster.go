@@ -1,6 +1,6 @@
 // Package cephcluster boots a real, throwaway Ceph cluster from the
 // Debian/Ubuntu Ceph binaries (ceph-mon, ceph-osd, optionally ceph-mgr) on
-// 127.0.0.1, in a directory of its own, with cephx on and msgr2 always.
+// 127.0.0.1 (or an address inside a network namespace), in a directory of its own, with cephx on and msgr2 always.
 // It is the engine behind rados/radostest (for tests) and `purerbd demo`.
 //
 // Daemons run in the foreground as children of the calling process, are
@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +49,14 @@ type Options struct {
 	KeepDir     bool              // keep Dir after Close (logs for a failed test)
 	Conf        map[string]string // extra [global] options, e.g. "auth_service_ticket_ttl": "60"
 	Timeout     time.Duration     // for the whole boot (default 120 s)
+	// Netns, when set, names a network namespace (see package
+	// radostest/netns) in which every daemon and every tool run by the
+	// cluster is started, with `ip netns exec`. BindAddr must then be an
+	// address inside it: Ceph's clients outside cannot reach the cluster.
+	Netns string
+	// BindAddr is the address every daemon binds to and mon_host names
+	// (default 127.0.0.1).
+	BindAddr string
 }
 
 // Cluster is a running cluster.
@@ -55,7 +65,7 @@ type Cluster struct {
 	Conf         string   // path of ceph.conf; point Ceph's tools at it with -c
 	AdminKeyring string   // path of the client.admin keyring
 	AdminKey     string   // client.admin's secret, base64 (as in the keyring)
-	MonAddrs     []string // msgr2 addresses of the mons, "127.0.0.1:PORT", in mon order
+	MonAddrs     []string // msgr2 addresses of the mons, "BindAddr:PORT", in mon order
 	MonV1Addrs   []string // msgr1 addresses when Options.MsgrV1, else nil
 	MonNames     []string // "a", "b", ...
 	FSID         string
@@ -113,9 +123,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	for i := 0; i < opts.Mons; i++ {
 		c.MonNames = append(c.MonNames, string(rune('a'+i)))
-		c.MonAddrs = append(c.MonAddrs, fmt.Sprintf("127.0.0.1:%d", c.ports.ports[i]))
+		c.MonAddrs = append(c.MonAddrs, net.JoinHostPort(opts.BindAddr, strconv.Itoa(c.ports.ports[i])))
 		if opts.MsgrV1 {
-			c.MonV1Addrs = append(c.MonV1Addrs, fmt.Sprintf("127.0.0.1:%d", c.ports.ports[opts.Mons+i]))
+			c.MonV1Addrs = append(c.MonV1Addrs, net.JoinHostPort(opts.BindAddr, strconv.Itoa(c.ports.ports[opts.Mons+i])))
 		}
 	}
 	if err := c.bootstrap(ctx); err != nil {
@@ -143,6 +153,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 120 * time.Second
+	}
+	if o.BindAddr == "" {
+		o.BindAddr = "127.0.0.1"
 	}
 	return o
 }

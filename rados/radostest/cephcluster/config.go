@@ -23,8 +23,8 @@ func (c *Cluster) writeConf() error {
 		"fsid":                  c.FSID,
 		"mon host":              c.MonHost(),
 		"mon initial members":   strings.Join(c.MonNames, ","),
-		"public addr":           "127.0.0.1",
-		"cluster addr":          "127.0.0.1",
+		"public addr":           o.BindAddr,
+		"cluster addr":          o.BindAddr,
 		"ms bind ipv6":          "false",
 		"ms bind msgr1":         fmt.Sprint(o.MsgrV1),
 		"ms bind msgr2":         "true",
@@ -96,7 +96,7 @@ func (c *Cluster) writeConf() error {
 	}
 	sort.Strings(keys)
 	var sb strings.Builder
-	sb.WriteString("# written by purerbd's cephcluster; a throwaway cluster on 127.0.0.1\n[global]\n")
+	sb.WriteString("# written by purerbd's cephcluster; a throwaway cluster on " + o.BindAddr + "\n[global]\n")
 	for _, k := range keys {
 		fmt.Fprintf(&sb, "\t%s = %s\n", k, g[k])
 	}

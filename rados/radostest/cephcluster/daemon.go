@@ -47,7 +47,7 @@ func (c *Cluster) spawn(name, bin string, args ...string) error {
 		return fmt.Errorf("cephcluster: %s: %w", name, err)
 	}
 	defer out.Close()
-	cmd := exec.Command(d.bin, append([]string{"-f", "-c", c.Conf}, d.args...)...)
+	cmd := c.command(context.Background(), d.bin, append([]string{"-f", "-c", c.Conf}, d.args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = c.Dir
 	// Own process group (a terminal's Ctrl-C reaches us, not the daemons:

@@ -34,7 +34,7 @@ func (c *Cluster) ToolInput(ctx context.Context, stdin []byte, tool string, args
 	if tool == "ceph" {
 		full = append([]string{"--connect-timeout", "15"}, full...)
 	}
-	cmd := exec.CommandContext(ctx, tool, full...)
+	cmd := c.command(ctx, tool, full...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != nil {
@@ -61,11 +61,26 @@ func (c *Cluster) Rbd(ctx context.Context, args ...string) ([]byte, error) {
 	return c.Tool(ctx, "rbd", args...)
 }
 
+// command returns a command that runs bin with args, inside the
+// cluster's network namespace when it has one (`ip netns exec` enters it
+// and execs bin: the process's PID is bin's).
+func (c *Cluster) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	if c.Options.Netns != "" {
+		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Options.Netns, bin}, args...)...)
+	}
+	return exec.CommandContext(ctx, bin, args...)
+}
+
 // checkBinaries fails with the Debian package names when a tool is missing.
 func checkBinaries(o Options) error {
 	bins := []string{"ceph-mon", "ceph-osd", "ceph", "rados", "rbd", "monmaptool"}
 	if o.WithMgr {
 		bins = append(bins, "ceph-mgr")
+	}
+	if o.Netns != "" {
+		if _, err := exec.LookPath("ip"); err != nil {
+			return fmt.Errorf("cephcluster: Options.Netns needs the ip command: apt-get install iproute2")
+		}
 	}
 	var missing []string
 	for _, b := range bins {
