@@ -33,7 +33,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"version": {summary: "print the purerbd version", run: runVersion},
 		"demo":    {summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it", run: runDemo},
-		"nbd":     {summary: "serve a memory or file export over NBD (nbd serve)", run: runNBD},
+		"nbd":     {summary: "export RBD images, files or memory over NBD; map them to /dev/nbdX (nbd serve|map|unmap|list)", run: runNBD},
 		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
 		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
 		"rbd":     {summary: "manage RBD images (create, info, ls, rm, resize, snap, import, export, bench)", run: runRBD},
