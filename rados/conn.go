@@ -296,6 +296,13 @@ func (c *Conn) IOContext(ctx context.Context, pool, namespace string) (*IOContex
 	return &IOContext{conn: c, pool: id, poolName: pool, ns: namespace}, nil
 }
 
+// OpContext applies the Conn's default operation timeout (Config.OpTimeout)
+// to ctx when it has no deadline of its own, for layers that send requests
+// through Objecter directly (package rbd).
+func (c *Conn) OpContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return c.opContext(ctx)
+}
+
 // opContext applies the Conn's default operation timeout.
 func (c *Conn) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.opTimeout > 0 {

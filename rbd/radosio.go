@@ -62,6 +62,10 @@ func (r *radosObjects) do(ctx context.Context, oid string, snap uint64, snapc de
 	for i, o := range ops {
 		req.Ops[i] = toOSDOp(o)
 	}
+	// the connection's operation timeout bounds image I/O too, as
+	// rados_osd_op_timeout bounds librbd's
+	ctx, cancel := r.io.Conn().OpContext(ctx)
+	defer cancel()
 	rep, err := r.io.Conn().Objecter().Do(ctx, req)
 	if rep != nil {
 		for i := range ops {
