@@ -10,7 +10,8 @@
 // holding busybox, the requested modules with their dependencies and a
 // modules.dep for them, host programs with their shared libraries, and
 // the caller's files (typically a static Go program made with BuildGo),
-// boots it with software emulation (no KVM, no network) and returns when
+// boots it with software emulation (no KVM; no network unless
+// Config.Network puts the guest on a tap in a test's network namespace) and returns when
 // the program has ended and the guest powered off.
 //
 // In the guest, /init mounts devtmpfs, proc, sysfs and tmpfs on /tmp and

@@ -36,7 +36,27 @@ type Config struct {
 	Timeout time.Duration
 	// Output, when set, gets the console as it comes.
 	Output io.Writer
+	// Network, when set, gives the guest a virtio NIC on a tap device
+	// inside a network namespace (see package radostest/netns); without
+	// it the guest has no network at all.
+	Network *Network
 }
+
+// Network attaches the guest to a tap device in a network namespace:
+// qemu runs inside the namespace (`ip netns exec`) and opens the tap by
+// name. Before the command runs, init loads virtio_pci and virtio_net,
+// gives eth0 GuestCIDR and waits until HostIP answers a ping, so the
+// command starts with the network up.
+type Network struct {
+	Netns     string // namespace name
+	Tap       string // tap device inside it
+	GuestCIDR string // "10.77.N.10/24"
+	HostIP    string // an address in the namespace the guest must reach
+	MAC       string // default 52:54:00:77:00:10
+}
+
+// networkModules are the guest's NIC drivers.
+var networkModules = []string{"virtio_pci", "virtio_net"}
 
 // Result is what a run left on the console.
 type Result struct {
@@ -49,6 +69,9 @@ type Result struct {
 	// the whole run.
 	Boot time.Duration
 	Wall time.Duration
+	// NetUp is the guest's uptime when it reached Network.HostIP (0
+	// without a network).
+	NetUp time.Duration
 }
 
 // Lines returns the console lines that start with prefix, prefix removed.
@@ -92,6 +115,17 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	dir := tb.TempDir()
 
 	initrd := filepath.Join(dir, "initramfs.cpio")
+	if cfg.Network != nil {
+		n := *cfg.Network
+		if n.Netns == "" || n.Tap == "" || n.GuestCIDR == "" || n.HostIP == "" {
+			return nil, fmt.Errorf("vmtest: Network needs Netns, Tap, GuestCIDR and HostIP: %+v", n)
+		}
+		if n.MAC == "" {
+			n.MAC = "52:54:00:77:00:10"
+		}
+		cfg.Network = &n
+		cfg.Modules = append(append([]string(nil), cfg.Modules...), networkModules...)
+	}
 	if err := writeInitramfs(initrd, h, cfg); err != nil {
 		return nil, fmt.Errorf("vmtest: initramfs: %w", err)
 	}
@@ -102,15 +136,24 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		kernel = elf
 	}
 
+	nic := "none"
+	if n := cfg.Network; n != nil {
+		nic = "tap,ifname=" + n.Tap + ",script=no,downscript=no,model=virtio-net-pci,mac=" + n.MAC
+	}
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-m", strconv.Itoa(cfg.Memory), "-smp", strconv.Itoa(cfg.CPUs),
-		"-nographic", "-no-reboot", "-nic", "none", "-no-user-config",
+		"-nographic", "-no-reboot", "-nic", nic, "-no-user-config",
 		"-kernel", kernel, "-initrd", initrd,
 		// Nothing secret goes on the command line: it ends up in dmesg.
 		"-append", "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests",
 	}
 	cmd := exec.CommandContext(ctx, h.QEMU, args...)
+	if n := cfg.Network; n != nil {
+		// ip netns exec enters the namespace and execs qemu: the
+		// process cmd kills on timeout is qemu itself
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Netns, h.QEMU}, args...)...)
+	}
 	cmd.Stdin = nil
 	cmd.WaitDelay = 5 * time.Second
 	pr, pw := io.Pipe()
@@ -154,6 +197,11 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 				res.Boot = time.Duration(f * float64(time.Second))
 			}
 		}
+		if _, rest, ok := strings.Cut(l, markNet); ok {
+			if f, perr := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); perr == nil {
+				res.NetUp = time.Duration(f * float64(time.Second))
+			}
+		}
 		if m := exitLine.FindStringSubmatch(l); m != nil {
 			res.ExitCode, _ = strconv.Atoi(m[1])
 		}
@@ -181,7 +229,7 @@ func writeInitramfs(out string, h Host, cfg Config) error {
 		return err
 	}
 	a.file("bin/busybox", 0o755, bb)
-	a.file("init", 0o755, []byte(initScript(cfg.Command)))
+	a.file("init", 0o755, []byte(initScript(cfg.Command, cfg.Network)))
 	if err := addModules(a, h, cfg.Modules); err != nil {
 		return err
 	}
@@ -217,9 +265,28 @@ func writeInitramfs(out string, h Host, cfg Config) error {
 	return f.Close()
 }
 
+// Console marker printed by init once the guest reaches the host.
+const markNet = "vmtest: network up uptime="
+
+// netScript brings eth0 up for Network (nothing without one); the run
+// ends with exit 125 when the host does not answer within 30 s.
+func netScript(n *Network) string {
+	if n == nil {
+		return ""
+	}
+	return `modprobe virtio_pci && modprobe virtio_net || { echo "vmtest: exit=125 (modprobe virtio)"; poweroff -f; }
+i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 500 ]; do usleep 20000; i=$((i+1)); done
+ip link set lo up
+ip link set eth0 up
+ip addr add '` + n.GuestCIDR + `' dev eth0
+i=0; until ping -c 1 -W 1 '` + n.HostIP + `' >/dev/null 2>&1; do i=$((i+1)); [ $i -ge 30 ] && { echo "vmtest: ` + n.HostIP + ` unreachable"; ip addr; echo "vmtest: exit=125"; poweroff -f; }; done
+echo "` + markNet + `$(cut -d' ' -f1 /proc/uptime)"
+`
+}
+
 // initScript is /init: mount the pseudo file systems, run the command as
 // a child, report its status, power off.
-func initScript(command []string) string {
+func initScript(command []string, net *Network) string {
 	q := make([]string, len(command))
 	for i, a := range command {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
@@ -233,7 +300,7 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 echo
 echo "` + markInit + `$(cut -d' ' -f1 /proc/uptime)"
-` + strings.Join(q, " ") + ` </dev/null 2>&1
+` + netScript(net) + strings.Join(q, " ") + ` </dev/null 2>&1
 rc=$?
 echo "` + markExit + `$rc uptime=$(cut -d' ' -f1 /proc/uptime)"
 sync

@@ -126,7 +126,7 @@ func TestAddProgram(t *testing.T) {
 // The command survives the shell's quoting, whatever it holds.
 func TestInitScriptQuotesTheCommand(t *testing.T) {
 	args := []string{"/bin/echo", "it's", "a b", `"q"`, "$HOME", "`x`"}
-	s := initScript(args)
+	s := initScript(args, nil)
 	var line string
 	for _, l := range strings.Split(s, "\n") {
 		if strings.HasPrefix(l, "'/bin/echo'") {
