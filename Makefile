@@ -56,7 +56,7 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200ms ./...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100ms ./...
 	$(GO) run ./bench/cmd/purerbd-bench
 
 clean:

@@ -36,7 +36,7 @@ type Config struct {
 	// 3; default 3).
 	Reps int
 	// Runtime is the measured time of one run of a time-based job
-	// (default 3 s; 1 s in quick mode).
+	// (default 2.5 s; 1 s in quick mode).
 	Runtime time.Duration
 	Logger  *slog.Logger
 }
@@ -46,7 +46,7 @@ func (c Config) withDefaults() Config {
 		c.Reps = 3
 	}
 	if c.Runtime <= 0 {
-		c.Runtime = 3 * time.Second
+		c.Runtime = 2500 * time.Millisecond
 		if c.Quick {
 			c.Runtime = time.Second
 		}
@@ -66,6 +66,13 @@ func (c Config) withDefaults() Config {
 // wants reports whether section id is selected.
 func (c Config) wants(id string) bool {
 	return len(c.Only) == 0 || slices.Contains(c.Only, id)
+}
+
+// nbdRuntime is the run time of the NBD fio jobs: at most 2 s, since a
+// userspace NBD server's rate settles at once, which leaves the time
+// budget of a full run to the cluster workloads.
+func (c Config) nbdRuntime() time.Duration {
+	return min(c.Runtime, 2*time.Second)
 }
 
 // pick returns quick in quick mode and full otherwise.

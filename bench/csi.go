@@ -67,13 +67,11 @@ func (s *suite) controlPlane(ctx context.Context, c *cluster) *ControlPlane {
 		return cp
 	}
 	sock := filepath.Join(dir, "csi.sock")
-	d, err := startDaemon(filepath.Join(dir, "purerbd-csi.log"), bin.Path, "--controller", "--endpoint", "unix://"+sock,
-		"--cluster-config", cfgPath, "--sweep-interval", "0", "--log-level", "warn")
+	d, err := startServer(ctx, filepath.Join(dir, "purerbd-csi.log"), sock, bin.Path, "--controller", "--endpoint",
+		"unix://"+sock, "--cluster-config", cfgPath, "--sweep-interval", "0", "--log-level", "warn")
 	if err == nil {
 		defer d.stop()
-		err = d.waitSocket(ctx, sock)
-	}
-	if err != nil {
+	} else {
 		cp.Skipped = "purerbd-csi did not start: " + err.Error()
 		return cp
 	}

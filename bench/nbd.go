@@ -27,7 +27,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 			"time-based, %[2]s per run over the whole export) and nbdcopy (random data file in "+
 			"with `--flush`, the whole export out to `null:`). The first case of each repetition (nbdcopy in) "+
 			"fills the export, so reads hit allocated memory.",
-			humanSize(size), s.cfg.Runtime),
+			humanSize(size), s.cfg.nbdRuntime()),
 	}
 	if t := haveTools("fio", "nbdkit", "nbdcopy"); t != "" {
 		sec.Skipped = t + " is not installed (make deps)"
@@ -56,12 +56,10 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 		"purerbd": {s.bin("purerbd"), "nbd", "serve", "--socket", sock("purerbd"), "--memory", sz},
 		"nbdkit":  {"nbdkit", "-f", "-U", sock("nbdkit"), "memory", sz},
 	} {
-		d, err := startDaemon(filepath.Join(dir, who+".log"), argv[0], argv[1:]...)
+		d, err := startServer(ctx, filepath.Join(dir, who+".log"), sock(who), argv[0], argv[1:]...)
 		if err == nil {
 			servers[who] = d
-			err = d.waitSocket(ctx, sock(who))
-		}
-		if err != nil {
+		} else {
 			sec.Skipped = fmt.Sprintf("%s did not start: %v", who, err)
 			return sec
 		}
@@ -108,7 +106,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 			smp, _, err = runFio(ctx, dir, nil, fioJob{
 				Name: who, Engine: []string{"--ioengine=nbd", "--uri=" + uri(who)},
 				RW: c.Params["rw"], BS: c.Params["bs"], QD: qd, Size: sz,
-				Runtime: s.cfg.Runtime,
+				Runtime: s.cfg.nbdRuntime(),
 			}, c.Unit == "IOPS")
 			if err != nil {
 				return Sample{}, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -101,12 +102,31 @@ func startDaemon(logPath, name string, args ...string) (*daemon, error) {
 	return d, nil
 }
 
-// waitSocket waits until path exists as a socket and the daemon runs.
+// startServer removes a stale socket, starts the server and waits until
+// it accepts connections on sock; on failure the server is stopped.
+func startServer(ctx context.Context, logPath, sock, name string, args ...string) (*daemon, error) {
+	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	d, err := startDaemon(logPath, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.waitSocket(ctx, sock); err != nil {
+		d.stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// waitSocket waits until the daemon accepts connections on the Unix
+// socket path (the caller removes any stale socket before starting it).
 func (d *daemon) waitSocket(ctx context.Context, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	for {
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
 			return nil
 		}
 		select {

@@ -41,24 +41,32 @@ func (s *suite) profiles(ctx context.Context, c *cluster, imageSize int64) []Pro
 		return append(out, Profile{Name: "rbd", Err: err.Error()})
 	}
 	defer func() { _, _ = s.tool(context.Background(), c, "rbd", "rm", "--no-progress", "rbd/"+image) }()
+	// the objects the rados workload leaves are thrown away with the cluster
 	for _, w := range []struct {
 		name   string
 		target []string
 		rw, bs string
+		qd     int
 	}{
-		{"rbd.Image 4k randwrite QD32 (purerbd-bench load)", []string{"--image", image}, "randwrite", "4K"},
-		{"rbd.Image 4k randread QD32 (purerbd-bench load)", []string{"--image", image}, "randread", "4K"},
-		{"rados objects 4K write QD32 (purerbd-bench load --objects)", []string{"--objects", "bench-profile", "--size", "64M"}, "write", "4K"},
+		{"rbd.Image 4k randwrite QD32 (purerbd-bench load)", []string{"--image", image}, "randwrite", "4K", 32},
+		{"rbd.Image 4k randread QD32 (purerbd-bench load)", []string{"--image", image}, "randread", "4K", 32},
+		{"rbd.Image 4M seq read QD16 (purerbd-bench load)", []string{"--image", image}, "read", "4M", 16},
+		{"rados objects 4K write QD32 (purerbd-bench load --objects)", []string{"--objects", "bench-profile", "--size", "64M"}, "write", "4K", 32},
 	} {
 		p := Profile{Name: w.name}
 		base := filepath.Join(dir, slug(w.name))
-		smp, err := s.loadgen(ctx, c, w.target, w.rw, w.bs, 32, true,
+		iops := w.bs == "4K"
+		smp, err := s.loadgen(ctx, c, w.target, w.rw, w.bs, w.qd, iops,
 			[]string{"--cpuprofile", base + ".cpu.pprof", "--memprofile", base + ".allocs.pprof"})
 		if err != nil {
 			p.Err = err.Error()
 		} else {
-			p.Throughput = fmt.Sprintf("%.0f IOPS, p99 %s µs, %s CPU s/Mop while profiled", smp.Value,
-				micros(smp.Lat.At(99)), num(smp.CPUPerMop()))
+			unit, per := "IOPS", fmt.Sprintf("%s CPU s/Mop", num(smp.CPUPerMop()))
+			if !iops {
+				unit, per = "MiB/s", fmt.Sprintf("%s CPU s/GiB", num(smp.CPUPerGiB()))
+			}
+			p.Throughput = fmt.Sprintf("%.0f %s, p99 %s µs, %s (whole process) while profiled", smp.Value, unit,
+				micros(smp.Lat.At(99)), per)
 			s.summarise(ctx, &p, base)
 		}
 		out = append(out, p)
@@ -78,15 +86,9 @@ func (s *suite) profileNBD(ctx context.Context, dir string) Profile {
 	base := filepath.Join(dir, "nbd-memory")
 	sock := filepath.Join(dir, "nbd.sock")
 	size := pick(s.cfg, int64(512<<20), int64(64<<20))
-	d, err := startDaemon(base+".log", s.bin("purerbd-bench"), "serve", "--memory", strconv.FormatInt(size, 10),
+	d, err := startServer(ctx, base+".log", sock, s.bin("purerbd-bench"), "serve", "--memory", strconv.FormatInt(size, 10),
 		"--socket", sock, "--cpuprofile", base+".cpu.pprof", "--memprofile", base+".allocs.pprof")
-	if err == nil {
-		err = d.waitSocket(ctx, sock)
-	}
 	if err != nil {
-		if d != nil {
-			d.stop()
-		}
 		p.Err = err.Error()
 		return p
 	}

@@ -25,7 +25,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			"`purerbd-bench serve --image` (nbd.Server with the rbd.Image as its backend). qemu-nbd: "+
 			"`qemu-nbd -f raw -t rbd:rbd/IMAGE:conf=...` with its default cache mode (librbd's cache on, "+
 			"writethrough until a flush, as rbd-nbd runs it). Clients: fio `ioengine=nbd`, %s per run.",
-			humanSize(imageSize), s.cfg.Runtime),
+			humanSize(imageSize), s.cfg.nbdRuntime()),
 	}
 	if t := haveTools("qemu-nbd", "fio"); t != "" {
 		sec.Skipped = t + " is not installed (make deps)"
@@ -56,20 +56,16 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			sec.Skipped = "creating the image: " + err.Error()
 			return sec
 		}
-		var d *daemon
-		var err error
+		argv := []string{"qemu-nbd", "-k", sock(who), "-f", "raw", "-t",
+			fmt.Sprintf("rbd:rbd/%s:conf=%s:id=admin", image(who), c.Conf)}
 		if who == "purerbd" {
-			d, err = startDaemon(filepath.Join(dir, who+".log"), s.bin("purerbd-bench"), "serve", "-c", c.Conf, "-p", "rbd",
-				"--image", image(who), "--socket", sock(who))
-		} else {
-			d, err = startDaemon(filepath.Join(dir, who+".log"), "qemu-nbd", "-k", sock(who), "-f", "raw", "-t",
-				fmt.Sprintf("rbd:rbd/%s:conf=%s:id=admin", image(who), c.Conf))
+			argv = []string{s.bin("purerbd-bench"), "serve", "-c", c.Conf, "-p", "rbd", "--image", image(who),
+				"--socket", sock(who)}
 		}
+		d, err := startServer(ctx, filepath.Join(dir, who+".log"), sock(who), argv[0], argv[1:]...)
 		if err == nil {
 			servers[who] = d
-			err = d.waitSocket(ctx, sock(who))
-		}
-		if err != nil {
+		} else {
 			sec.Skipped = fmt.Sprintf("%s did not start: %v", who, err)
 			return sec
 		}
@@ -105,7 +101,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		smp, _, err := runFio(ctx, dir, nil, fioJob{
 			Name: who, Engine: []string{"--ioengine=nbd", "--uri=nbd+unix:///?socket=" + sock(who)},
 			RW: cs.Params["rw"], BS: cs.Params["bs"], QD: qd, Size: strconv.FormatInt(imageSize, 10),
-			Runtime: s.cfg.Runtime,
+			Runtime: s.cfg.nbdRuntime(),
 		}, cs.Unit == "IOPS")
 		if err != nil {
 			return Sample{}, err

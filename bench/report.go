@@ -70,11 +70,12 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 		m.Start.UTC().Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second), mode)
 	b.WriteString("How to read it: every comparison runs purerbd and its peer on the same target, one after the " +
 		"other (A B A B ...), ")
-	fmt.Fprintf(b, "%d times each, with %s per time-based run. Tables give the **median** and the spread "+
+	fmt.Fprintf(b, "%d times each, with %s per time-based run (%s for the NBD jobs). Tables give the **median** and the spread "+
 		"(min–max) of the repetitions, and the **ratio of medians purerbd/peer**: for throughput above 1 "+
 		"means purerbd is faster; for CPU per GiB, per million operations and latency, below 1 means purerbd "+
 		"uses less. Ratios outside 0.8–1.25 are in bold. The machine is shared and busy: absolute numbers "+
-		"are context, ratios are the result. Raw runs are in `results.csv`.\n\n", r.Reps, r.Runtime)
+		"are context, ratios are the result. Raw runs are in `results.csv`.\n\n", r.Reps, r.Runtime,
+		r.NBDRuntime)
 	b.WriteString("## Machine\n\n| nproc | CPU | memory | kernel | Go | load avg at start | load avg at end |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s |\n\n", m.NProc, m.CPUModel, m.MemTotal, m.Kernel, m.GoVersion,
 		m.LoadStart, m.LoadEnd)

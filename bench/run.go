@@ -13,17 +13,18 @@ import (
 
 // Report is everything one run of the suite measured.
 type Report struct {
-	Machine   Machine
-	Quick     bool
-	Reps      int
-	Runtime   time.Duration
-	Elapsed   time.Duration
-	Clusters  []ClusterInfo
-	Sections  []*Section
-	Profiles  []Profile
-	CSI       *ControlPlane
-	Footprint *Footprint
-	Missing   []string // parts of the suite that could not run, and why
+	Machine    Machine
+	Quick      bool
+	Reps       int
+	Runtime    time.Duration // per time-based run
+	NBDRuntime time.Duration // per NBD fio job
+	Elapsed    time.Duration
+	Clusters   []ClusterInfo
+	Sections   []*Section
+	Profiles   []Profile
+	CSI        *ControlPlane
+	Footprint  *Footprint
+	Missing    []string // parts of the suite that could not run, and why
 }
 
 // ClusterInfo describes a cluster the RADOS and RBD sections ran on.
@@ -72,7 +73,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s.cfg.Root = cfg.Root
 	t0 := time.Now()
-	rep := &Report{Machine: probeMachine(ctx), Quick: cfg.Quick, Reps: cfg.Reps, Runtime: cfg.Runtime}
+	rep := &Report{Machine: probeMachine(ctx), Quick: cfg.Quick, Reps: cfg.Reps, Runtime: cfg.Runtime,
+		NBDRuntime: cfg.nbdRuntime()}
 	s.log.Info("bench: building binaries", "work", s.work)
 	bins, err := buildBinaries(ctx, s.cfg.Root, filepath.Join(s.work, "bin"))
 	if err != nil {

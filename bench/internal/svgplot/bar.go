@@ -31,7 +31,10 @@ func (bc *BarChart) WriteSVG(w io.Writer) error {
 	// wide enough for every group, with room for slanted labels
 	groupW := math.Max(40, 14*float64(len(bc.Series))+16)
 	plotW := math.Max(width-marginL-marginR, groupW*float64(len(bc.Categories)))
-	w2 := marginL + plotW + marginR
+	// the first label slants left from under its bar: leave room for it
+	// (about 6.5 px a character at 12 px, cos 30° of it horizontally)
+	left := math.Max(marginL, float64(len([]rune(bc.Categories[0])))*6.5*0.87-plotW/float64(len(bc.Categories))/2+10)
+	w2 := left + plotW + marginR
 	h := height + 60 // category labels are slanted below the axis
 	ys := []float64{bc.Reference}
 	for _, s := range bc.Series {
@@ -40,7 +43,7 @@ func (bc *BarChart) WriteSVG(w io.Writer) error {
 		}
 	}
 	c := newCanvas(w2, h)
-	xa := axis{scale: Linear, min: 0, max: float64(len(bc.Categories)), p0: marginL, p1: marginL + plotW}
+	xa := axis{scale: Linear, min: 0, max: float64(len(bc.Categories)), p0: left, p1: left + plotW}
 	ya := newAxis(Linear, ys, h-marginB-60, marginT)
 	c.frame(xa, ya, nil, nil, bc.Title, "", bc.YLabel)
 	gw := plotW / float64(len(bc.Categories))
