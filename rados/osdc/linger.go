@@ -20,6 +20,8 @@ const lingerOpTimeout = 30 * time.Second
 // attached to the session of the OSD that holds it, so that a session
 // reset or a placement change re-registers the watch (or resends the
 // notify).
+//
+// The fields above mu are set before register and never change after.
 type linger struct {
 	o       *Objecter
 	cookie  uint64
@@ -43,6 +45,8 @@ type linger struct {
 	resend   chan struct{}      // notifies: send again
 }
 
+// newLinger returns a watch or notify on an object, not yet known to
+// the objecter: the caller completes it, then registers it.
 func (o *Objecter) newLinger(watch bool, pool int64, ns, key, oid string) *linger {
 	l := &linger{
 		o:      o,
@@ -53,10 +57,31 @@ func (o *Objecter) newLinger(watch bool, pool int64, ns, key, oid string) *linge
 	if key == oid {
 		l.b.oloc.Key = ""
 	}
-	o.lingerMu.Lock()
-	o.lingers[l.cookie] = l
-	o.lingerMu.Unlock()
 	return l
+}
+
+// register makes l known to the objecter (notifications, map changes,
+// pings, Close) and starts the delivery of a watch's events. From here
+// on the fields set before registering are read by other goroutines
+// without l.mu, so they must not change. It fails once Close has begun:
+// Close cancels the context before it collects the lingers under
+// lingerMu, so a linger is either collected and failed by Close or
+// refused here, and no goroutine is added to o.wg after Close waits.
+func (o *Objecter) register(l *linger) bool {
+	o.lingerMu.Lock()
+	defer o.lingerMu.Unlock()
+	if o.closed() {
+		return false
+	}
+	o.lingers[l.cookie] = l
+	if l.events != nil {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			l.events.pump(o.ctx)
+		}()
+	}
+	return true
 }
 
 // dropLinger forgets l.

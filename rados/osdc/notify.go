@@ -33,6 +33,9 @@ func (o *Objecter) Notify(ctx context.Context, req NotifyRequest) (*NotifyResult
 	l.b.flags = FlagRead
 	l.complete = make(chan *MWatchNotify, 4)
 	l.resend = make(chan struct{}, 1)
+	if !o.register(l) {
+		return nil, ErrClosed
+	}
 	defer o.dropLinger(l)
 	timeout := uint32(req.Timeout / time.Second)
 	if timeout == 0 {

@@ -58,11 +58,9 @@ func (o *Objecter) Watch(ctx context.Context, req WatchRequest) (*Watch, error) 
 	l.snapc = req.SnapContext
 	l.b.flags = FlagWrite | FlagRead
 	l.events = newEventQueue()
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		l.events.pump(o.ctx)
-	}()
+	if !o.register(l) {
+		return nil, ErrClosed
+	}
 	op, err := o.newOp(ctx, l.request(WatchOp(l.cookie, WatchOpWatch, 0, l.timeout)))
 	if err == nil {
 		_, err = o.run(op)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -168,5 +170,55 @@ func TestWatchErrorDelivered(t *testing.T) {
 	_ = w.Close(ctx)
 	if _, ok := <-w.Events(); ok {
 		t.Fatal("Events not closed by Close")
+	}
+}
+
+// TestCloseDuringWatch closes the objecter while watches and notifies
+// are being set up and torn down on it: every call returns (a watch, a
+// result or ErrClosed), every watch's Events closes, and nothing is left
+// running. Run with -race: Close used to read the fields of a new watch
+// that Watch was still writing.
+func TestCloseDuringWatch(t *testing.T) {
+	checkGoroutines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const oid = "watch-close"
+	for round := 0; round < 8; round++ {
+		tc := connect(t, cluster, nil)
+		if _, err := tc.ob.Do(ctx, &Request{Pool: tc.pool, OID: oid, Ops: []OSDOp{Create(false)}}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var done atomic.Int64
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ; ctx.Err() == nil; done.Add(1) {
+					var err error
+					if i%4 == 3 {
+						_, err = tc.ob.Notify(ctx, NotifyRequest{Pool: tc.pool, OID: oid, Timeout: time.Second})
+					} else {
+						var w *Watch
+						if w, err = tc.ob.Watch(ctx, WatchRequest{Pool: tc.pool, OID: oid}); err == nil {
+							_ = w.Close(ctx)
+							for range w.Events() {
+							}
+						}
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: %v", round, err)
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round) * 7 * time.Millisecond)
+		tc.ob.Close()
+		wg.Wait()
+		t.Logf("round %d: %d watches and notifies done before Close", round, done.Load())
 	}
 }
