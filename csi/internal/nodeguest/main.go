@@ -2,7 +2,8 @@
 // service (node_vm_test.go there). "scenario" plays the CO: it starts
 // copies of itself as "plugin" (the node service, serving CSI on a unix
 // socket, with images that are files), calls them over gRPC, kills and
-// restarts them, and checks the volumes from the guest's side. It prints
+// restarts them, and checks the volumes from the guest's side;
+// "rbd-scenario" does the core of that on a real RBD image. It prints
 // "RESULT ok <json>" or "RESULT fail <reason>" for the host to read.
 package main
 
@@ -15,7 +16,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nodeguest scenario | plugin [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nodeguest scenario | rbd-scenario [flags] | plugin [flags]")
 		os.Exit(2)
 	}
 	ctx := context.Background()
@@ -23,6 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "scenario":
 		err = runScenario(ctx)
+	case "rbd-scenario":
+		err = runRBDScenario(ctx, os.Args[2:])
 	case "plugin":
 		err = runPlugin(ctx, os.Args[2:])
 	default:

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/pmorjan/kmod"
+
+	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rbd"
+)
+
+// rbdScenario is the node scenario on a real RBD image (node_rbd_vm_test.go
+// in package csi boots the cluster in a network namespace and the guest
+// on a tap there): NodeStage ext4, publish, write, SIGKILL of the plugin
+// with writes in flight, restart and reattach, data intact, online
+// expand after the image is grown through package rbd (the controller's
+// part), unpublish and unstage. It prints "FILE <name> <sha256> <bytes>"
+// for each file written, for the host to check in `rbd export`.
+type rbdScenario struct {
+	scenario
+	mon, user, key, pool, image string
+	poolID                      int64
+	vol                         string
+	secrets                     map[string]string
+}
+
+func runRBDScenario(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rbd-scenario", flag.ContinueOnError)
+	r := &rbdScenario{scenario: scenario{timings: map[string]float64{}, facts: map[string]any{}}}
+	fs.StringVar(&r.mon, "mon", "", "mon_host of the cluster")
+	fs.StringVar(&r.user, "user", "admin", "Ceph user, without client.")
+	keyring := fs.String("keyring", "/etc/ceph/keyring", "keyring holding the user's key")
+	fs.StringVar(&r.pool, "pool", "rbd", "pool name")
+	fs.Int64Var(&r.poolID, "pool-id", 0, "pool id")
+	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if r.mon == "" || r.image == "" || r.poolID == 0 {
+		return errors.New("-mon, -pool-id and -image are required")
+	}
+	var err error
+	if r.key, err = readKey(*keyring); err != nil {
+		return err
+	}
+	r.secrets = map[string]string{"userID": r.user, "userKey": r.key}
+	r.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.image}.String()
+	err = r.run(ctx)
+	if r.p != nil {
+		r.p.kill()
+	}
+	if err != nil {
+		fmt.Println("--- dmesg (tail)")
+		fmt.Println(dmesgTail(40))
+		fmt.Printf("RESULT fail %v\n", err)
+		return err
+	}
+	out, _ := json.Marshal(map[string]any{"timings_s": r.timings, "facts": r.facts})
+	fmt.Printf("RESULT ok %s\n", out)
+	return nil
+}
+
+// readKey returns the key of a keyring file ("key = ..." line).
+func readKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("keyring: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.TrimSpace(k) == "key" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("keyring %s: no key", path)
+}
+
+func (r *rbdScenario) startPlugin(ctx context.Context, name string) error {
+	var err error
+	r.p, err = startPlugin(ctx, name, "-opener", "rbd")
+	return err
+}
+
+func (r *rbdScenario) stageRBD(ctx context.Context) error {
+	_, err := r.p.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: r.vol, StagingTargetPath: staging, VolumeCapability: rwo, Secrets: r.secrets,
+		VolumeContext: map[string]string{"clusterID": clusterID, "pool": r.pool, "imageName": r.image},
+	})
+	return err
+}
+
+func (r *rbdScenario) publishRBD(ctx context.Context) error {
+	_, err := r.p.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: r.vol, StagingTargetPath: staging, TargetPath: target1, VolumeCapability: rwo, Secrets: r.secrets,
+	})
+	return err
+}
+
+func (r *rbdScenario) run(ctx context.Context) error {
+	if err := r.step("setup: modules, config", r.setup); err != nil {
+		return err
+	}
+	if err := r.step("plugin start (rbd opener)", func() error { return r.startPlugin(ctx, "plugin-1") }); err != nil {
+		return err
+	}
+	if err := r.step("NodeStage ext4 on RBD (open, attach, mkfs, mount)", func() error {
+		if err := r.stageRBD(ctx); err != nil {
+			return err
+		}
+		idx, err := findCookie(r.vol)
+		if err != nil {
+			return err
+		}
+		r.devIdx = idx
+		r.facts["device"] = fmt.Sprintf("/dev/nbd%d", idx)
+		return r.stageRBD(ctx) // idempotent
+	}); err != nil {
+		return err
+	}
+	var sumA string
+	if err := r.step("NodePublish rw, write 8 MiB", func() error {
+		if err := r.publishRBD(ctx); err != nil {
+			return err
+		}
+		var err error
+		sumA, err = writeRandomFile(target1+"/A", 8*mib)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	writer := startStreamWriter(target1 + "/B")
+	if !writer.waitProgress(4, 60*time.Second) {
+		return errors.New("the writer does not progress")
+	}
+	killed := time.Now()
+	r.p.kill()
+	r.p = nil
+	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
+	if err := r.step("I/O held while no plugin", func() error {
+		time.Sleep(300 * time.Millisecond)
+		before := writer.synced.Load()
+		if writer.waitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.synced.Load()-before)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := r.step("plugin restart (reopens the image, takes the lock and the device over)", func() error {
+		if err := r.startPlugin(ctx, "plugin-2"); err != nil {
+			return err
+		}
+		r.timings["restart: plugin Start (reopen + reattach)"] = r.p.startup
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
+	var resB streamResult
+	if err := r.step("blocked writes resume, nothing lost", func() error {
+		t := time.Now()
+		if !writer.waitProgress(4, 120*time.Second) {
+			return errors.New("the writer is still blocked")
+		}
+		r.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
+		resB = writer.finish()
+		if resB.err != nil {
+			return resB.err
+		}
+		r.facts["writer_bytes_across_kill"] = resB.bytes
+		if err := checkSum(target1+"/A", sumA); err != nil {
+			return err
+		}
+		return checkSum(target1+"/B", resB.sum)
+	}); err != nil {
+		return err
+	}
+	if err := r.step("after restart: stage and publish are idempotent, volume healthy", func() error {
+		if err := r.stageRBD(ctx); err != nil {
+			return err
+		}
+		if err := r.publishRBD(ctx); err != nil {
+			return err
+		}
+		return r.healthy(ctx, r.vol)
+	}); err != nil {
+		return err
+	}
+	if err := r.step("NodeExpandVolume online after rbd resize (64 -> 128 MiB, resize2fs)", func() error {
+		return r.expand(ctx, sumA)
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("FILE A %s %d\n", sumA, 8*mib)
+	fmt.Printf("FILE B %s %d\n", resB.sum, resB.bytes)
+	if err := r.step("NodeUnpublish + NodeUnstage: device free, image closed", func() error {
+		if _, err := r.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: r.vol, TargetPath: target1}); err != nil {
+			return err
+		}
+		for range 2 {
+			if _, err := r.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: r.vol, StagingTargetPath: staging}); err != nil {
+				return err
+			}
+		}
+		return r.checkFree(ctx, r.vol)
+	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// expand grows the image as the controller would (through package rbd,
+// from a second client: the plugin's cooperative lock is handed over for
+// the resize), then asks the node to grow the device and the file system.
+func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
+	t := time.Now()
+	conn, err := rados.Connect(ctx, rados.Config{MonHost: r.mon, Name: "client." + r.user, Key: r.key})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	io, err := conn.IOContext(ctx, r.pool, "")
+	if err != nil {
+		return err
+	}
+	img, err := rbd.Open(ctx, io, r.image, rbd.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	if err := img.Resize(ctx, 128*mib); err != nil {
+		img.CloseContext(ctx)
+		return fmt.Errorf("rbd resize: %w", err)
+	}
+	if err := img.CloseContext(ctx); err != nil {
+		return err
+	}
+	r.timings["expand: rbd resize by a second client"] = time.Since(t).Seconds()
+	res, err := r.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
+		VolumeId: r.vol, VolumePath: target1, StagingTargetPath: staging, VolumeCapability: rwo,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 * mib},
+	})
+	if err != nil {
+		return err
+	}
+	if res.GetCapacityBytes() != 128*mib {
+		return fmt.Errorf("capacity %d", res.GetCapacityBytes())
+	}
+	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", r.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(128*mib/512) {
+		return fmt.Errorf("device size %s sectors", size)
+	}
+	return checkSum(target1+"/A", sumA)
+}
+
+// setup loads the file system modules (the node loads nbd.ko itself) and
+// writes the cluster config naming the cluster's monitors.
+func (r *rbdScenario) setup() error {
+	k, err := kmod.New(kmod.SetIgnoreStatus())
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{"crc32c_generic", "ext4"} {
+		if err := k.Load(m, "", 0); err != nil {
+			return err
+		}
+	}
+	// resize2fs finds the mount point of a device in /etc/mtab.
+	os.Symlink("/proc/mounts", "/etc/mtab")
+	for _, d := range []string{filepath.Dir(configPath), filepath.Dir(socketPath), staging, filepath.Dir(target1)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	cfg, err := json.Marshal([]map[string]any{{"clusterID": clusterID, "monitors": strings.Split(r.mon, ",")}})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(configPath, cfg, 0o644)
+}
