@@ -32,7 +32,9 @@ import (
 // grows the file system; unpublish and unstage free the device. Then, on
 // the host, `rbd export` (inside the namespace) of the image must pass
 // e2fsck -fn and hold the guest's files with the guest's checksums
-// (debugfs cat), at the grown size.
+// (debugfs cat), at the grown size; and the guest kernel's own rbd
+// driver, mapping the image after the unstage, must read the same bytes
+// as the export.
 func TestNodeRBDInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	var progs []string
@@ -99,12 +101,12 @@ func TestNodeRBDInVM(t *testing.T) {
 
 	var console strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
+		Modules:  []string{"nbd", "ext4", "crc32c_generic", "rbd"},
 		Programs: progs,
 		Files: map[string]string{"/bin/nodeguest": guest, "/etc/ceph/keyring": keyring,
 			"/etc/mke2fs.conf": "/etc/mke2fs.conf"},
 		Command: []string{"/bin/nodeguest", "rbd-scenario", "-mon", cluster.MonAddrs[0], "-pool", cluster.Pool,
-			"-pool-id", fmt.Sprint(poolID), "-image", image, "-keyring", "/etc/ceph/keyring"},
+			"-pool-id", fmt.Sprint(poolID), "-image", image, "-keyring", "/etc/ceph/keyring", "-krbd"},
 		Network: &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP},
 		Memory:  768,
 		Timeout: 8 * time.Minute,
@@ -160,6 +162,17 @@ func TestNodeRBDInVM(t *testing.T) {
 		} else {
 			t.Logf("/%s in the export: %d bytes, sha256 %s… as the guest wrote", f[0], stdout.Len(), got[:16])
 		}
+	}
+	// The guest kernel's rbd driver read the same bytes.
+	whole, err := os.ReadFile(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(whole)
+	if k := res.Lines("KRBD "); len(k) != 1 || k[0] != fmt.Sprintf("%s %d", hex.EncodeToString(sum[:]), len(whole)) {
+		t.Errorf("rbd.ko in the guest read %q; the export is %d bytes sha256 %s", k, len(whole), hex.EncodeToString(sum[:]))
+	} else {
+		t.Logf("rbd.ko in the guest read the whole image as rbd export did: sha256 %s…", k[0][:16])
 	}
 	tCheck := time.Since(t2)
 

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +35,7 @@ type rbdScenario struct {
 	mon, user, key, pool, image string
 	poolID                      int64
 	vol                         string
+	krbd                        bool
 	secrets                     map[string]string
 }
 
@@ -44,6 +48,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.StringVar(&r.pool, "pool", "rbd", "pool name")
 	fs.Int64Var(&r.poolID, "pool-id", 0, "pool id")
 	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
+	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -217,7 +222,46 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if r.krbd {
+		return r.step("kernel rbd driver maps the image: a third reader", r.kernelRBD)
+	}
 	return nil
+}
+
+// kernelRBD maps the image with rbd.ko (libceph's own msgr2 and cephx)
+// and prints "KRBD <sha256> <bytes>" of the whole device for the host to
+// compare with its export. The key goes to sysfs, never to the console.
+func (r *rbdScenario) kernelRBD() error {
+	k, err := kmod.New(kmod.SetIgnoreStatus())
+	if err != nil {
+		return err
+	}
+	if err := k.Load("rbd", "", 0); err != nil {
+		return err
+	}
+	// rbd.ko defaults to single_major=Y: /sys/bus/rbd/add then fails
+	spec := fmt.Sprintf("%s name=%s,secret=%s,ms_mode=prefer-crc %s %s -", r.mon, r.user, r.key, r.pool, r.image)
+	if err := os.WriteFile("/sys/bus/rbd/add_single_major", []byte(spec), 0o200); err != nil {
+		return fmt.Errorf("map with rbd.ko: %w", err)
+	}
+	var f *os.File
+	for i := 0; i < 250; i++ {
+		if f, err = os.Open("/dev/rbd0"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("KRBD %s %d\n", hex.EncodeToString(h.Sum(nil)), n)
+	return os.WriteFile("/sys/bus/rbd/remove_single_major", []byte("0"), 0o200)
 }
 
 // expand grows the image as the controller would (through package rbd,
@@ -230,11 +274,11 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 		return err
 	}
 	defer conn.Close()
-	io, err := conn.IOContext(ctx, r.pool, "")
+	ioc, err := conn.IOContext(ctx, r.pool, "")
 	if err != nil {
 		return err
 	}
-	img, err := rbd.Open(ctx, io, r.image, rbd.OpenOptions{})
+	img, err := rbd.Open(ctx, ioc, r.image, rbd.OpenOptions{})
 	if err != nil {
 		return err
 	}
