@@ -54,7 +54,10 @@ var ErrFastZeroUnsupported = fmt.Errorf("fast zero not possible: %w", ErrNotSup)
 // ErrnoOf maps an error from a backend to the value sent to the client:
 // an Errno found with errors.As is used as is; system errors are mapped as
 // the protocol asks (EDQUOT and EFBIG become NBD_ENOSPC, EROFS NBD_EPERM);
-// everything else is NBD_EIO. A nil error gives 0.
+// a request cancelled because its connection or the server is going away
+// (context.Canceled) is NBD_ESHUTDOWN; everything else, a backend's own
+// timeout (context.DeadlineExceeded) included, is NBD_EIO. A nil error
+// gives 0.
 func ErrnoOf(err error) Errno {
 	if err == nil {
 		return 0
@@ -83,7 +86,7 @@ func ErrnoOf(err error) Errno {
 		}
 		return ErrIO
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return ErrShutdown
 	}
 	return ErrIO
