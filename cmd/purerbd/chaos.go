@@ -94,6 +94,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "purerbd chaos: booting a cluster (3 mons, 3 bluestore OSDs, a mgr) ...\n")
 	c, err := cephcluster.Start(ctx, cephcluster.Options{
 		Mons: 3, OSDs: 3, WithMgr: true, ObjectStore: cephcluster.StoreBluestore, Dir: *dir, KeepDir: *dir != "",
+		Conf: chaostest.ClusterConf,
 	})
 	if err != nil {
 		return err

@@ -11,11 +11,12 @@ import (
 
 // TestChaos is the short chaos run of `make test`: both paths for
 // 35 seconds on a 3-mon, 3-OSD bluestore cluster with a mgr, while OSDs
-// and the client's mon are killed, connections cut and the NBD server
-// killed under its client. Nothing acknowledged may be lost, nothing may
+// and the client's mon are killed, an OSD stopped past the op timeout,
+// connections cut and the NBD server killed under its client. Nothing acknowledged may be lost, nothing may
 // be corrupt, and nothing may hang.
 func TestChaos(t *testing.T) {
-	c := radostest.New(t, radostest.Options{Mons: 3, OSDs: 3, WithMgr: true, ObjectStore: radostest.StoreBluestore})
+	c := radostest.New(t, radostest.Options{Mons: 3, OSDs: 3, WithMgr: true, ObjectStore: radostest.StoreBluestore,
+		Conf: ClusterConf})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out strings.Builder
@@ -27,14 +28,15 @@ func TestChaos(t *testing.T) {
 		Seed:     1,
 		Duration: 35 * time.Second,
 		Workers:  4,
-		// faults that heal fast; osd-out, osd-pause and pg-num take
-		// longer than this run has: the long run (purerbd chaos) has them
-		Faults:        []string{FaultMonKill, FaultNBDKill, FaultOSDKill, FaultOSDCut, FaultSlowConsumer, FaultMonCut},
+		// faults that heal fast; osd-out and pg-num take longer than
+		// this run has: the long run (purerbd chaos) has them
+		Faults: []string{FaultMonKill, FaultNBDKill, FaultOSDPause, FaultOSDKill, FaultOSDCut,
+			FaultSlowConsumer, FaultMonCut},
 		FaultsInOrder: true,
 		FaultGap:      [2]time.Duration{500 * time.Millisecond, 2 * time.Second},
 		MaxHold:       3 * time.Second,
 		HealthWait:    30 * time.Second,
-		OpTimeout:     5 * time.Second,
+		OpTimeout:     3 * time.Second,
 		HangLimit:     60 * time.Second,
 		ImageSize:     32 << 20,
 		Out:           &out,

@@ -73,9 +73,15 @@ func (r *Result) WriteTable(w io.Writer) {
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f s\t\n", t.Ops, t.Acked, t.Failed, t.Hung,
 		t.Lost, t.Corrupt, t.Verified, t.MaxStall.Seconds())
 	tw.Flush()
+	fmt.Fprintln(w)
+	for _, p := range r.Paths {
+		if p.Slowest != "" {
+			fmt.Fprintf(w, "slowest on %s: %s\n", p.Path, p.Slowest)
+		}
+	}
 	for _, p := range r.Paths {
 		if p.Path == PathNBD {
-			fmt.Fprintf(w, "\nnbd client: %d connections made, %d requests retried on a new connection\n", p.Reconnects, p.Retries)
+			fmt.Fprintf(w, "nbd client: %d connections made, %d requests retried on a new connection\n", p.Reconnects, p.Retries)
 		}
 	}
 	for _, p := range r.Paths {

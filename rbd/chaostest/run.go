@@ -25,6 +25,12 @@ const (
 	PathNBD = "nbd" // the userspace NBD server over a Unix socket, through an NBD client
 )
 
+// ClusterConf is the ceph.conf a chaos cluster needs beyond radostest's:
+// all its OSDs run on one host, and by default failure reports from one
+// host count once, so a stopped (SIGSTOP) OSD would never be marked down
+// by its peers as it would be in a real cluster.
+var ClusterConf = map[string]string{"mon_osd_reporter_subtree_level": "osd"}
+
 // Config shapes a run. Only Cluster is required.
 type Config struct {
 	// Cluster is the cluster to write to and to break: three mons, three
@@ -80,6 +86,7 @@ type PathResult struct {
 	Verified              int64 // blocks read back and checked
 	Lost, Corrupt         int   // distinct blocks
 	MaxStall              time.Duration
+	Slowest               string         // the operation that stalled longest
 	Reconnects, Retries   int64          // NBD connections made, requests retried on a new one
 	Errors                map[string]int // failed operations by error
 }
@@ -318,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			Path: p.name, Image: p.image,
 			Issued: p.issued.Load(), Acked: p.acked.Load(), Failed: p.failed.Load(), Hung: p.hung.Load(),
 			Verified: p.verified.Load(), Lost: len(lost), Corrupt: len(corrupt),
-			MaxStall: time.Duration(p.maxLatency.Load()), Errors: p.errors,
+			MaxStall: time.Duration(p.maxLatency.Load()), Slowest: p.worst, Errors: p.errors,
 		}
 		if t, ok := p.target.(*nbdTarget); ok {
 			pr.Reconnects, pr.Retries = t.reconnects.Load(), t.retries.Load()

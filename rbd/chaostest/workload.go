@@ -26,6 +26,7 @@ type path struct {
 
 	errMu  sync.Mutex
 	errors map[string]int // failures by message
+	worst  string         // the slowest operation
 }
 
 // opKind names an operation for the error tally.
@@ -42,6 +43,12 @@ const (
 // do runs one operation, counts it and times it. An operation that runs
 // past the hang limit is cancelled: it failed, and stalled the caller.
 func (p *path) do(ctx context.Context, kind opKind, f func(ctx context.Context) error) error {
+	return p.doAt(ctx, kind, -1, 0, f)
+}
+
+// doAt is do for an operation on n blocks from first, which the slowest
+// operation's description names.
+func (p *path) doAt(ctx context.Context, kind opKind, first, n int, f func(ctx context.Context) error) error {
 	p.issued.Add(1)
 	opCtx, cancel := context.WithCancel(ctx)
 	var hung atomic.Bool
@@ -53,7 +60,15 @@ func (p *path) do(ctx context.Context, kind opKind, f func(ctx context.Context) 
 	cancel()
 	for {
 		cur := p.maxLatency.Load()
-		if int64(lat) <= cur || p.maxLatency.CompareAndSwap(cur, int64(lat)) {
+		if int64(lat) <= cur {
+			break
+		}
+		if p.maxLatency.CompareAndSwap(cur, int64(lat)) {
+			what := fmt.Sprintf("%s of %d blocks at block %d, from %s, %.1f s: %v", kind, n, first,
+				t0.Format("15:04:05.000"), lat.Seconds(), err)
+			p.errMu.Lock()
+			p.worst = what
+			p.errMu.Unlock()
 			break
 		}
 	}
@@ -155,11 +170,11 @@ func (p *path) write(ctx context.Context, first, n int, zero bool, how int) {
 	off := int64(first) * BlockSize
 	var err error
 	if zero {
-		err = p.do(ctx, opZero, func(ctx context.Context) error {
+		err = p.doAt(ctx, opZero, first, n, func(ctx context.Context) error {
 			return p.target.zero(ctx, off, int64(n)*BlockSize, how)
 		})
 	} else {
-		err = p.do(ctx, opWrite, func(ctx context.Context) error { return p.target.writeAt(ctx, buf, off) })
+		err = p.doAt(ctx, opWrite, first, n, func(ctx context.Context) error { return p.target.writeAt(ctx, buf, off) })
 	}
 	p.model.endWrite(first, vers, err == nil)
 }
@@ -168,7 +183,7 @@ func (p *path) write(ctx context.Context, first, n int, zero bool, how int) {
 func (p *path) read(ctx context.Context, first, n int, kind opKind) {
 	buf := make([]byte, n*BlockSize)
 	off := int64(first) * BlockSize
-	if err := p.do(ctx, kind, func(ctx context.Context) error { return p.target.readAt(ctx, buf, off) }); err != nil {
+	if err := p.doAt(ctx, kind, first, n, func(ctx context.Context) error { return p.target.readAt(ctx, buf, off) }); err != nil {
 		return
 	}
 	p.verified.Add(int64(n))
