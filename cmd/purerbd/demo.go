@@ -23,7 +23,9 @@ import (
 // runDemo boots the embedded default cluster (one mon, one OSD, an rbd
 // pool on 127.0.0.1) and shows how to reach it; then it creates an image
 // demo/disk with purerbd, writes a pattern, shows that librbd reads the
-// same bytes, and exports the image over NBD on a Unix socket. It waits
+// same bytes, and exports the image over NBD on a Unix socket. Then it
+// walks purerbd-csi's controller, served in this process on a Unix
+// socket, through create, snapshot, clone, expand and delete. It waits
 // for Ctrl-C (or --exit-after), then stops the export and every daemon
 // it started.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -74,6 +76,19 @@ Point Ceph's tools at it:
 		return err
 	}
 	defer d.close(stdout, stderr)
+
+	cs, err := startDemoCSI(c, stderr)
+	if err != nil {
+		return fmt.Errorf("starting the CSI controller: %w", err)
+	}
+	defer func() {
+		fmt.Fprintln(stdout, "purerbd demo: stopping the CSI controller ...")
+		cs.close(stderr)
+	}()
+	if err := runDemoCSI(ctx, c, cs, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "purerbd-csi's controller keeps serving unix://%s until the demo stops.\n", cs.sock)
 
 	fmt.Fprintln(stdout, "Ctrl-C stops every daemon this demo started.")
 	if *exitAfter > 0 {

@@ -18,8 +18,10 @@ import (
 // TestDemo runs `purerbd demo --exit-after 20s` as a subprocess: the
 // sha256 it prints for purerbd's and librbd's view of demo/disk must
 // match, and while it runs, nbdinfo and nbdcopy must read the export it
-// prints (nbdcopy's sha256 equal to both). Afterwards the cluster's
-// directory is gone.
+// prints (nbdcopy's sha256 equal to both). The CSI walk-through must
+// report every step OK, `rbd ls` must show no image after the deletes,
+// and the admin key (passed as a CSI secret) must never be printed.
+// Afterwards the cluster's directory is gone.
 func TestDemo(t *testing.T) {
 	nbdinfo := nbdtest.RequireTool(t, "nbdinfo", "libnbd-bin")
 	nbdcopy := nbdtest.RequireTool(t, "nbdcopy", "libnbd-bin")
@@ -47,13 +49,31 @@ func TestDemo(t *testing.T) {
 		dir, uri           string
 		viaPurerbd, viaLib string
 		viaNBD             string
+		adminKey           string
+		csiOK              = map[string]int{}
+		afterDelete        []string
+		inAfterDelete      bool
 	)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Text()
 		lines = append(lines, line)
 		f := strings.Fields(line)
+		if inAfterDelete {
+			if strings.HasPrefix(line, "  ") {
+				afterDelete = append(afterDelete, strings.TrimSpace(line))
+				continue
+			}
+			inAfterDelete = false
+		}
 		switch {
+		case len(f) == 3 && f[0] == "admin" && f[1] == "keyring":
+			adminKey = keyringKey(t, f[2])
+		case strings.HasPrefix(line, "  -> ") && strings.Contains(line, ": OK: "):
+			step := strings.TrimPrefix(line[:strings.Index(line, ": OK: ")], "  -> ")
+			csiOK[step]++
+		case strings.HasPrefix(line, "$ rbd ls ") && strings.HasSuffix(line, "(after delete)"):
+			inAfterDelete = true
 		case len(f) == 2 && f[0] == "directory":
 			dir = f[1]
 		case strings.HasPrefix(line, "sha256 via purerbd:"):
@@ -88,6 +108,23 @@ func TestDemo(t *testing.T) {
 	if uri == "" || viaNBD != viaPurerbd {
 		t.Fatalf("export %q read by nbdcopy: sha256 %q, want %q\n%s", uri, viaNBD, viaPurerbd, output)
 	}
+	for step, n := range map[string]int{"identity": 1, "create volume": 1, "create snapshot": 1, "volume from snapshot": 1,
+		"volume from volume": 1, "expand": 1, "delete volume": 3, "delete snapshot": 1} {
+		if csiOK[step] != n {
+			t.Errorf("CSI walk-through: step %q reported OK %d times, want %d", step, csiOK[step], n)
+		}
+	}
+	if len(afterDelete) != 1 || afterDelete[0] != "(no images)" {
+		t.Errorf("rbd ls after the CSI deletes shows %q, want no images", afterDelete)
+	}
+	if !strings.Contains(output, "purerbd demo: CSI walk-through OK") {
+		t.Errorf("the CSI walk-through did not finish:\n%s", output)
+	}
+	if adminKey == "" {
+		t.Errorf("no admin key read from the printed keyring")
+	} else if strings.Contains(output, adminKey) || strings.Contains(stderr.String(), adminKey) {
+		t.Errorf("the admin key was printed")
+	}
 	if !strings.Contains(output, "stopping every daemon") {
 		t.Errorf("demo did not say it stopped its daemons:\n%s", output)
 	}
@@ -98,4 +135,20 @@ func TestDemo(t *testing.T) {
 		t.Errorf("cluster directory %s still there after the demo (%v)", dir, err)
 	}
 	t.Logf("sha256 %s (purerbd = librbd = nbdcopy over %s)", viaPurerbd, uri)
+}
+
+// keyringKey reads the key of the first entry of a Ceph keyring.
+func keyringKey(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("reading the admin keyring: %v", err)
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(k) == "key" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
