@@ -30,6 +30,13 @@ type OpenImageOptions struct {
 	// with EROFS. Without Exclusive (multi-node block volumes) the lock
 	// is taken at the first write.
 	Exclusive bool
+	// Node is the ID of the node staging a single writer (Exclusive).
+	// The opener refuses, with an error wrapping ErrBusy (NodeStage
+	// answers FAILED_PRECONDITION), while a live stage of another node
+	// holds the image, and records this node's claim until the image is
+	// closed; a claim of the same node (a restarted plugin) is taken
+	// over. This, not the lock, keeps two nodes from writing at once.
+	Node string
 }
 
 // NodeImage is an open image. *rbd.Image has these methods. Optionally

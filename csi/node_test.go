@@ -246,7 +246,7 @@ func TestNodeArgumentValidation(t *testing.T) {
 	}
 	// Single-node writers keep the image's lock.
 	require.NotEmpty(t, op.opened)
-	assert.Equal(t, OpenImageOptions{Exclusive: true}, op.opened[len(op.opened)-1])
+	assert.Equal(t, OpenImageOptions{Exclusive: true, Node: n.cfg.NodeID}, op.opened[len(op.opened)-1], "with the node ID: a node claims its single writers")
 	assert.Empty(t, n.vols, "nothing staged")
 	left, _ := filepath.Glob(filepath.Join(n.cfg.StateDir, "*"))
 	assert.Empty(t, left, "no state left by failed stages")

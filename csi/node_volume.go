@@ -58,7 +58,7 @@ func (n *NodeServer) update(v *nodeVolume, fn func(r *stageRecord)) error {
 
 // openImage opens the image of a volume as the record says.
 func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord) (NodeImage, error) {
-	img, err := n.cfg.Opener.OpenImage(ctx, cl, cred, vid, OpenImageOptions{ReadOnly: rec.ReadOnly, Exclusive: rec.Exclusive})
+	img, err := n.cfg.Opener.OpenImage(ctx, cl, cred, vid, OpenImageOptions{ReadOnly: rec.ReadOnly, Exclusive: rec.Exclusive, Node: n.cfg.NodeID})
 	if err != nil {
 		return nil, storeError(err, cred, "opening the image of volume %q", rec.VolumeID)
 	}

@@ -2,6 +2,8 @@ package rbdstore
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -37,9 +39,10 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		release()
 		return nil, err
 	}
+	claim := opts.Exclusive && !opts.ReadOnly && opts.Node != ""
 	img, err := rbd.Open(ctx, io, vol.Image, rbd.OpenOptions{
 		ReadOnly:    opts.ReadOnly,
-		AcquireLock: opts.Exclusive && !opts.ReadOnly,
+		AcquireLock: opts.Exclusive && !opts.ReadOnly && !claim, // claimForNode takes it
 		LockPolicy:  rbd.LockCooperative,
 		Logger:      s.log.With("cluster", c.ID),
 	})
@@ -47,7 +50,16 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		release()
 		return nil, mapErr(err)
 	}
-	return &openImage{Image: img, release: release}, nil
+	oi := &openImage{Image: img, release: release, logger: s.log}
+	if claim {
+		self := fmt.Sprintf("client.%d", conn.InstanceID())
+		if err := claimForNode(ctx, img, opts.Node, self); err != nil {
+			oi.CloseContext(context.WithoutCancel(ctx))
+			return nil, mapErr(err)
+		}
+		oi.claim = nodeClaim{node: opts.Node, client: self}.String()
+	}
+	return oi, nil
 }
 
 // openImage is an *rbd.Image (all its methods, optional ones included)
@@ -56,13 +68,24 @@ type openImage struct {
 	*rbd.Image
 	once    sync.Once
 	release func()
+	claim   string // the NodeClaimKey value this open recorded, if any
+	logger  *slog.Logger
 }
+
+func (i *openImage) log() *slog.Logger { return i.logger }
 
 // Close closes the image.
 func (i *openImage) Close() error { return i.CloseContext(context.Background()) }
 
 // CloseContext closes the image within ctx.
 func (i *openImage) CloseContext(ctx context.Context) error {
+	if i.claim != "" {
+		if err := releaseNodeClaim(ctx, i.Image, i.claim); err != nil {
+			// The claim is stale once the header watch goes: no harm.
+			i.log().Warn("removing the node claim", "error", err.Error())
+		}
+		i.claim = ""
+	}
 	err := i.Image.CloseContext(ctx)
 	i.once.Do(i.release)
 	return err
