@@ -15,11 +15,12 @@ import (
 // TestKernelInVM runs the whole kernel path against Debian's kernel in
 // qemu, in one boot: module loading, CONNECT of an in-process Memory
 // export over two connections, direct I/O, DISCONNECT; then a file
-// export served by a child process with ext4 on it, SIGKILL of that
-// process with writes pending, RECONFIGURE from a new process with the
-// same cookie (the writes complete, checksums match after a remount), an
-// online grow with resize2fs, a graceful handover and a final
-// DISCONNECT. The scenario itself is internal/nbdguest.
+// export served by a child process over four connections with ext4 on
+// it, SIGKILL of that process with writes pending, RECONFIGURE from a new
+// process with the same cookie (the writes complete, checksums match
+// after a remount), a wrong cookie refused, fstrim counted at the backend
+// as TRIM requests and seen as holes in the backing file, an online grow
+// with resize2fs, a graceful handover and a final DISCONNECT. The scenario itself is internal/nbdguest.
 func TestKernelInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	mke2fs := requireFile(t, "/sbin/mke2fs", "e2fsprogs")
@@ -34,8 +35,11 @@ func TestKernelInVM(t *testing.T) {
 		Programs: []string{mke2fs, resize2fs},
 		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
 		Command:  []string{"/bin/nbdguest", "scenario"},
-		Timeout:  4 * time.Minute,
-		Output:   &out,
+		// blk-mq caps hardware queues at the CPU count, and nbd uses one
+		// socket per queue: four connections need four vCPUs.
+		CPUs:    4,
+		Timeout: 4 * time.Minute,
+		Output:  &out,
 	})
 	if res == nil {
 		t.Fatal(err)

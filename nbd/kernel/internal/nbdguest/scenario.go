@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pmorjan/kmod"
 	"github.com/purerbd/purerbd/nbd"
@@ -26,6 +27,9 @@ const (
 	diskFile = "/tmp/disk.img"
 	mnt      = "/mnt"
 	mib      = 1 << 20
+	// fileConns is the number of connections of the file export that
+	// carries ext4 (and that is killed, reattached, grown, handed over).
+	fileConns = 4
 )
 
 // scenario holds what the steps share.
@@ -251,9 +255,9 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}
 	var srv *child
 	var idx int
-	if err := s.step("attach (server process, 2 conns)", func() error {
+	if err := s.step(fmt.Sprintf("attach (server process, %d conns)", fileConns), func() error {
 		var err error
-		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", "2", "-dead", "60s", "-timeout", "10s")
+		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", strconv.Itoa(fileConns), "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
@@ -262,6 +266,12 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 			return err
 		}
 		idx, _ = strconv.Atoi(f[1])
+		if f[2] != strconv.Itoa(fileConns) {
+			return fmt.Errorf("server says %s connections, want %d", f[2], fileConns)
+		}
+		if err := s.checkConns(idx); err != nil {
+			return err
+		}
 		return expectSysfs(idx, map[string]string{"backend": cookie, "size": strconv.Itoa(64 * mib / 512)})
 	}); err != nil {
 		return err
@@ -326,10 +336,10 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 			return err
 		}
 		reattached = time.Now()
-		if f[1] != strconv.Itoa(idx) || f[2] != "2" {
-			return fmt.Errorf("reattached %v, want index %d with 2 connections", f[1:], idx)
+		if f[1] != strconv.Itoa(idx) || f[2] != strconv.Itoa(fileConns) {
+			return fmt.Errorf("reattached %v, want index %d with %d connections", f[1:], idx, fileConns)
 		}
-		return nil
+		return s.checkConns(idx)
 	}); err != nil {
 		return err
 	}
@@ -374,19 +384,19 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		if err := checkSum(mnt+"/B", sumB); err != nil {
 			return err
 		}
-		if err := unix.Unmount(mnt, 0); err != nil {
-			return err
-		}
-		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
-			return err
-		}
-		if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+		if err := remount(dev); err != nil {
 			return err
 		}
 		if err := checkSum(mnt+"/A", sumA); err != nil {
 			return err
 		}
 		return checkSum(mnt+"/B", sumB)
+	}); err != nil {
+		return err
+	}
+
+	if err := s.step("fstrim reaches the backend as TRIM", func() error {
+		return s.fstrim(ctx, srv2, dev, sumA, sumB)
 	}); err != nil {
 		return err
 	}
@@ -483,6 +493,141 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// checkConns checks that the kernel runs the device with fileConns
+// connections: one hardware queue per socket (/sys/block/nbdX/mq).
+func (s *scenario) checkConns(idx int) error {
+	n, err := s.client.Connections(idx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    nbd%d: kernel reports %d connections (hardware queues)\n", idx, n)
+	if n != fileConns {
+		return fmt.Errorf("nbd%d has %d connections, want %d", idx, n, fileConns)
+	}
+	s.facts["file_export_conns"] = n
+	return nil
+}
+
+// fstrim writes and deletes a file, runs FITRIM on the mounted file
+// system and checks that TRIM requests reached the serving process's
+// backend and that the backing file lost the file's blocks (the file
+// backend punches holes); then that the live files survived, read back
+// after a remount with cold caches.
+func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB string) error {
+	if _, err := writeRandomFile(mnt+"/D", 16*mib); err != nil {
+		return err
+	}
+	if err := os.Remove(mnt + "/D"); err != nil {
+		return err
+	}
+	unix.Sync()
+	trims0, bytes0, err := trimStats(ctx, srv)
+	if err != nil {
+		return err
+	}
+	blocks0, err := allocated(diskFile)
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	trimmed, err := fitrim(mnt)
+	if err != nil {
+		return err
+	}
+	s.timings["fstrim (FITRIM ioctl)"] = time.Since(t).Seconds()
+	trims1, bytes1, err := trimStats(ctx, srv)
+	if err != nil {
+		return err
+	}
+	blocks1, err := allocated(diskFile)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    fstrim: ext4 trimmed %d bytes; backend got %d TRIM requests (%d bytes); backing file allocated %d -> %d bytes\n",
+		trimmed, trims1-trims0, bytes1-bytes0, blocks0, blocks1)
+	s.facts["fstrim_backend_trims"] = trims1 - trims0
+	s.facts["fstrim_backend_trim_bytes"] = bytes1 - bytes0
+	s.facts["fstrim_backing_allocated_before_after"] = []int64{blocks0, blocks1}
+	if trims1 <= trims0 {
+		return errors.New("fstrim sent no TRIM to the backend")
+	}
+	if bytes1-bytes0 < 16*mib {
+		return fmt.Errorf("the backend got TRIMs for %d bytes, less than the deleted 16 MiB file", bytes1-bytes0)
+	}
+	if blocks0-blocks1 < 12*mib {
+		return fmt.Errorf("backing file allocation %d -> %d: the deleted file's blocks are still there", blocks0, blocks1)
+	}
+	if err := checkSum(mnt+"/A", sumA); err != nil {
+		return err
+	}
+	if err := checkSum(mnt+"/B", sumB); err != nil {
+		return err
+	}
+	if err := remount(dev); err != nil {
+		return err
+	}
+	if err := checkSum(mnt+"/A", sumA); err != nil {
+		return err
+	}
+	return checkSum(mnt+"/B", sumB)
+}
+
+// trimStats asks a server process for its backend's TRIM counters.
+func trimStats(ctx context.Context, srv *child) (n, bytes int64, err error) {
+	if err := srv.send("stats"); err != nil {
+		return 0, 0, err
+	}
+	f, err := srv.expect(ctx, "stats")
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(f) != 3 {
+		return 0, 0, fmt.Errorf("stats line %v", f)
+	}
+	n, err = strconv.ParseInt(f[1], 10, 64)
+	if err == nil {
+		bytes, err = strconv.ParseInt(f[2], 10, 64)
+	}
+	return n, bytes, err
+}
+
+// allocated is the bytes a file occupies (st_blocks).
+func allocated(path string) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Blocks * 512, nil
+}
+
+// fitrim is fstrim(8): FITRIM on the whole file system mounted at dir;
+// it returns the bytes the file system says it trimmed.
+func fitrim(dir string) (uint64, error) {
+	const fitrimIoctl = 0xc0185879 // _IOWR('X', 121, struct fstrim_range)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	r := struct{ start, len, minlen uint64 }{0, ^uint64(0), 0}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), fitrimIoctl, uintptr(unsafe.Pointer(&r))); errno != 0 {
+		return 0, fmt.Errorf("FITRIM %s: %w", dir, errno)
+	}
+	return r.len, nil
+}
+
+// remount unmounts mnt, drops the page cache and mounts dev again, so
+// what is read next comes from the backend.
+func remount(dev string) error {
+	if err := unix.Unmount(mnt, 0); err != nil {
+		return err
+	}
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+		return err
+	}
+	return unix.Mount(dev, mnt, "ext4", 0, "")
 }
 
 // refusals checks that a reattach with a wrong cookie fails, both in this

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
@@ -16,7 +17,8 @@ import (
 
 // runServer is a server process: it attaches (or reattaches) a file
 // backend, says "ready <index> <conns> <reattachable>" on stdout and
-// obeys commands on stdin: "resize <bytes>", "detach", "release".
+// obeys commands on stdin: "resize <bytes>", "detach", "release",
+// "stats" (answers "stats <trim requests> <trimmed bytes>").
 func runServer(ctx context.Context, mode string, args []string) error {
 	fs := flag.NewFlagSet(mode, flag.ContinueOnError)
 	file := fs.String("file", "", "backing file")
@@ -29,11 +31,12 @@ func runServer(ctx context.Context, mode string, args []string) error {
 		return err
 	}
 	log := logger(mode)
-	backend, err := nbd.OpenFile(*file, false)
+	f, err := nbd.OpenFile(*file, false)
 	if err != nil {
 		return err
 	}
-	defer backend.Close()
+	defer f.Close()
+	backend := &countingFile{File: f}
 	cfg := kernel.AttachConfig{
 		Backend:         backend,
 		BlockSize:       uint32(*bs),
@@ -94,6 +97,8 @@ func runServer(ctx context.Context, mode string, args []string) error {
 			case "release":
 				fmt.Println("released")
 				return nil
+			case "stats":
+				fmt.Printf("stats %d %d\n", backend.trims.Load(), backend.trimBytes.Load())
 			}
 		}
 	}
@@ -114,6 +119,24 @@ func command(ctx context.Context, dev *kernel.Device, f []string) error {
 		return dev.Detach(ctx)
 	case "release":
 		return dev.Release(ctx)
+	case "stats":
+		return nil
 	}
 	return fmt.Errorf("unknown command")
+}
+
+// countingFile is the file backend with a count of the TRIM requests
+// that reach it (the "stats" command prints them), so the scenario can
+// tell that fstrim in the guest arrived at the backend as NBD_CMD_TRIM.
+// Embedding keeps every optional interface of *nbd.File.
+type countingFile struct {
+	*nbd.File
+	trims     atomic.Int64
+	trimBytes atomic.Int64
+}
+
+func (c *countingFile) Trim(ctx context.Context, off, length int64) error {
+	c.trims.Add(1)
+	c.trimBytes.Add(length)
+	return c.File.Trim(ctx, off, length)
 }
