@@ -12,7 +12,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common python3-rados \
 	libnbd-bin nbdkit qemu-utils fio python3-libnbd \
 	linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
 
-.PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean chaos
+.PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean chaos e2e
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1 (Ctrl-C stops it)"
@@ -49,6 +49,20 @@ unit:
 
 test: lint unit fuzz-smoke
 
+# the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
+# boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS
+# ran and passed
+E2E_TESTS := TestKernelInVM TestNBDMapInVM TestNodeInVM TestNodeRBDInVM
+e2e:
+	@log=$$(mktemp); rcf=$$(mktemp); start=$$(date +%s); \
+	{ $(GO) test -count=1 -timeout 30m -v -run '^($(subst $(eval) ,|,$(E2E_TESTS)))$$' \
+		./nbd/kernel/ ./cmd/purerbd/ ./csi/; echo $$? >$$rcf; } 2>&1 | tee $$log; \
+	rc=$$(cat $$rcf); missing=""; \
+	for t in $(E2E_TESTS); do grep -q -- "^--- PASS: $$t " $$log || missing="$$missing $$t"; done; \
+	rm -f $$log $$rcf; echo "e2e: $$(( $$(date +%s) - start ))s"; \
+	if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then echo "e2e FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \
+	echo "e2e: all passed:$(foreach t,$(E2E_TESTS), $(t))"
+
 fuzz-smoke:
 	FUZZTIME=$(TESTFUZZTIME) .ci/fuzz
 
@@ -56,8 +70,8 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 100ms ./...
-	$(GO) run ./bench/cmd/purerbd-bench
+	@$(GO) test -run '^$$' -bench . -benchmem -benchtime 100ms ./...; gobench=$$?; \
+	$(GO) run ./bench/cmd/purerbd-bench && exit $$gobench
 
 clean:
 	rm -rf bin/
