@@ -27,7 +27,7 @@ func TestKernelInVM(t *testing.T) {
 	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
@@ -38,7 +38,7 @@ func TestKernelInVM(t *testing.T) {
 		// blk-mq caps hardware queues at the CPU count, and nbd uses one
 		// socket per queue: four connections need four vCPUs.
 		CPUs:    4,
-		Timeout: 4 * time.Minute,
+		Timeout: 6 * time.Minute,
 		Output:  &out,
 	})
 	if res == nil {
