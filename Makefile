@@ -15,7 +15,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common python3-rados \
 .PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean chaos e2e
 
 help:
-	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1 (Ctrl-C stops it)"
+	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
 	@echo "make test   everything CI runs: lint, all tests against real Ceph, fuzz smoke"
 	@echo "make build  static binaries into bin/"
 	@echo "make deps   install the Debian packages the tests need"
