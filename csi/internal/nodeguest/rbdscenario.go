@@ -37,6 +37,7 @@ type rbdScenario struct {
 	vol                         string
 	krbd                        bool
 	secrets                     map[string]string
+	block                       rbdBlock // vol "" without -block-image
 }
 
 func runRBDScenario(ctx context.Context, args []string) error {
@@ -48,6 +49,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.StringVar(&r.pool, "pool", "rbd", "pool name")
 	fs.Int64Var(&r.poolID, "pool-id", 0, "pool id")
 	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
+	fs.StringVar(&r.block.image, "block-image", "", "also stage this image as a raw block volume across the restart (8 MiB at least)")
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,6 +63,9 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	}
 	r.secrets = map[string]string{"userID": r.user, "userKey": r.key}
 	r.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.image}.String()
+	if r.block.image != "" {
+		r.block.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.block.image}.String()
+	}
 	err = r.run(ctx)
 	if r.p != nil {
 		r.p.kill()
@@ -143,12 +148,20 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if r.block.vol != "" {
+		if err := r.step("NodeStage + NodePublish a raw block volume on RBD, write 4 MiB (O_DIRECT)", func() error {
+			return r.stageBlock(ctx)
+		}); err != nil {
+			return err
+		}
+	}
 
 	writer := startStreamWriter(target1 + "/B")
 	if !writer.waitProgress(4, 60*time.Second) {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
+	lastBefore := time.Unix(0, writer.lastSync.Load())
 	r.p.kill()
 	r.p = nil
 	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
@@ -175,8 +188,14 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	var resB streamResult
 	if err := r.step("blocked writes resume, nothing lost", func() error {
 		t := time.Now()
-		if !writer.waitProgress(4, 120*time.Second) {
+		if !writer.waitProgress(1, 120*time.Second) {
 			return errors.New("the writer is still blocked")
+		}
+		stall := time.Since(lastBefore).Seconds()
+		r.timings["restart: I/O stall (last write synced before SIGKILL to first after)"] = stall
+		fmt.Printf("### I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", stall, time.Since(killed).Seconds())
+		if !writer.waitProgress(3, 120*time.Second) {
+			return errors.New("the writer is blocked again")
 		}
 		r.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
 		resB = writer.finish()
@@ -189,6 +208,16 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		}
 		return checkSum(target1+"/B", resB.sum)
 	}); err != nil {
+		return err
+	}
+	if r.block.vol != "" {
+		if err := r.step("block volume after restart: data intact (O_DIRECT), written again", func() error {
+			return r.checkBlock(ctx)
+		}); err != nil {
+			return err
+		}
+	}
+	if err := r.step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
 		return err
 	}
 	if err := r.step("after restart: stage and publish are idempotent, volume healthy", func() error {
@@ -218,12 +247,43 @@ func (r *rbdScenario) run(ctx context.Context) error {
 				return err
 			}
 		}
+		if r.block.vol != "" {
+			if err := r.unstageBlock(ctx); err != nil {
+				return fmt.Errorf("block volume: %w", err)
+			}
+			if err := r.checkFree(ctx, r.block.vol); err != nil {
+				return fmt.Errorf("block volume: %w", err)
+			}
+		}
 		return r.checkFree(ctx, r.vol)
 	}); err != nil {
 		return err
 	}
 	if r.krbd {
 		return r.step("kernel rbd driver maps the image: a third reader", r.kernelRBD)
+	}
+	return nil
+}
+
+// checkReconnects finds the reconnection of each device in the kernel
+// log (the restarted plugin gave the kernel new sockets).
+func (r *rbdScenario) checkReconnects() error {
+	idxs := []int{r.devIdx}
+	if r.block.vol != "" {
+		idx, err := findCookie(r.block.vol)
+		if err != nil {
+			return err
+		}
+		idxs = append(idxs, idx)
+	}
+	for _, idx := range idxs {
+		lines, ok := reconnects(idx)
+		for _, l := range lines {
+			fmt.Println("    dmesg:", l)
+		}
+		if !ok {
+			return fmt.Errorf("no reconnection of /dev/nbd%d in the kernel log", idx)
+		}
 	}
 	return nil
 }

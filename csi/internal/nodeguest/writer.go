@@ -14,8 +14,10 @@ import (
 // stalls visibly when the device does.
 type streamWriter struct {
 	synced atomic.Int64
-	stop   chan struct{}
-	done   chan streamResult
+	// lastSync is when the last chunk was synced (unix nanoseconds).
+	lastSync atomic.Int64
+	stop     chan struct{}
+	done     chan streamResult
 }
 
 type streamResult struct {
@@ -58,6 +60,7 @@ func startStreamWriter(path string) *streamWriter {
 			}
 			h.Write(buf)
 			n += streamChunk
+			w.lastSync.Store(time.Now().UnixNano())
 			w.synced.Add(1)
 		}
 	}()

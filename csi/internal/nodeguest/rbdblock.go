@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+)
+
+// rwoBlock is a raw block volume for one writer.
+var rwoBlock = &csipb.VolumeCapability{
+	AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+	AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+}
+
+// rbdBlock is the raw block volume of the rbd scenario: written before
+// the plugin is killed, read back (O_DIRECT, from the image through the
+// restarted plugin) after, written again, and reported as "BLOCK <sha256>
+// <bytes>" of its first blockBytes for the host's `rbd export`.
+type rbdBlock struct {
+	vol, image string
+	first      []byte // written before the kill at 0
+}
+
+const blockBytes = 8 * mib
+
+func (r *rbdScenario) blockReq() *csipb.NodeStageVolumeRequest {
+	return &csipb.NodeStageVolumeRequest{
+		VolumeId: r.block.vol, StagingTargetPath: bStaging, VolumeCapability: rwoBlock, Secrets: r.secrets,
+		VolumeContext: map[string]string{"clusterID": clusterID, "pool": r.pool, "imageName": r.block.image},
+	}
+}
+
+// stageBlock stages and publishes the block volume and writes its first
+// half.
+func (r *rbdScenario) stageBlock(ctx context.Context) error {
+	for _, d := range []string{bStaging, filepath.Dir(bTarget)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	if _, err := r.p.node.NodeStageVolume(ctx, r.blockReq()); err != nil {
+		return err
+	}
+	if err := r.publishBlock(ctx); err != nil {
+		return err
+	}
+	r.block.first = make([]byte, blockBytes/2)
+	rand.Read(r.block.first)
+	return directIO(bTarget, r.block.first, 0)
+}
+
+func (r *rbdScenario) publishBlock(ctx context.Context) error {
+	_, err := r.p.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: r.block.vol, StagingTargetPath: bStaging, TargetPath: bTarget, VolumeCapability: rwoBlock, Secrets: r.secrets,
+	})
+	return err
+}
+
+// checkBlock runs after the restart: the first half reads back through
+// the new plugin, the second half is written, and the whole is reported.
+func (r *rbdScenario) checkBlock(ctx context.Context) error {
+	if _, err := r.p.node.NodeStageVolume(ctx, r.blockReq()); err != nil {
+		return fmt.Errorf("stage again: %w", err)
+	}
+	if err := r.publishBlock(ctx); err != nil {
+		return fmt.Errorf("publish again: %w", err)
+	}
+	back, err := directRead(bTarget, len(r.block.first), 0)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(back, r.block.first) {
+		return errors.New("the block volume reads other bytes after the restart")
+	}
+	second := make([]byte, blockBytes/2)
+	rand.Read(second)
+	if err := directIO(bTarget, second, blockBytes/2); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(append(append([]byte{}, r.block.first...), second...))
+	fmt.Printf("BLOCK %s %d\n", hex.EncodeToString(sum[:]), blockBytes)
+	return r.healthy(ctx, r.block.vol)
+}
+
+// unstageBlock unpublishes and unstages the block volume (checkFree
+// after it, once no volume is left, checks the device and state went).
+func (r *rbdScenario) unstageBlock(ctx context.Context) error {
+	if _, err := r.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: r.block.vol, TargetPath: bTarget}); err != nil {
+		return err
+	}
+	if _, err := r.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: r.block.vol, StagingTargetPath: bStaging}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// directRead reads n bytes at off with O_DIRECT: from the device's
+// server, not the page cache.
+func directRead(path string, n int, off int64) ([]byte, error) {
+	buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Munmap(buf)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), buf...), nil
+}
+
+// kernelLog returns the kernel log's lines.
+func kernelLog() []string {
+	return strings.Split(dmesgTail(1<<20), "\n")
+}
+
+// reconnects returns the kernel log lines about /dev/nbd<idx> (the dead
+// connection, "reconnected socket"), and whether a reconnection is among
+// them.
+func reconnects(idx int) ([]string, bool) {
+	var out []string
+	found := false
+	dev := fmt.Sprintf("nbd%d", idx)
+	for _, l := range kernelLog() {
+		if !strings.Contains(l, dev+":") && !strings.Contains(l, dev+" ") {
+			continue
+		}
+		out = append(out, l)
+		if strings.Contains(strings.ToLower(l), "reconnect") {
+			found = true
+		}
+	}
+	return out, found
+}
