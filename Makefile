@@ -61,7 +61,7 @@ e2e:
 	for t in $(E2E_TESTS); do grep -q -- "^--- PASS: $$t " $$log || missing="$$missing $$t"; done; \
 	rm -f $$log $$rcf; echo "e2e: $$(( $$(date +%s) - start ))s"; \
 	if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then echo "e2e FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \
-	echo "e2e: all passed:$(foreach t,$(E2E_TESTS), $(t))"
+	echo "e2e: all passed: $(E2E_TESTS)"
 
 fuzz-smoke:
 	FUZZTIME=$(TESTFUZZTIME) .ci/fuzz
