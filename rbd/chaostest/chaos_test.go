@@ -9,15 +9,15 @@ import (
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
-// TestChaos is the short chaos run of `make test`: both paths for
-// 35 seconds on a 3-mon, 3-OSD bluestore cluster with a mgr, while OSDs
+// TestChaos is the short (two-minute) chaos run of `make test`: both
+// paths for 100 seconds on a 3-mon, 3-OSD bluestore cluster with a mgr, while OSDs
 // and the client's mon are killed, an OSD stopped past the op timeout,
 // connections cut and the NBD server killed under its client. Nothing acknowledged may be lost, nothing may
 // be corrupt, and nothing may hang.
 func TestChaos(t *testing.T) {
 	c := radostest.New(t, radostest.Options{Mons: 3, OSDs: 3, WithMgr: true, ObjectStore: radostest.StoreBluestore,
 		Conf: ClusterConf})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out strings.Builder
 	// every client logs at debug level, and the key must not be in there
@@ -26,7 +26,7 @@ func TestChaos(t *testing.T) {
 		Logger:   debugLogger(scan),
 		Cluster:  c,
 		Seed:     1,
-		Duration: 35 * time.Second,
+		Duration: 100 * time.Second,
 		Workers:  4,
 		// faults that heal fast; osd-out and pg-num take longer than
 		// this run has: the long run (purerbd chaos) has them
