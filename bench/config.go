@@ -36,7 +36,7 @@ type Config struct {
 	// 3; default 3).
 	Reps int
 	// Runtime is the measured time of one run of a time-based job
-	// (default 2.5 s; 1 s in quick mode).
+	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration
 	Logger  *slog.Logger
 }
@@ -46,7 +46,7 @@ func (c Config) withDefaults() Config {
 		c.Reps = 3
 	}
 	if c.Runtime <= 0 {
-		c.Runtime = 2500 * time.Millisecond
+		c.Runtime = 2 * time.Second
 		if c.Quick {
 			c.Runtime = time.Second
 		}

@@ -29,7 +29,7 @@ func (j fioJob) args(out string) []string {
 	a := []string{"--name=" + j.Name}
 	a = append(a, j.Engine...)
 	a = append(a,
-		"--rw="+j.RW, "--bs="+j.BS, "--iodepth="+strconv.Itoa(j.QD), "--numjobs=1",
+		"--rw="+j.RW, "--bs="+j.BS, "--iodepth="+strconv.Itoa(j.QD), "--numjobs=1", "--thread",
 		"--size="+j.Size, "--time_based", fmt.Sprintf("--runtime=%dms", j.Runtime.Milliseconds()),
 		"--output-format=json", "--output="+out)
 	if j.Ramp > 0 {

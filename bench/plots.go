@@ -48,6 +48,9 @@ func sectionPlots(dir string, sec *Section) ([]plot, error) {
 	}
 	for _, name := range seriesNames {
 		cases := bySeries[name]
+		if len(cases) < 2 {
+			continue // one queue depth is no line
+		}
 		lc := &svgplot.LineChart{
 			Title:  fmt.Sprintf("%s: %s (median, min–max)", sec.Short, name),
 			XLabel: "queue depth", YLabel: cases[0].Unit, XScale: svgplot.Log2,
@@ -156,6 +159,25 @@ func medianLatency(c *Case, who string) *Latency {
 		l.Nanos = append(l.Nanos, c.medianLat(who, p))
 	}
 	return l
+}
+
+// removeOldPlots deletes the plots an earlier run of the suite left in
+// dir (their names start with a section ID), so that a section that no
+// longer draws one does not leave it behind.
+func removeOldPlots(dir string) error {
+	old, err := filepath.Glob(filepath.Join(dir, "*.svg"))
+	if err != nil {
+		return err
+	}
+	for _, f := range old {
+		base := filepath.Base(f)
+		if strings.HasPrefix(base, "nbd-") || strings.HasPrefix(base, "rados-") || strings.HasPrefix(base, "rbd-") {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // slug makes a file-name fragment: "4k randread" → "4k-randread".

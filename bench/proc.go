@@ -41,6 +41,10 @@ func runChild(ctx context.Context, dir string, env []string, name string, args .
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
+	// in a process group of its own, so that a timeout kills whatever
+	// the child started too; and killed if the suite dies
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

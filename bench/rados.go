@@ -76,7 +76,9 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 	for rep := 1; rep <= s.cfg.Reps && ctx.Err() == nil; rep++ {
 		for _, g := range groups {
 			for _, who := range sec.Contenders {
-				smp, err := run(ctx, who, g.write, g.read)
+				rctx, cancel := context.WithTimeout(ctx, runTimeout)
+				smp, err := run(rctx, who, g.write, g.read)
+				cancel()
 				for i, cs := range []*Case{g.write, g.read} {
 					if smp[i].Ops > 0 {
 						sec.record(s.log, cs, who, rep, smp[i])

@@ -74,8 +74,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		[]struct {
 			rw, bs string
 			qd     int
-		}{{"randread", "4k", 1}, {"randread", "4k", 32}, {"randwrite", "4k", 1},
-			{"randwrite", "4k", 32}, {"read", "1M", 8}, {"write", "1M", 8}},
+		}{{"randread", "4k", 32}, {"randwrite", "4k", 1}, {"randwrite", "4k", 32}, {"write", "1M", 8}},
 		[]struct {
 			rw, bs string
 			qd     int

@@ -23,6 +23,9 @@ func (r *Report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := removeOldPlots(dir); err != nil {
+		return err
+	}
 	var b bytes.Buffer
 	r.writeHeader(&b)
 	r.writeSummary(&b)

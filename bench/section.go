@@ -79,6 +79,11 @@ type Section struct {
 	Skipped            string // why the section did not run
 }
 
+// runTimeout bounds one run of one contender (a child process is killed
+// when it is reached): a cluster that stops serving must cost one failed
+// run, not the whole suite.
+const runTimeout = 2 * time.Minute
+
 // runner runs one contender on one case once.
 type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
 
@@ -92,7 +97,9 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				smp, err := run(ctx, who, c)
+				rctx, cancel := context.WithTimeout(ctx, runTimeout)
+				smp, err := run(rctx, who, c)
+				cancel()
 				if err != nil {
 					log.Warn("run failed", "section", s.ID, "case", c.Name, "contender", who, "err", err)
 					c.Errors = append(c.Errors, fmt.Sprintf("%s (rep %d): %v", who, rep, err))

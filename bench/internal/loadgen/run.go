@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -84,8 +85,10 @@ func Run(ctx context.Context, t Target, o Options) (Result, error) {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			buf := make([]byte, o.BS)
 			if write {
-				for i := range buf {
-					buf[i] = byte(rng.Uint32())
+				// random data, 8 bytes per draw (a byte per draw cost
+				// 10% of a short 4 MiB write run's CPU)
+				for i := 0; i+8 <= len(buf); i += 8 {
+					binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
 				}
 			}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
