@@ -1,42 +1,12 @@
 package crush
 
+import "github.com/purerbd/purerbd/rados/internal/jenkins"
+
 // The CRUSH hash is Robert Jenkins' 96-bit mix applied to 32-bit inputs
 // with fixed salt values; these functions must agree with Ceph's bit for
 // bit, since every placement is derived from them.
 
 const hashSeed uint32 = 1315423911
-
-// mix is Jenkins' reversible 96-bit mix.
-func mix(a, b, c uint32) (uint32, uint32, uint32) {
-	a -= b
-	a -= c
-	a ^= c >> 13
-	b -= c
-	b -= a
-	b ^= a << 8
-	c -= a
-	c -= b
-	c ^= b >> 13
-	a -= b
-	a -= c
-	a ^= c >> 12
-	b -= c
-	b -= a
-	b ^= a << 16
-	c -= a
-	c -= b
-	c ^= b >> 5
-	a -= b
-	a -= c
-	a ^= c >> 3
-	b -= c
-	b -= a
-	b ^= a << 10
-	c -= a
-	c -= b
-	c ^= b >> 15
-	return a, b, c
-}
 
 const (
 	saltX uint32 = 231232
@@ -49,8 +19,8 @@ func Hash32(typ int, a uint32) uint32 {
 		return 0
 	}
 	h := hashSeed ^ a
-	_, _, h = mix(a, saltX, h)
-	_, _, h = mix(saltY, a, h)
+	_, _, h = jenkins.Mix(a, saltX, h)
+	_, _, h = jenkins.Mix(saltY, a, h)
 	return h
 }
 
@@ -61,9 +31,9 @@ func Hash32_2(typ int, a, b uint32) uint32 {
 	}
 	h := hashSeed ^ a ^ b
 	x, y := saltX, saltY
-	a, b, h = mix(a, b, h)
-	x, a, h = mix(x, a, h)
-	b, y, h = mix(b, y, h)
+	a, b, h = jenkins.Mix(a, b, h)
+	x, a, h = jenkins.Mix(x, a, h)
+	b, y, h = jenkins.Mix(b, y, h)
 	return h
 }
 
@@ -74,11 +44,11 @@ func Hash32_3(typ int, a, b, c uint32) uint32 {
 	}
 	h := hashSeed ^ a ^ b ^ c
 	x, y := saltX, saltY
-	a, b, h = mix(a, b, h)
-	c, x, h = mix(c, x, h)
-	y, a, h = mix(y, a, h)
-	b, x, h = mix(b, x, h)
-	y, c, h = mix(y, c, h)
+	a, b, h = jenkins.Mix(a, b, h)
+	c, x, h = jenkins.Mix(c, x, h)
+	y, a, h = jenkins.Mix(y, a, h)
+	b, x, h = jenkins.Mix(b, x, h)
+	y, c, h = jenkins.Mix(y, c, h)
 	return h
 }
 
@@ -89,12 +59,12 @@ func Hash32_4(typ int, a, b, c, d uint32) uint32 {
 	}
 	h := hashSeed ^ a ^ b ^ c ^ d
 	x, y := saltX, saltY
-	a, b, h = mix(a, b, h)
-	c, d, h = mix(c, d, h)
-	a, x, h = mix(a, x, h)
-	y, b, h = mix(y, b, h)
-	c, x, h = mix(c, x, h)
-	y, d, h = mix(y, d, h)
+	a, b, h = jenkins.Mix(a, b, h)
+	c, d, h = jenkins.Mix(c, d, h)
+	a, x, h = jenkins.Mix(a, x, h)
+	y, b, h = jenkins.Mix(y, b, h)
+	c, x, h = jenkins.Mix(c, x, h)
+	y, d, h = jenkins.Mix(y, d, h)
 	return h
 }
 
@@ -105,13 +75,13 @@ func Hash32_5(typ int, a, b, c, d, e uint32) uint32 {
 	}
 	h := hashSeed ^ a ^ b ^ c ^ d ^ e
 	x, y := saltX, saltY
-	a, b, h = mix(a, b, h)
-	c, d, h = mix(c, d, h)
-	e, x, h = mix(e, x, h)
-	y, a, h = mix(y, a, h)
-	b, x, h = mix(b, x, h)
-	y, c, h = mix(y, c, h)
-	d, x, h = mix(d, x, h)
-	y, e, h = mix(y, e, h)
+	a, b, h = jenkins.Mix(a, b, h)
+	c, d, h = jenkins.Mix(c, d, h)
+	e, x, h = jenkins.Mix(e, x, h)
+	y, a, h = jenkins.Mix(y, a, h)
+	b, x, h = jenkins.Mix(b, x, h)
+	y, c, h = jenkins.Mix(y, c, h)
+	d, x, h = jenkins.Mix(d, x, h)
+	y, e, h = jenkins.Mix(y, e, h)
 	return h
 }

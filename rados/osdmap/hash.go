@@ -1,5 +1,7 @@
 package osdmap
 
+import "github.com/purerbd/purerbd/rados/internal/jenkins"
+
 // Object hash types (pg_pool_t object_hash, CEPH_STR_HASH_*).
 const (
 	StrHashLinux    = 1
@@ -27,38 +29,6 @@ func strHashLinux(s []byte) uint32 {
 	return h
 }
 
-// jmix is Bob Jenkins' 96-bit mix (lookup2).
-func jmix(a, b, c uint32) (uint32, uint32, uint32) {
-	a -= b
-	a -= c
-	a ^= c >> 13
-	b -= c
-	b -= a
-	b ^= a << 8
-	c -= a
-	c -= b
-	c ^= b >> 13
-	a -= b
-	a -= c
-	a ^= c >> 12
-	b -= c
-	b -= a
-	b ^= a << 16
-	c -= a
-	c -= b
-	c ^= b >> 5
-	a -= b
-	a -= c
-	a ^= c >> 3
-	b -= c
-	b -= a
-	b ^= a << 10
-	c -= a
-	c -= b
-	c ^= b >> 15
-	return a, b, c
-}
-
 func le32(k []byte) uint32 {
 	return uint32(k[0]) | uint32(k[1])<<8 | uint32(k[2])<<16 | uint32(k[3])<<24
 }
@@ -74,7 +44,7 @@ func strHashRjenkins(k []byte) uint32 {
 		a += le32(k[0:])
 		b += le32(k[4:])
 		c += le32(k[8:])
-		a, b, c = jmix(a, b, c)
+		a, b, c = jenkins.Mix(a, b, c)
 		k = k[12:]
 	}
 	c += length
@@ -113,6 +83,6 @@ func strHashRjenkins(k []byte) uint32 {
 	case 1:
 		a += uint32(k[0])
 	}
-	_, _, c = jmix(a, b, c)
+	_, _, c = jenkins.Mix(a, b, c)
 	return c
 }
