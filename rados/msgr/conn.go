@@ -28,6 +28,7 @@ type Conn struct {
 	br     *bufio.Reader
 	fr     *frameReader // owned by the reader goroutine after Dial
 	fw     *frameWriter // owned by the writer goroutine after Dial
+	wbufs  net.Buffers  // the writer's batch being written
 	target denc.EntityAddr
 	log    *slog.Logger
 
@@ -230,9 +231,11 @@ func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
 
 // Send queues m and waits until it has been written to the socket; the
 // caller may reuse m's buffers once Send returns. It sets m.Seq. An error
-// means m was not (completely) sent: ctx ended before the writer took
-// it, or the connection failed. Messages from concurrent Sends go out in
-// the order the writer takes them.
+// means m may not have been (completely) sent: ctx ended before the
+// writer took it, or the connection failed (messages written together
+// share the outcome of their write). Messages from concurrent Sends go
+// out in the order the writer takes them; those waiting together go out
+// in one write.
 func (c *Conn) Send(ctx context.Context, m *Message) error {
 	req := &sendReq{m: m, done: make(chan error, 1)}
 	select {
@@ -364,8 +367,15 @@ func (c *Conn) poke() {
 	}
 }
 
+// Limits of one batch of messages written together: the writer takes
+// every message waiting for it, up to these.
+const (
+	maxBatchMsgs  = 64
+	maxBatchBytes = 4 << 20
+)
+
 // writeLoop writes messages, acks and keepalives until the connection
-// fails.
+// fails. Messages waiting together go out in one batch: one writev.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	var tick <-chan time.Time
@@ -375,23 +385,32 @@ func (c *Conn) writeLoop() {
 		tick = t.C
 	}
 	var outSeq, acked uint64
+	var batch []*sendReq
 	for {
 		var err error
 		select {
 		case <-c.done:
 			return
 		case req := <-c.sendq:
-			if !req.state.CompareAndSwap(sendQueued, sendTaken) {
+			batch = c.gather(batch[:0], req)
+			if len(batch) == 0 {
 				continue
 			}
-			outSeq++
-			req.m.Seq = outSeq
 			ack := c.inSeq.Load()
-			err = c.writeMessage(req.m, outSeq, ack)
+			c.fw.reset()
+			for _, r := range batch {
+				outSeq++
+				r.m.Seq = outSeq
+				c.addMessage(r.m, outSeq, ack)
+			}
+			err = c.writeBatch()
 			if err == nil {
 				acked = ack
 			}
-			req.done <- err
+			for _, r := range batch {
+				r.done <- err
+			}
+			clear(batch)
 		case <-c.wake:
 			if ts := c.kaReply.Swap(nil); ts != nil {
 				err = c.writeControl(tagKeepalive2Ack, encodeStamp(*ts))
@@ -420,25 +439,54 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// writeMessage writes a MESSAGE frame.
-func (c *Conn) writeMessage(m *Message, seq, ack uint64) error {
-	var hdr [header2Len]byte
-	encodeHeader2(hdr[:], m, seq, ack)
-	segs := [maxSegments][]byte{hdr[:], m.Front, m.Middle, m.Data}
-	return c.writeBuffers(c.fw.build(tagMessage, &segs))
+// gather appends first and the requests queued behind it to batch, up
+// to the batch limits, skipping those their senders gave up on.
+func (c *Conn) gather(batch []*sendReq, first *sendReq) []*sendReq {
+	size := 0
+	take := func(r *sendReq) {
+		if r.state.CompareAndSwap(sendQueued, sendTaken) {
+			batch = append(batch, r)
+			size += len(r.m.Front) + len(r.m.Middle) + len(r.m.Data)
+		}
+	}
+	take(first)
+	for len(batch) < maxBatchMsgs && size < maxBatchBytes {
+		select {
+		case r := <-c.sendq:
+			take(r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// addMessage adds a MESSAGE frame to the writer's batch.
+func (c *Conn) addMessage(m *Message, seq, ack uint64) {
+	hdr := c.fw.alloc(header2Len)
+	encodeHeader2(hdr, m, seq, ack)
+	segs := [maxSegments][]byte{hdr, m.Front, m.Middle, m.Data}
+	c.fw.add(tagMessage, &segs)
 }
 
 // writeControl writes a frame with only a control segment.
 func (c *Conn) writeControl(tag uint8, control []byte) error {
 	segs := [maxSegments][]byte{control}
-	return c.writeBuffers(c.fw.build(tag, &segs))
+	c.fw.build(tag, &segs)
+	return c.writeBatch()
 }
 
-func (c *Conn) writeBuffers(bufs net.Buffers) error {
+// writeBatch writes the writer's batch with one writev (more when the
+// socket takes it in parts) and resets the writer.
+func (c *Conn) writeBatch() error {
+	defer c.fw.reset()
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	_, err := bufs.WriteTo(c.nc)
-	c.fw.release()
+	// c.wbufs lives in the Conn, so handing its address to WriteTo
+	// (which consumes it) allocates nothing.
+	c.wbufs = c.fw.out
+	_, err := c.wbufs.WriteTo(c.nc)
+	c.wbufs = nil
 	return err
 }

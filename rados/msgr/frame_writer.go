@@ -5,31 +5,64 @@ import (
 	"net"
 )
 
-// keepScratch bounds the secure-mode scratch buffer kept between frames.
+// keepScratch bounds the scratch memory kept between batches of frames.
 const keepScratch = 8 << 20
 
-// frameWriter encodes frames in crc mode (tx nil) or secure mode. The
-// buffers it returns stay valid until the next call. Used by one goroutine
-// at a time.
+// frameWriter encodes frames in crc mode (tx nil) or secure mode into
+// buffers ready for writev. Several frames may be added to one batch
+// (add), then written together; the buffers stay valid until reset. Used
+// by one goroutine at a time.
 type frameWriter struct {
-	tx   *gcmState
-	head []byte
-	tail []byte
-	bufs [6][]byte
+	tx    *gcmState
+	arena []byte      // scratch for the batch: heads, epilogues, sealed tails
+	used  int         // scratch the batch asked for
+	out   net.Buffers // the batch's buffers, in order
 }
 
-// grow returns b resliced to n bytes, reallocating when too small.
-func grow(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n, n+n/4)
+// alloc returns n bytes of the arena, with room for a GCM tag after
+// them (so sealing in place does not reallocate). A full arena is
+// replaced, not grown: slices handed out earlier keep the old one.
+func (fw *frameWriter) alloc(n int) []byte {
+	need := n + gcmTagLen
+	fw.used += need
+	if cap(fw.arena)-len(fw.arena) < need {
+		fw.arena = make([]byte, 0, max(need, 4096))
 	}
-	return b[:n]
+	off := len(fw.arena)
+	fw.arena = fw.arena[:off+need]
+	return fw.arena[off : off+n : off+need]
 }
 
-// build encodes a frame with tag and segments (control, front, middle,
-// data) and returns it as buffers ready for writev. The front, middle and
-// data slices are referenced, not copied, in crc mode.
+// reset starts a new batch; the buffers of the previous one become
+// invalid and user data is no longer referenced. The arena is sized for
+// the batch just written (up to keepScratch), so batches alike need no
+// new one.
+func (fw *frameWriter) reset() {
+	clear(fw.out)
+	fw.out = fw.out[:0]
+	switch {
+	case fw.used > keepScratch:
+		fw.arena = nil
+	case fw.used > cap(fw.arena):
+		fw.arena = make([]byte, 0, fw.used+fw.used/4)
+	}
+	fw.arena = fw.arena[:0]
+	fw.used = 0
+}
+
+// build encodes one frame as a batch of its own (reset, then add) and
+// returns its buffers, valid until the next call.
 func (fw *frameWriter) build(tag uint8, segs *[maxSegments][]byte) net.Buffers {
+	fw.reset()
+	fw.add(tag, segs)
+	return fw.out
+}
+
+// add encodes a frame with tag and segments (control, front, middle,
+// data) and appends it to the batch. The front, middle and data slices
+// are referenced, not copied, in crc mode. Frames of a batch must go
+// out in the order they were added (secure mode numbers them).
+func (fw *frameWriter) add(tag uint8, segs *[maxSegments][]byte) {
 	var pr preamble
 	pr.tag = tag
 	for i := range segs {
@@ -37,23 +70,24 @@ func (fw *frameWriter) build(tag uint8, segs *[maxSegments][]byte) net.Buffers {
 	}
 	pr.nseg = segmentCount(pr.lens)
 	if fw.tx != nil {
-		return fw.buildSecure(&pr, segs)
+		fw.addSecure(&pr, segs)
+	} else {
+		fw.addPlain(&pr, segs)
 	}
-	return fw.buildPlain(&pr, segs)
 }
 
-func (fw *frameWriter) buildPlain(pr *preamble, segs *[maxSegments][]byte) net.Buffers {
+func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte) {
 	n := len(segs[0])
 	hlen := preambleLen + n + crcLen
-	fw.head = grow(fw.head, hlen+epiloguePlainLen)
-	h := fw.head
-	pr.encode(h)
-	copy(h[preambleLen:], segs[0])
-	binary.LittleEndian.PutUint32(h[preambleLen+n:], crc32c(^uint32(0), segs[0]))
-	out := append(fw.bufs[:0], h[:hlen])
 	if !pr.hasTail() {
-		return out
+		h := fw.alloc(hlen)
+		fw.head(h, pr, segs[0])
+		fw.out = append(fw.out, h)
+		return
 	}
+	h := fw.alloc(hlen + epiloguePlainLen)
+	fw.head(h, pr, segs[0])
+	fw.out = append(fw.out, h[:hlen])
 	ep := h[hlen : hlen+epiloguePlainLen]
 	ep[0] = lateStatusComplete
 	for i := 1; i < maxSegments; i++ {
@@ -63,13 +97,20 @@ func (fw *frameWriter) buildPlain(pr *preamble, segs *[maxSegments][]byte) net.B
 		}
 		binary.LittleEndian.PutUint32(ep[1+4*(i-1):], c)
 		if len(segs[i]) > 0 {
-			out = append(out, segs[i])
+			fw.out = append(fw.out, segs[i])
 		}
 	}
-	return append(out, ep)
+	fw.out = append(fw.out, ep)
 }
 
-func (fw *frameWriter) buildSecure(pr *preamble, segs *[maxSegments][]byte) net.Buffers {
+// head writes the preamble, the control segment and its crc into h.
+func (fw *frameWriter) head(h []byte, pr *preamble, control []byte) {
+	pr.encode(h)
+	copy(h[preambleLen:], control)
+	binary.LittleEndian.PutUint32(h[preambleLen+len(control):], crc32c(^uint32(0), control))
+}
+
+func (fw *frameWriter) addSecure(pr *preamble, segs *[maxSegments][]byte) {
 	n := len(segs[0])
 	hlen := preambleSecureLen
 	rem := 0
@@ -77,8 +118,7 @@ func (fw *frameWriter) buildSecure(pr *preamble, segs *[maxSegments][]byte) net.
 		rem = n - inlineLen
 		hlen += int(padded(uint32(rem))) + gcmTagLen
 	}
-	fw.head = grow(fw.head, hlen)
-	h := fw.head
+	h := fw.alloc(hlen)
 	pr.encode(h)
 	inl := h[preambleLen : preambleLen+inlineLen]
 	clear(inl[copy(inl, segs[0]):])
@@ -88,16 +128,15 @@ func (fw *frameWriter) buildSecure(pr *preamble, segs *[maxSegments][]byte) net.
 		clear(r[copy(r, segs[0][inlineLen:]):])
 		fw.tx.seal(r)
 	}
-	out := append(fw.bufs[:0], h[:hlen])
+	fw.out = append(fw.out, h)
 	if !pr.hasTail() {
-		return out
+		return
 	}
 	size := epilogueSecureLen - gcmTagLen
 	for i := 1; i < maxSegments; i++ {
 		size += int(padded(uint32(len(segs[i]))))
 	}
-	fw.tail = grow(fw.tail, size+gcmTagLen)
-	t := fw.tail[:size]
+	t := fw.alloc(size)
 	off := 0
 	for i := 1; i < maxSegments; i++ {
 		p := int(padded(uint32(len(segs[i]))))
@@ -108,16 +147,7 @@ func (fw *frameWriter) buildSecure(pr *preamble, segs *[maxSegments][]byte) net.
 	ep := t[off:]
 	clear(ep)
 	ep[0] = lateStatusComplete
-	sealed := fw.tx.seal(t)
-	out = append(out, sealed)
-	return out
-}
-
-// release drops an oversized secure scratch buffer once a frame is out.
-func (fw *frameWriter) release() {
-	if cap(fw.tail) > keepScratch {
-		fw.tail = nil
-	}
+	fw.out = append(fw.out, fw.tx.seal(t))
 }
 
 // flatten concatenates buffers (for small handshake frames that must
