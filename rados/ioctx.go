@@ -84,27 +84,40 @@ func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) *osdc.R
 
 // do runs ops on oid. flags 0 lets the objecter derive read/write.
 func (io *IOContext) do(ctx context.Context, oid string, flags uint32, ops ...osdc.OSDOp) (*osdc.Reply, error) {
-	if oid == "" {
+	return io.doRequest(ctx, io.request(oid, flags, ops))
+}
+
+// doRequest runs a request built by request.
+func (io *IOContext) doRequest(ctx context.Context, req *osdc.Request) (*osdc.Reply, error) {
+	if req.OID == "" {
 		return nil, fmt.Errorf("rados: empty object name: %w", ErrInvalid)
 	}
 	ctx, cancel := io.conn.opContext(ctx)
 	defer cancel()
-	return io.conn.ob.Do(ctx, io.request(oid, flags, ops))
+	return io.conn.ob.Do(ctx, req)
 }
 
 // Read reads up to len(p) bytes at off into p and returns how many it
 // read: fewer at the end of the object, 0 beyond it. The bytes are
-// copied from the reply; ReadAll and ReadOp.Read hand out the reply's
-// own buffer instead.
+// received straight into p where the OSD session allows (crc mode),
+// else copied from the reply; ReadAll and ReadOp.Read hand out the
+// reply's own buffer instead.
 func (io *IOContext) Read(ctx context.Context, oid string, p []byte, off uint64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	rep, err := io.do(ctx, oid, 0, osdc.Read(off, uint64(len(p))))
+	req := io.request(oid, 0, []osdc.OSDOp{osdc.Read(off, uint64(len(p)))})
+	req.OutBuf = p
+	rep, err := io.doRequest(ctx, req)
 	if err != nil {
 		return 0, err
 	}
-	return copy(p, rep.Ops[0].OutData), nil
+	out := rep.Ops[0].OutData
+	out = out[:min(len(out), len(p))]
+	if len(out) > 0 && &out[0] != &p[0] {
+		copy(p, out)
+	}
+	return len(out), nil
 }
 
 // ReadAll reads a whole object.

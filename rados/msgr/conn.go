@@ -41,6 +41,8 @@ type Conn struct {
 	peerFeatures uint64
 	features     uint64
 
+	rx recvBuffers // buffers registered with RecvInto
+
 	incoming chan *Message
 	sendq    chan *sendReq
 	wake     chan struct{} // reader -> writer: an ack or keepalive reply is due
@@ -167,6 +169,7 @@ func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, err
 		return nil, fmt.Errorf("msgr: handshake with %s %s: %w", cfg.PeerType, addr, herr)
 	}
 	_ = nc.SetDeadline(time.Time{})
+	c.fr.dataBuf, c.fr.dataKeep, c.fr.dataDone = c.claimRecv, c.keepRecv, c.releaseRecv
 	c.lastRx.Store(time.Now().UnixNano())
 	c.log.Debug("msgr: connected", "mode", c.mode.String(), "global_id", c.globalID,
 		"peer_gid", c.peerGID, "features", fmt.Sprintf("%#x", c.features))
@@ -319,8 +322,13 @@ func (c *Conn) handleFrame(f frame) error {
 		case m.Seq > want:
 			return fmt.Errorf("%w: message seq %d, want %d", ErrProtocol, m.Seq, want)
 		}
-		m.Front, m.Middle, m.Data = f.segs[1], f.segs[2], f.segs[3]
 		c.inSeq.Store(m.Seq)
+		if f.dropped {
+			c.log.Debug("msgr: dropped a message whose receive buffer was withdrawn", "type", m.Type, "tid", m.Tid)
+			c.poke()
+			return nil
+		}
+		m.Front, m.Middle, m.Data = f.segs[1], f.segs[2], f.segs[3]
 		select {
 		case c.incoming <- m:
 		default:

@@ -123,8 +123,11 @@ func (pr *preamble) hasTail() bool { return pr.nseg > 1 }
 func padded(n uint32) uint32 { return (n + gcmBlockLen - 1) &^ (gcmBlockLen - 1) }
 
 // frame is a decoded frame: its tag and segments (control, front,
-// middle, data). Segments beyond the count are nil.
+// middle, data). Segments beyond the count are nil. A dropped frame was
+// read and checked, but its data segment went nowhere (its owner
+// withdrew the buffer it was arriving into): it is not delivered.
 type frame struct {
-	tag  uint8
-	segs [maxSegments][]byte
+	tag     uint8
+	segs    [maxSegments][]byte
+	dropped bool
 }

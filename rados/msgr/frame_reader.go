@@ -17,7 +17,18 @@ type frameReader struct {
 	rx    *gcmState
 	lim   limits
 	pre   [preambleSecureLen]byte
+	epi   [epiloguePlainLen]byte
 	probe []byte
+
+	// dataBuf, when set, may supply the memory for the data segment of
+	// a MESSAGE frame in crc mode, given its control segment and the
+	// segment's length (nil: allocate as usual). While filling it the
+	// reader asks dataKeep, before each chunk, whether the owner still
+	// wants it; dataDone is called once the reader no longer writes into
+	// it, and says whether the owner still wanted it then.
+	dataBuf  func(control []byte, n uint32) []byte
+	dataKeep func() bool
+	dataDone func() bool
 }
 
 func newFrameReader(lim limits) *frameReader { return &frameReader{lim: lim} }
@@ -32,14 +43,12 @@ func (fr *frameReader) readSized(r io.Reader, n uint64) ([]byte, error) {
 		}
 		return b, nil
 	}
-	if fr.probe == nil {
-		fr.probe = make([]byte, probeLen)
-	}
-	if _, err := io.ReadFull(r, fr.probe); err != nil {
+	probe := fr.scratch()
+	if _, err := io.ReadFull(r, probe); err != nil {
 		return nil, err
 	}
 	b := make([]byte, n)
-	copy(b, fr.probe)
+	copy(b, probe)
 	if _, err := io.ReadFull(r, b[probeLen:]); err != nil {
 		return nil, err
 	}
@@ -64,45 +73,152 @@ func (fr *frameReader) readPlain(r io.Reader) (frame, error) {
 		return f, err
 	}
 	f.tag = pr.tag
-	n := pr.lens[0]
-	ctrl, err := fr.readSized(r, uint64(n)+crcLen)
+	n := uint64(pr.lens[0])
+	// The control segment goes to scratch memory first (it decides where
+	// the data segment goes); a huge one is read as it comes.
+	var ctrl []byte
+	var err error
+	if n+crcLen <= probeLen {
+		ctrl = fr.scratch()[:n+crcLen]
+		_, err = io.ReadFull(r, ctrl)
+	} else {
+		ctrl, err = fr.readSized(r, n+crcLen)
+	}
 	if err != nil {
 		return f, err
 	}
 	if got, want := binary.LittleEndian.Uint32(ctrl[n:]), crc32c(^uint32(0), ctrl[:n]); got != want {
 		return f, fmt.Errorf("%w: bad control segment crc %#x, computed %#x (tag %d)", ErrProtocol, got, want, pr.tag)
 	}
-	f.segs[0] = ctrl[:n:n]
+	ctrl = ctrl[:n]
+	var dst []byte
+	if pr.tag == tagMessage && pr.lens[3] > 0 && fr.dataBuf != nil {
+		dst = fr.dataBuf(ctrl, pr.lens[3])
+	}
+	// The rest of the frame read into memory of its own; a small frame
+	// takes one allocation for all its segments.
+	l1, l2, l3 := uint64(pr.lens[1]), uint64(pr.lens[2]), uint64(pr.lens[3])
+	rest := l1 + l2
+	if dst == nil && pr.hasTail() {
+		rest += l3 + epiloguePlainLen
+	}
+	var buf []byte
+	if n+rest <= probeLen {
+		buf = make([]byte, n+rest)
+		copy(buf, ctrl)
+		f.segs[0] = buf[:n:n]
+		buf = buf[n:]
+	} else {
+		f.segs[0] = make([]byte, n)
+		copy(f.segs[0], ctrl)
+	}
 	if !pr.hasTail() {
 		return f, nil
 	}
-	tail := uint64(pr.lens[1]) + uint64(pr.lens[2]) + uint64(pr.lens[3])
-	buf, err := fr.readSized(r, tail+epiloguePlainLen)
-	if err != nil {
-		return f, err
-	}
-	off := uint64(0)
-	for i := 1; i < maxSegments; i++ {
-		l := uint64(pr.lens[i])
-		if i < pr.nseg {
-			f.segs[i] = buf[off : off+l : off+l]
+	var crcs [maxSegments]uint32
+	var ep []byte
+	if dst != nil {
+		if ep, err = fr.readInto(r, &f, &pr, buf, dst, &crcs); err != nil {
+			return f, err
 		}
-		off += l
+	} else {
+		if buf == nil {
+			if buf, err = fr.readSized(r, rest); err != nil {
+				return f, err
+			}
+		} else if _, err := io.ReadFull(r, buf); err != nil {
+			return f, err
+		}
+		off := uint64(0)
+		for i := 1; i < maxSegments; i++ {
+			l := uint64(pr.lens[i])
+			if i < pr.nseg {
+				f.segs[i] = buf[off : off+l : off+l]
+				crcs[i] = crc32c(^uint32(0), f.segs[i])
+			}
+			off += l
+		}
+		ep = buf[off:]
 	}
-	ep := buf[tail:]
 	if ep[0]&lateStatusMask != lateStatusComplete {
 		return f, fmt.Errorf("%w: frame aborted by the sender (late status %#x)", ErrProtocol, ep[0])
 	}
 	for i := 1; i < maxSegments; i++ {
-		want := uint32(0)
-		if i < pr.nseg {
-			want = crc32c(^uint32(0), f.segs[i])
-		}
-		if got := binary.LittleEndian.Uint32(ep[1+4*(i-1):]); got != want {
-			return f, fmt.Errorf("%w: bad crc of segment %d: %#x, computed %#x", ErrProtocol, i, got, want)
+		if got := binary.LittleEndian.Uint32(ep[1+4*(i-1):]); got != crcs[i] {
+			return f, fmt.Errorf("%w: bad crc of segment %d: %#x, computed %#x", ErrProtocol, i, got, crcs[i])
 		}
 	}
 	return f, nil
+}
+
+// scratch returns the reader's probeLen bytes of scratch memory.
+func (fr *frameReader) scratch() []byte {
+	if fr.probe == nil {
+		fr.probe = make([]byte, probeLen)
+	}
+	return fr.probe
+}
+
+// dataChunk is how much of a data segment is read into an owner's
+// buffer between two checks that the owner still wants it.
+const dataChunk = 128 << 10
+
+// readInto reads the front and middle segments of a crc-mode frame into
+// fm (their length exactly; nil to allocate), the data segment into dst
+// (its exact length) in chunks, and the epilogue, which it returns. The
+// segments' crcs are computed as they arrive. When the owner withdraws
+// dst, the rest of the segment is read into scratch memory and the
+// frame is marked dropped; so is a frame whose buffer was withdrawn by
+// the time it was complete.
+func (fr *frameReader) readInto(r io.Reader, f *frame, pr *preamble, fm, dst []byte, crcs *[maxSegments]uint32) ([]byte, error) {
+	filling := true // dst is ours to write into
+	defer func() {
+		if filling {
+			fr.dataDone()
+		}
+	}()
+	l1, l2 := uint64(pr.lens[1]), uint64(pr.lens[2])
+	var err error
+	if fm == nil {
+		fm, err = fr.readSized(r, l1+l2)
+	} else {
+		_, err = io.ReadFull(r, fm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.segs[1], f.segs[2] = fm[:l1:l1], fm[l1:l1+l2:l1+l2]
+	crcs[1], crcs[2] = crc32c(^uint32(0), f.segs[1]), crc32c(^uint32(0), f.segs[2])
+	crc := ^uint32(0)
+	for off := 0; off < len(dst); {
+		p := dst[off:min(off+dataChunk, len(dst))]
+		if filling && !fr.dataKeep() {
+			fr.dataDone()
+			filling, f.dropped = false, true
+		}
+		if !filling {
+			p = fr.scratch()[:min(len(p), probeLen)]
+		}
+		if _, err := io.ReadFull(r, p); err != nil {
+			return nil, err
+		}
+		crc = crc32c(crc, p)
+		off += len(p)
+	}
+	crcs[3] = crc
+	if filling {
+		filling = false
+		if !fr.dataDone() {
+			f.dropped = true
+		}
+	}
+	if !f.dropped {
+		f.segs[3] = dst
+	}
+	if _, err := io.ReadFull(r, fr.epi[:]); err != nil {
+		return nil, err
+	}
+	return fr.epi[:], nil
 }
 
 func (fr *frameReader) readSecure(r io.Reader) (frame, error) {

@@ -77,9 +77,37 @@ func FuzzFramePlain(f *testing.F) {
 			wire = fixPlainFrame(wire)
 		}
 		fr := newFrameReader(fuzzLimits)
+		// With the second bit set, data segments go to an owner's
+		// buffer that the owner withdraws now and then: every claim
+		// must be released exactly once.
+		claims, keeps := 0, 0
+		if b[0]&2 != 0 {
+			dst := make([]byte, 256<<10)
+			fr.dataBuf = func(_ []byte, n uint32) []byte {
+				if int(n) > len(dst) {
+					return nil
+				}
+				claims++
+				return dst[:n]
+			}
+			fr.dataKeep = func() bool {
+				keeps++
+				return keeps%3 != 0
+			}
+			fr.dataDone = func() bool {
+				claims--
+				if claims != 0 {
+					t.Fatalf("%d claims outstanding at a release", claims)
+				}
+				return keeps%2 == 0
+			}
+		}
 		r := bytes.NewReader(wire)
 		for i := 0; i < 16; i++ {
 			fm, err := fr.read(r)
+			if claims != 0 {
+				t.Fatalf("a claimed buffer was not released (err %v)", err)
+			}
 			if err != nil {
 				return
 			}
@@ -266,6 +294,11 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		segs := fm.segs
 		write("FuzzFrameSecure", fmt.Sprintf("tag-%d", fm.tag), append([]byte{1}, flatten(w.build(fm.tag, &segs))...))
 	}
+	// A message with a data segment, for the owner's buffer (second bit).
+	hdr := make([]byte, header2Len)
+	encodeHeader2(hdr, &Message{Type: 43, Tid: 1}, 1, 0)
+	msg := [maxSegments][]byte{hdr, []byte("front..."), nil, bytes.Repeat([]byte("data"), 75)}
+	write("FuzzFramePlain", "message-into", append([]byte{3}, flatten((&frameWriter{}).build(tagMessage, &msg))...))
 	write("FuzzControl", "bad-method", append([]byte{0}, 2, 0, 0, 0, 0xf3, 0xff, 0xff, 0xff, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0))
 	// Secure frames with every segment, and a long control.
 	_, tx, _ := newGCMPair(testSecret)

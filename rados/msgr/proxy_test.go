@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // faultProxy is a TCP relay between the client and a real Ceph daemon
@@ -20,6 +21,9 @@ type faultProxy struct {
 
 	cutAfter  atomic.Int64 // close both ends after this many daemon->client bytes (0: never)
 	blackhole atomic.Bool  // drop daemon->client bytes
+	forwarded atomic.Int64 // daemon->client bytes relayed, over all connections
+	holdAt    atomic.Int64 // pause daemon->client bytes when forwarded reaches this (0: no pause)
+	closed    atomic.Bool
 	mu        sync.Mutex
 	recorded  bytes.Buffer // daemon->client bytes, when record is set
 	record    bool
@@ -89,7 +93,7 @@ func (p *faultProxy) accept() {
 						p.recorded.Write(chunk)
 					}
 					p.mu.Unlock()
-					if _, err := c.Write(chunk); err != nil {
+					if !p.relay(c, chunk) {
 						return
 					}
 					sent += int64(n)
@@ -100,6 +104,30 @@ func (p *faultProxy) accept() {
 			}
 		}()
 	}
+}
+
+// relay writes chunk to the client, pausing while holdAt says so; false
+// when the client is gone or the proxy closed.
+func (p *faultProxy) relay(c net.Conn, chunk []byte) bool {
+	for len(chunk) > 0 {
+		room := int64(len(chunk))
+		if hold := p.holdAt.Load(); hold > 0 {
+			room = min(room, hold-p.forwarded.Load())
+		}
+		if room <= 0 {
+			if p.closed.Load() {
+				return false
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if _, err := c.Write(chunk[:room]); err != nil {
+			return false
+		}
+		p.forwarded.Add(room)
+		chunk = chunk[room:]
+	}
+	return true
 }
 
 // dropAll closes every relayed connection (as if the daemon died).
@@ -113,6 +141,7 @@ func (p *faultProxy) dropAll() {
 }
 
 func (p *faultProxy) close() {
+	p.closed.Store(true)
 	p.ln.Close()
 	p.dropAll()
 	p.wg.Wait()

@@ -39,6 +39,14 @@ type Request struct {
 	SnapContext denc.SnapContext
 	// MTime is the modification time writes record (zero: now).
 	MTime time.Time
+	// OutBuf, when not nil, receives the reply's data segment (the
+	// operations' OutData end to end; for a single Read, the bytes
+	// read) straight from the connection when it fits, sparing a zeroed
+	// allocation and a copy: the reply's OutData then alias OutBuf.
+	// Whether it was used or not, the OutData are correct; OutBuf's
+	// contents are undefined after an error. It must not be touched
+	// until Do returns. (crc-mode sessions only.)
+	OutBuf []byte
 }
 
 // Reply is an OSD's answer to a request.
@@ -67,6 +75,7 @@ type op struct {
 	// noResend marks requests that must not be sent twice (watch
 	// pings): a placement change or session reset fails them instead.
 	noResend bool
+	outBuf   []byte // Request.OutBuf
 	done     chan struct{}
 
 	mu        sync.Mutex
@@ -77,6 +86,7 @@ type op struct {
 	homeless  bool
 	attempts  int32
 	sentConn  *msgr.Conn // the connection the last attempt went out on
+	rxConn    *msgr.Conn // the connection outBuf is registered with
 	finished  bool
 	reply     *MOSDOpReply
 	replyOSD  int32
@@ -110,6 +120,7 @@ func (o *Objecter) run(op *op) (*Reply, error) {
 		op.finishLocked(nil, op.ctx.Err())
 		op.mu.Unlock()
 	}
+	op.withdrawBuf()
 	if op.err != nil {
 		return nil, fmt.Errorf("osdc: %s: %w", op.describe(), op.err)
 	}
@@ -153,13 +164,14 @@ func (o *Objecter) newOp(ctx context.Context, req *Request) (*op, error) {
 		flags |= FlagPGOp | FlagRead | FlagIgnoreOverlay
 	}
 	op := &op{
-		o:     o,
-		tid:   o.lastTid.Add(1),
-		ctx:   ctx,
-		ops:   req.Ops,
-		snap:  req.SnapID,
-		snapc: req.SnapContext,
-		done:  make(chan struct{}),
+		o:      o,
+		tid:    o.lastTid.Add(1),
+		ctx:    ctx,
+		ops:    req.Ops,
+		snap:   req.SnapID,
+		snapc:  req.SnapContext,
+		outBuf: req.OutBuf,
+		done:   make(chan struct{}),
 	}
 	if op.snap == 0 {
 		op.snap = SnapHead
@@ -181,6 +193,36 @@ func (o *Objecter) newOp(ctx context.Context, req *Request) (*op, error) {
 		op.mtime = denc.UTimeOf(t)
 	}
 	return op, nil
+}
+
+// registerBufLocked registers op's OutBuf for the reply on conn, the
+// connection the next attempt goes out on, after taking it back from
+// the previous one. Callers hold op.mu.
+func (op *op) registerBufLocked(conn *msgr.Conn) {
+	if op.outBuf == nil {
+		return
+	}
+	if op.rxConn != nil && op.rxConn != conn {
+		op.rxConn.Withdraw(op.tid)
+	}
+	conn.RecvInto(op.tid, MsgOSDOpReply, op.outBuf)
+	op.rxConn = conn
+}
+
+// withdrawBuf takes op's OutBuf back from the connection once op is
+// finished (prepareLocked registers nothing after that), so the caller
+// owns it again when run returns.
+func (op *op) withdrawBuf() {
+	if op.outBuf == nil {
+		return
+	}
+	op.mu.Lock()
+	conn := op.rxConn
+	op.rxConn = nil
+	op.mu.Unlock()
+	if conn != nil {
+		conn.Withdraw(op.tid)
+	}
 }
 
 // describe names the request for errors: "write+setxattr obj".

@@ -54,6 +54,7 @@ func (op *op) prepareLocked() *outgoing {
 	}
 	op.attempts++
 	op.sentConn = conn
+	op.registerBufLocked(conn)
 	return &outgoing{conn: conn, msg: m.Message(), ctx: op.ctx}
 }
 
