@@ -45,6 +45,7 @@ type Conn struct {
 
 	incoming chan *Message
 	sendq    chan *sendReq
+	reqs     sync.Pool     // *sendReq the writer is done with, for reuse
 	wake     chan struct{} // reader -> writer: an ack or keepalive reply is due
 	done     chan struct{}
 	failOnce sync.Once
@@ -240,23 +241,40 @@ func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
 // out in the order the writer takes them; those waiting together go out
 // in one write.
 func (c *Conn) Send(ctx context.Context, m *Message) error {
-	req := &sendReq{m: m, done: make(chan error, 1)}
+	req, _ := c.reqs.Get().(*sendReq)
+	if req == nil {
+		req = &sendReq{done: make(chan error, 1)}
+	}
+	req.m = m
+	req.state.Store(sendQueued)
 	select {
 	case c.sendq <- req:
 	case <-ctx.Done():
+		c.recycle(req) // the writer never saw it
 		return ctx.Err()
 	case <-c.done:
+		c.recycle(req)
 		return c.err
 	}
+	var err error
 	select {
-	case err := <-req.done:
-		return err
+	case err = <-req.done:
 	case <-ctx.Done():
 		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
+			// The writer has it but will skip it; it is not reused, as
+			// the writer may still look at it.
 			return ctx.Err()
 		}
-		return <-req.done // being written; bounded by the write timeout
+		err = <-req.done // being written; bounded by the write timeout
 	}
+	c.recycle(req)
+	return err
+}
+
+// recycle keeps a request the writer is done with for the next Send.
+func (c *Conn) recycle(req *sendReq) {
+	req.m = nil
+	c.reqs.Put(req)
 }
 
 // Close ends the connection and waits for its goroutines to stop.

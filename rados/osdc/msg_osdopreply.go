@@ -29,6 +29,8 @@ type MOSDOpReply struct {
 	// Redirect, when not nil, tells the client to resend the request to
 	// another object or pool.
 	Redirect *Redirect
+
+	one [1]OSDOp // Ops of a single-operation reply
 }
 
 // Redirect is request_redirect_t: where to resend a request.
@@ -79,7 +81,10 @@ func DecodeOSDOpReply(msg *msgr.Message) (*MOSDOpReply, error) {
 		d.Failf("MOSDOpReply num_ops", "%d ops", n)
 	}
 	if d.Err() == nil && n > 0 {
-		r.Ops = make([]OSDOp, n)
+		r.Ops = r.one[:]
+		if n > 1 {
+			r.Ops = make([]OSDOp, n)
+		}
 		for i := range r.Ops {
 			r.Ops[i].decodeRaw(d)
 		}

@@ -329,7 +329,7 @@ func (o *Objecter) scan(m *osdmap.OSDMap) {
 	for _, op := range ops {
 		op.mu.Lock()
 		if !op.finished {
-			o.placeLocked(op, m, &sends, false)
+			sends.add(op, o.placeLocked(op, m))
 		}
 		op.mu.Unlock()
 	}

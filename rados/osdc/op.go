@@ -77,6 +77,7 @@ type op struct {
 	noResend bool
 	outBuf   []byte // Request.OutBuf
 	done     chan struct{}
+	rep      Reply // what run returns
 
 	mu        sync.Mutex
 	t         target
@@ -125,7 +126,8 @@ func (o *Objecter) run(op *op) (*Reply, error) {
 		return nil, fmt.Errorf("osdc: %s: %w", op.describe(), op.err)
 	}
 	r := op.reply
-	rep := &Reply{Ops: r.Ops, Result: r.Result, Version: r.UserVersion, Epoch: r.Epoch, OSD: op.replyOSD}
+	op.rep = Reply{Ops: r.Ops, Result: r.Result, Version: r.UserVersion, Epoch: r.Epoch, OSD: op.replyOSD}
+	rep := &op.rep
 	if r.Result < 0 {
 		e := &OpError{Op: op.describe(), Errno: errnoOf(r.Result), OpIdx: -1}
 		for i := range r.Ops {

@@ -14,11 +14,16 @@ func (o *Objecter) submit(op *op) {
 		op.mu.Unlock()
 		return
 	}
-	var sends sendBatch
+	var first outgoing // the usual case, without an allocation
+	var more sendBatch
 	op.mu.Lock()
 	for {
 		m := o.osdmap.Load()
-		o.placeLocked(op, m, &sends, true)
+		if out := o.placeLocked(op, m); first.conn == nil {
+			first = out
+		} else {
+			more.add(op, out)
+		}
 		// A map installed while we placed the request may have been
 		// scanned before the request was attached: check again.
 		if op.finished || o.osdmap.Load() == m {
@@ -26,20 +31,24 @@ func (o *Objecter) submit(op *op) {
 		}
 	}
 	op.mu.Unlock()
-	sends.send()
+	if first.conn != nil {
+		_ = first.conn.Send(first.ctx, first.msg)
+	}
+	more.send()
 }
 
 // placeLocked (re)targets op under m: attaches it to the session of its
-// primary and queues it for sending when its placement is new or changed;
-// parks it as homeless when it cannot go anywhere yet. Callers hold op.mu.
-func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap, sends *sendBatch, initial bool) {
+// primary and returns the message to send when its placement is new or
+// changed; parks it as homeless when it cannot go anywhere yet. Callers
+// hold op.mu and send what it returns once they released it.
+func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap) outgoing {
 	if op.finished {
-		return
+		return outgoing{}
 	}
 	if m == nil {
 		o.parkLocked(op)
 		o.requestMap()
-		return
+		return outgoing{}
 	}
 	t, err := calcTarget(m, &op.b, o.mappings(m))
 	if err != nil {
@@ -48,20 +57,20 @@ func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap, sends *sendBatch, initi
 		o.parkLocked(op)
 		if errors.Is(err, ErrPoolEIO) {
 			op.finishLocked(nil, err)
-			return
+			return outgoing{}
 		}
 		if firstMiss {
 			o.checkPool(op)
 		}
-		return
+		return outgoing{}
 	}
 	op.tErr = nil
 	if op.hasTarget && !op.homeless && op.sess != nil && !op.t.needsResend(&t) {
-		return
+		return outgoing{}
 	}
 	if op.noResend && op.attempts > 0 {
 		op.finishLocked(nil, errSuperseded)
-		return
+		return outgoing{}
 	}
 	op.t, op.hasTarget = t, true
 	if t.osd < 0 || t.paused {
@@ -69,16 +78,16 @@ func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap, sends *sendBatch, initi
 		if t.osd < 0 {
 			o.requestMap()
 		}
-		return
+		return outgoing{}
 	}
 	s, err := o.session(t.osd)
 	if err != nil {
 		op.finishLocked(nil, err)
-		return
+		return outgoing{}
 	}
 	o.attachLocked(op, s)
 	op.sentConn = nil
-	sends.add(op, op.prepareLocked())
+	return op.prepareLocked()
 }
 
 // attachLocked moves op to session s. Callers hold op.mu.

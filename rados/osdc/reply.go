@@ -45,7 +45,7 @@ func (o *Objecter) handleReply(s *session, r *MOSDOpReply) {
 		}
 		op.b.flags |= FlagRedirected | FlagIgnoreCache | FlagIgnoreOverlay
 		op.hasTarget = false
-		o.placeLocked(op, o.osdmap.Load(), &sends, false)
+		sends.add(op, o.placeLocked(op, o.osdmap.Load()))
 	default:
 		op.finishLocked(r, nil)
 	}
@@ -70,7 +70,7 @@ func (o *Objecter) retryLater(op *op) {
 		op.mu.Lock()
 		out := op.prepareLocked()
 		op.mu.Unlock()
-		if out != nil {
+		if out.conn != nil {
 			_ = out.conn.Send(out.ctx, out.msg)
 		}
 	}()
@@ -113,7 +113,7 @@ func (o *Objecter) checkPool(op *op) {
 		var sends sendBatch
 		op.mu.Lock()
 		if !op.finished && op.tErr != nil {
-			o.placeLocked(op, o.osdmap.Load(), &sends, false)
+			sends.add(op, o.placeLocked(op, o.osdmap.Load()))
 			if op.tErr != nil {
 				op.finishLocked(nil, op.tErr)
 			}

@@ -7,16 +7,16 @@ import (
 )
 
 // prepareLocked encodes the next attempt of op for its session's current
-// connection; nil when there is nothing to send (no connection yet,
-// already sent on it, held back by a backoff or a pause).
-func (op *op) prepareLocked() *outgoing {
+// connection; the zero outgoing when there is nothing to send (no
+// connection yet, already sent on it, held back by a backoff or a pause).
+func (op *op) prepareLocked() outgoing {
 	s := op.sess
 	if s == nil || op.finished || op.t.paused {
-		return nil
+		return outgoing{}
 	}
 	conn := s.sendable(op)
 	if conn == nil || conn == op.sentConn {
-		return nil
+		return outgoing{}
 	}
 	flags := op.b.flags | FlagKnownRedir | FlagSupportsPoolEIO | FlagOnDisk
 	if op.attempts > 0 {
@@ -32,7 +32,7 @@ func (op *op) prepareLocked() *outgoing {
 		oloc.Key = ""
 		oloc.Hash = int64(op.t.rawPG.Seed)
 	}
-	m := &MOSDOp{
+	m := MOSDOp{
 		Tid:          op.tid,
 		PGID:         op.t.spg,
 		Hash:         op.t.rawPG.Seed,
@@ -55,10 +55,11 @@ func (op *op) prepareLocked() *outgoing {
 	op.attempts++
 	op.sentConn = conn
 	op.registerBufLocked(conn)
-	return &outgoing{conn: conn, msg: m.Message(), ctx: op.ctx}
+	return outgoing{conn: conn, msg: m.Message(), ctx: op.ctx}
 }
 
-// outgoing is one message to send on one connection.
+// outgoing is one message to send on one connection (none when conn is
+// nil).
 type outgoing struct {
 	conn *msgr.Conn
 	msg  *msgr.Message
@@ -67,10 +68,10 @@ type outgoing struct {
 
 // sendBatch collects messages prepared under locks, to send after
 // releasing them.
-type sendBatch []*outgoing
+type sendBatch []outgoing
 
-func (b *sendBatch) add(_ *op, out *outgoing) {
-	if out != nil {
+func (b *sendBatch) add(_ *op, out outgoing) {
+	if out.conn != nil {
 		*b = append(*b, out)
 	}
 }
