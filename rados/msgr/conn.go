@@ -378,7 +378,12 @@ func (c *Conn) handleFrame(f frame) error {
 		if _, err := decodeU64("ACK", f.segs[0]); err != nil {
 			return err
 		}
-		// Lossy: nothing is kept for resending, so acks free nothing.
+		// The peer acknowledges the messages it received. A lossy
+		// connection keeps no sent message for resending (its owner
+		// resends on a new connection), so an ACK has nothing to
+		// release: it is checked and ignored, as Ceph's lossy
+		// connections do (ProtocolV2::handle_message_ack returns at
+		// once when the policy is lossy).
 	default:
 		return fmt.Errorf("%w: unexpected frame tag %d in an open session", ErrProtocol, f.tag)
 	}

@@ -15,7 +15,11 @@
 // owner. When it fails (peer closed, bad frame, liveness timeout, Close),
 // Done is closed and Incoming is closed after the messages received before
 // the fault, exactly once; Err tells why. The owner (the monitor client,
-// the objecter) then dials a new Conn and resends what it needs to.
+// the objecter) then dials a new Conn and resends what it needs to. So
+// nothing sent is kept for resending, and the peer's ACK frames, which
+// would release such messages, are checked and ignored (as Ceph's lossy
+// connections do); the peer is identified by its SERVER_IDENT, which
+// must include the address dialed, nonce included.
 //
 // The wire format, in short: after a 26-byte banner exchange every unit is
 // a frame: a 32-byte preamble (tag, up to four segment lengths, crc32c),

@@ -27,6 +27,11 @@ var (
 	// ErrWait means the peer asked us to wait for a connection it is
 	// opening to us (a race lossy clients should not meet); retry later.
 	ErrWait = errors.New("msgr: peer asked to wait (connection race)")
+	// ErrWrongPeer means the peer's SERVER_IDENT does not include the
+	// address dialed, nonce included: another daemon, or another
+	// instance of it (restarted, with a new nonce), listens there. A
+	// newer map tells where the daemon meant is.
+	ErrWrongPeer = errors.New("msgr: the peer is not the daemon instance dialed")
 	// ErrReset means the peer reset the session.
 	ErrReset = errors.New("msgr: session reset by peer")
 )

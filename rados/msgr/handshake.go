@@ -297,14 +297,20 @@ func (h *handshake) ident() error {
 	}
 }
 
-// acceptServerIdent checks the peer's identity and records it.
+// acceptServerIdent checks the peer's identity and records it. As in
+// Ceph's ProtocolV2 (entity_addrvec_t::contains, a memcmp of the whole
+// address) and the kernel client (memcmp with the dialed address), the
+// peer's addresses must include the one dialed: type, IP, port and
+// nonce. The nonce tells a daemon restarted at the same IP and port
+// (a new nonce, which the next map will show) from the instance the
+// dialer meant. (The IPv6 flow info and scope id, which Ceph compares
+// too, are left out: they are not part of a daemon's identity.)
 func (c *Conn) acceptServerIdent(si serverIdent) error {
-	found := false
-	for _, a := range si.addrs {
-		found = found || (a.IP == c.target.IP && a.Port == c.target.Port)
-	}
-	if !found {
-		return fmt.Errorf("%w: peer identifies as %s, which does not include %s", ErrProtocol, si.addrs, c.target)
+	t := c.target
+	if !slices.ContainsFunc(si.addrs, func(a denc.EntityAddr) bool {
+		return a.Type == t.Type && a.IP == t.IP && a.Port == t.Port && a.Nonce == t.Nonce
+	}) {
+		return fmt.Errorf("%w: peer identifies as %s, which does not include %s", ErrWrongPeer, si.addrs, t)
 	}
 	if missing := c.cfg.RequiredFeatures &^ si.features; missing != 0 {
 		return fmt.Errorf("%w: peer lacks required features %#x", ErrMissingFeatures, missing)
