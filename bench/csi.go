@@ -188,7 +188,8 @@ func (cp *ControlPlane) write(b *bytes.Buffer) {
 		fmt.Fprintf(b, "**Skipped:** %s\n\n", cp.Skipped)
 		return
 	}
-	b.WriteString("| call | runs | median ms | p99 ms | min ms | max ms |\n|---|---|---|---|---|---|\n")
+	b.WriteString("p99 is the nearest rank (with 50 runs, the slowest).\n\n" +
+		"| call | runs | median ms | p99 ms | min ms | max ms |\n|---|---|---|---|---|---|\n")
 	ms := func(d time.Duration) string { return num(float64(d) / 1e6) }
 	var calls int
 	for _, c := range cp.Calls {

@@ -123,5 +123,5 @@ func cStack(ctx context.Context) ([]Binary, string) {
 			}
 		}
 	}
-	return files, strings.Join(roots, " and ") + " with the shared libraries ldd lists for them"
+	return files, strings.Join(roots, " and ") + " with every shared library ldd resolves"
 }

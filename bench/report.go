@@ -29,6 +29,10 @@ func (r *Report) write(dir string) error {
 	var b bytes.Buffer
 	r.writeHeader(&b)
 	r.writeSummary(&b)
+	if f, err := os.ReadFile(filepath.Join(dir, findingsFile)); err == nil {
+		b.Write(bytes.TrimSpace(f))
+		b.WriteString("\n\n")
+	}
 	for _, sec := range r.Sections {
 		plots, err := sectionPlots(dir, sec)
 		if err != nil {
@@ -45,13 +49,8 @@ func (r *Report) write(dir string) error {
 	if r.Footprint != nil {
 		r.Footprint.write(&b)
 	}
-	if f, err := os.ReadFile(filepath.Join(dir, findingsFile)); err == nil {
-		b.WriteString("\n")
-		b.Write(bytes.TrimSpace(f))
-		b.WriteString("\n")
-	}
 	if len(r.Missing) > 0 {
-		b.WriteString("\n## Not measured in this run\n\n")
+		b.WriteString("\n## Not measured\n\n")
 		for _, m := range r.Missing {
 			fmt.Fprintf(&b, "- %s\n", m)
 		}
