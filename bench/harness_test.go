@@ -21,7 +21,7 @@ func TestQuickNBD(t *testing.T) {
 		t.Skip("builds binaries and runs fio for about a minute")
 	}
 	if tool := haveTools("go", "fio", "nbdkit", "nbdcopy"); tool != "" {
-		t.Skipf("%s is not installed (make deps)", tool)
+		t.Fatalf("%s is not installed: run make deps (a test that needs a tool fails without it)", tool)
 	}
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
