@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 	"io"
 	"os"
 	"path/filepath"
@@ -157,19 +158,19 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 
 	writer := startStreamWriter(target1 + "/B")
-	if !writer.waitProgress(4, 60*time.Second) {
+	if !writer.WaitProgress(4, 60*time.Second) {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
-	lastBefore := time.Unix(0, writer.lastSync.Load())
+	lastBefore := writer.LastSync()
 	r.p.kill()
 	r.p = nil
 	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
 	if err := r.step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
-		before := writer.synced.Load()
-		if writer.waitProgress(2, 1500*time.Millisecond) {
-			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.synced.Load()-before)
+		before := writer.Synced()
+		if writer.WaitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.Synced()-before)
 		}
 		return nil
 	}); err != nil {
@@ -185,28 +186,28 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		return err
 	}
 	r.timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
-	var resB streamResult
+	var resB guestio.Result
 	if err := r.step("blocked writes resume, nothing lost", func() error {
 		t := time.Now()
-		if !writer.waitProgress(1, 120*time.Second) {
+		if !writer.WaitProgress(1, 120*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
 		stall := time.Since(lastBefore).Seconds()
 		r.timings["restart: I/O stall (last write synced before SIGKILL to first after)"] = stall
 		fmt.Printf("### I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", stall, time.Since(killed).Seconds())
-		if !writer.waitProgress(3, 120*time.Second) {
+		if !writer.WaitProgress(3, 120*time.Second) {
 			return errors.New("the writer is blocked again")
 		}
 		r.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
-		resB = writer.finish()
-		if resB.err != nil {
-			return resB.err
+		resB = writer.Finish()
+		if resB.Err != nil {
+			return resB.Err
 		}
-		r.facts["writer_bytes_across_kill"] = resB.bytes
+		r.facts["writer_bytes_across_kill"] = resB.Bytes
 		if err := checkSum(target1+"/A", sumA); err != nil {
 			return err
 		}
-		return checkSum(target1+"/B", resB.sum)
+		return checkSum(target1+"/B", resB.Sum)
 	}); err != nil {
 		return err
 	}
@@ -237,7 +238,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("FILE A %s %d\n", sumA, 8*mib)
-	fmt.Printf("FILE B %s %d\n", resB.sum, resB.bytes)
+	fmt.Printf("FILE B %s %d\n", resB.Sum, resB.Bytes)
 	if err := r.step("NodeUnpublish + NodeUnstage: device free, image closed", func() error {
 		if _, err := r.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: r.vol, TargetPath: target1}); err != nil {
 			return err

@@ -239,7 +239,7 @@ func (s *scenario) run(ctx context.Context) error {
 
 	// The plugin dies with writes in flight and comes back.
 	writer := startStreamWriter(target1 + "/B")
-	if !writer.waitProgress(4, 30*time.Second) {
+	if !writer.WaitProgress(4, 30*time.Second) {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
@@ -248,9 +248,9 @@ func (s *scenario) run(ctx context.Context) error {
 	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
 	if err := s.step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
-		before := writer.synced.Load()
-		if writer.waitProgress(2, 1500*time.Millisecond) {
-			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.synced.Load()-before)
+		before := writer.Synced()
+		if writer.WaitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.Synced()-before)
 		}
 		return nil
 	}); err != nil {
@@ -271,16 +271,16 @@ func (s *scenario) run(ctx context.Context) error {
 	var sumB string
 	if err := s.step("blocked writes resume, nothing lost", func() error {
 		t := time.Now()
-		if !writer.waitProgress(4, 90*time.Second) {
+		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
 		s.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
-		r := writer.finish()
-		if r.err != nil {
-			return r.err
+		r := writer.Finish()
+		if r.Err != nil {
+			return r.Err
 		}
-		sumB = r.sum
-		s.facts["writer_bytes_across_kill"] = r.bytes
+		sumB = r.Sum
+		s.facts["writer_bytes_across_kill"] = r.Bytes
 		if err := checkSum(target1+"/A", sumA); err != nil {
 			return err
 		}
@@ -347,7 +347,7 @@ func (s *scenario) run(ctx context.Context) error {
 
 	if err := s.step("graceful handover under writes (SIGTERM + restart)", func() error {
 		w := startStreamWriter(target1 + "/C")
-		if !w.waitProgress(4, 30*time.Second) {
+		if !w.WaitProgress(4, 30*time.Second) {
 			return errors.New("the writer does not progress")
 		}
 		t := time.Now()
@@ -360,15 +360,15 @@ func (s *scenario) run(ctx context.Context) error {
 		if s.p, err = startPlugin(ctx, "plugin-3"); err != nil {
 			return err
 		}
-		if !w.waitProgress(4, 90*time.Second) {
+		if !w.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked after the handover")
 		}
 		s.timings["handover: SIGTERM to writes resumed"] = time.Since(t).Seconds()
-		r := w.finish()
-		if r.err != nil {
-			return r.err
+		r := w.Finish()
+		if r.Err != nil {
+			return r.Err
 		}
-		return checkSum(target1+"/C", r.sum)
+		return checkSum(target1+"/C", r.Sum)
 	}); err != nil {
 		return err
 	}

@@ -299,7 +299,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 
 	// Kill the server while a writer keeps fdatasync'd writes in flight.
 	writer := startStreamWriter(mnt + "/B")
-	if !writer.waitProgress(4, 30*time.Second) {
+	if !writer.WaitProgress(4, 30*time.Second) {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
@@ -310,9 +310,9 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}
 	if err := s.step("I/O blocked while no server", func() error {
 		time.Sleep(500 * time.Millisecond)
-		before := writer.synced.Load()
-		if writer.waitProgress(2, 1500*time.Millisecond) {
-			return fmt.Errorf("the writer synced %d chunks with no server", writer.synced.Load()-before)
+		before := writer.Synced()
+		if writer.WaitProgress(2, 1500*time.Millisecond) {
+			return fmt.Errorf("the writer synced %d chunks with no server", writer.Synced()-before)
 		}
 		return nil
 	}); err != nil {
@@ -347,16 +347,16 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 
 	var sumB string
 	if err := s.step("blocked writes resume", func() error {
-		if !writer.waitProgress(4, 90*time.Second) {
+		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
 		s.timings["reattached to writes resumed"] = time.Since(reattached).Seconds()
-		r := writer.finish()
-		if r.err != nil {
-			return r.err
+		r := writer.Finish()
+		if r.Err != nil {
+			return r.Err
 		}
-		sumB = r.sum
-		s.facts["writer_bytes"] = r.bytes
+		sumB = r.Sum
+		s.facts["writer_bytes"] = r.Bytes
 		return nil
 	}); err != nil {
 		return err
@@ -431,7 +431,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	var srv3 *child
 	if err := s.step("graceful handover under writes (release + reattach)", func() error {
 		writer := startStreamWriter(mnt + "/C")
-		if !writer.waitProgress(4, 30*time.Second) {
+		if !writer.WaitProgress(4, 30*time.Second) {
 			return errors.New("the writer does not progress")
 		}
 		released := time.Now()
@@ -452,15 +452,15 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		if _, err := srv3.expect(ctx, "ready"); err != nil {
 			return err
 		}
-		if !writer.waitProgress(4, 90*time.Second) {
+		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked after the handover")
 		}
 		s.timings["handover: release to writes resumed"] = time.Since(released).Seconds()
-		r := writer.finish()
-		if r.err != nil {
-			return r.err
+		r := writer.Finish()
+		if r.Err != nil {
+			return r.Err
 		}
-		return checkSum(mnt+"/C", r.sum)
+		return checkSum(mnt+"/C", r.Sum)
 	}); err != nil {
 		return err
 	}
