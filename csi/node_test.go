@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/purerbd/purerbd/nbd"
 )
@@ -196,7 +197,9 @@ func TestNodeArgumentValidation(t *testing.T) {
 	rwo := mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4")
 	secrets := map[string]string{"userID": "node", "userKey": "good-key"}
 	stage := func(mod func(*csi.NodeStageVolumeRequest)) error {
-		r := &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: rwo, Secrets: secrets}
+		// A fresh capability each time: a case that edits it must not leak
+		// into the cases after it, whatever order the map yields them in.
+		r := &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: proto.Clone(rwo).(*csi.VolumeCapability), Secrets: secrets}
 		mod(r)
 		_, err := n.NodeStageVolume(ctx, r)
 		return err
@@ -237,7 +240,6 @@ func TestNodeArgumentValidation(t *testing.T) {
 		}, codes.Unauthenticated},
 		"image does not exist": {func(r *csi.NodeStageVolumeRequest) {}, codes.NotFound},
 	} {
-		rwo = mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4")
 		err := stage(c.mod)
 		assert.Equal(t, c.want, code(err), "%s: %v", name, err)
 		if name == "wrong key" {
