@@ -16,6 +16,7 @@ const (
 	SectionBluestore = "bluestore" // the RBD comparison again on a bluestore OSD
 	SectionCSI       = "csi"       // CSI controller call latencies
 	SectionProfile   = "profile"   // pprof of the purerbd side
+	SectionKernelVM  = "kernel-vm" // kernel path and node plugin in a VM (software-emulated)
 	SectionFootprint = "footprint" // binary and image sizes
 )
 
@@ -86,5 +87,5 @@ func pick[T any](c Config, full, quick T) T {
 // Sections lists the section identifiers in the order they run.
 func Sections() []string {
 	return []string{SectionNBD, SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionBluestore,
-		SectionCSI, SectionProfile, SectionFootprint}
+		SectionCSI, SectionProfile, SectionKernelVM, SectionFootprint}
 }

@@ -23,6 +23,7 @@ type Report struct {
 	Sections   []*Section
 	Profiles   []Profile
 	CSI        *ControlPlane
+	KernelVM   *KernelVM
 	Footprint  *Footprint
 	Missing    []string // parts of the suite that could not run, and why
 }
@@ -92,6 +93,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Sections = append(rep.Sections, s.nbdMemory(ctx))
 	}
 	s.clusterSections(ctx, rep)
+	if cfg.wants(SectionKernelVM) {
+		s.log.Info("bench: kernel path and node plugin in a VM")
+		rep.KernelVM = s.kernelVM(ctx)
+	}
 	if cfg.wants(SectionFootprint) {
 		rep.Footprint = s.footprint(ctx)
 	}
@@ -101,12 +106,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	// what this suite never measures, and why
+	if k := rep.KernelVM; k == nil || k.Skipped != "" {
+		why := "not selected"
+		if k != nil {
+			why = k.Skipped
+		}
+		rep.Missing = append(rep.Missing, "The kernel path in a VM (/dev/nbdN served by purerbd, nbdkit and "+
+			"krbd) and the node plugin's RSS with volumes attached: "+why)
+	}
 	rep.Missing = append(rep.Missing,
-		"The kernel path (/dev/nbdX served by the node plugin against rbd-nbd, or krbd): the nbd module "+
-			"runs only inside a TCG VM here (nbd/kernel/vmtest), whose emulation would dominate any figure.",
+		"The kernel path on real hardware: nbd.ko and rbd.ko run only inside a TCG VM here "+
+			"(nbd/kernel/vmtest), whose emulation dominates the figures of that section.",
 		"A peer for the CSI control plane: ceph-csi (go-ceph over librbd) cannot be installed offline.",
-		"The node plugin's RSS with volumes attached (needs the kernel path); the userspace export of an "+
-			"image (RBD over NBD section) runs the same nbd.Server and rbd.Image.",
 		"Multi-OSD clusters and a network between client and OSDs: one OSD on loopback, sharing 2 cores "+
 			"with the clients.")
 	rep.Machine.LoadEnd = loadavg()

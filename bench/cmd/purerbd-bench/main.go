@@ -12,7 +12,10 @@
 //	purerbd-bench load -c ceph.conf -p POOL (--image NAME | --objects PREFIX) --rw randwrite --bs 4K --qd 32 --runtime 3s
 //	purerbd-bench serve (-c ceph.conf -p POOL --image NAME | --memory SIZE) --socket PATH
 //
-// Both take --cpuprofile and --memprofile.
+// Both take --cpuprofile and --memprofile. A third runs inside the VM of
+// the kernel-path section (package bench/internal/guestbench):
+//
+//	purerbd-bench guest [-nbdkit PATH] [-mon MON -images A,B -node-images V0,...]
 package main
 
 import (
@@ -38,6 +41,8 @@ func main() {
 		err = runLoad(ctx, args[1:], os.Stdout, os.Stderr)
 	case len(args) > 0 && args[0] == "serve":
 		err = runServe(ctx, args[1:], os.Stdout, os.Stderr)
+	case len(args) > 0 && args[0] == "guest":
+		err = runGuest(ctx, args[1:])
 	default:
 		err = run(ctx, args)
 	}

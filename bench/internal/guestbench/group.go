@@ -1,0 +1,103 @@
+package guestbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// contender opens the device one contender serves.
+type contender struct {
+	name string
+	open func(ctx context.Context) (device, error)
+}
+
+// group is one comparison: its contenders' devices are all attached for
+// the whole group, filled, then every case runs reps times, the
+// contenders interleaved (A B A B ...).
+type group struct {
+	name       string
+	span       int64
+	opts       options
+	contenders []contender
+}
+
+func (g *group) run(ctx context.Context) (err error) {
+	type open struct {
+		name string
+		dev  device
+	}
+	var devs []open
+	defer func() {
+		for _, d := range devs {
+			if cerr := d.dev.Close(ctx); cerr != nil {
+				note("%s: %s: closing %s: %v", g.name, d.name, d.dev.Path(), cerr)
+			}
+		}
+	}()
+	for _, c := range g.contenders {
+		d, err := c.open(ctx)
+		if err != nil {
+			if len(devs) == 0 {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			note("%s: %s could not run: %v", g.name, c.name, err)
+			continue
+		}
+		devs = append(devs, open{c.name, d})
+		fmt.Printf("  %s: %s on %s\n", g.name, c.name, d.Path())
+		if err := fill(d.Path(), g.span); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	failures := 0
+	for rep := 1; rep <= g.opts.reps; rep++ {
+		for _, c := range ioCases(g.opts.quick) {
+			for _, d := range devs {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				rec, err := g.measure(ctx, d.name, d.dev, c, rep)
+				if err != nil {
+					note("%s: %s %s rep %d: %v", g.name, d.name, c.Name, rep, err)
+					if failures++; failures > 5 {
+						return errors.New("too many failed runs")
+					}
+					continue
+				}
+				emit(PrefixSample, rec)
+			}
+		}
+	}
+	return nil
+}
+
+// measure runs one case on one device and returns its record.
+func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep int) (SampleRecord, error) {
+	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1}
+	pid := d.PID()
+	var cpu0 float64
+	if pid > 0 {
+		cpu0, _ = procCPU(pid)
+	}
+	r, err := runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
+	if err != nil {
+		return rec, err
+	}
+	if pid > 0 {
+		if cpu1, err := procCPU(pid); err == nil {
+			rec.CPU = cpu1 - cpu0
+		}
+		if _, hwm, err := procMem(pid); err == nil {
+			rec.RSS = hwm
+		}
+	}
+	rec.Ops, rec.Bytes, rec.Seconds = r.ops, r.bytes, r.seconds
+	if c.Unit == "IOPS" {
+		rec.Value = float64(r.ops) / r.seconds
+	} else {
+		rec.Value = float64(r.bytes) / (1 << 20) / r.seconds
+	}
+	rec.MeanNs, rec.P50Ns, rec.P99Ns, rec.P999Ns = r.mean(), r.percentile(50), r.percentile(99), r.percentile(99.9)
+	return rec, nil
+}

@@ -1,0 +1,197 @@
+package guestbench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ioCase is one workload on a block device.
+type ioCase struct {
+	Name  string // "4k randread QD32"
+	Unit  string // "IOPS" or "MiB/s"
+	Write bool
+	Rand  bool
+	BS    int
+	QD    int
+}
+
+// ioCases are the workloads: 4 KiB random reads and writes at queue
+// depth 1 and 32, and 1 MiB sequential reads and writes.
+func ioCases(quick bool) []ioCase {
+	cs := []ioCase{
+		{Name: "4k randread QD1", Unit: "IOPS", Rand: true, BS: 4096, QD: 1},
+		{Name: "4k randread QD32", Unit: "IOPS", Rand: true, BS: 4096, QD: 32},
+		{Name: "4k randwrite QD1", Unit: "IOPS", Write: true, Rand: true, BS: 4096, QD: 1},
+		{Name: "4k randwrite QD32", Unit: "IOPS", Write: true, Rand: true, BS: 4096, QD: 32},
+		{Name: "1M seq read QD1", Unit: "MiB/s", BS: 1 << 20, QD: 1},
+		{Name: "1M seq write QD1", Unit: "MiB/s", Write: true, BS: 1 << 20, QD: 1},
+	}
+	if quick {
+		return []ioCase{cs[1], cs[3], cs[5]}
+	}
+	return cs
+}
+
+// ioResult is one run of a case.
+type ioResult struct {
+	ops, bytes int64
+	seconds    float64
+	lat        []time.Duration // sorted
+}
+
+func (r ioResult) percentile(p float64) float64 {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(p / 100 * float64(len(r.lat)))
+	return float64(r.lat[min(i, len(r.lat)-1)])
+}
+
+func (r ioResult) mean() float64 {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, d := range r.lat {
+		s += d
+	}
+	return float64(s) / float64(len(r.lat))
+}
+
+// alignedBuf returns n bytes aligned for O_DIRECT (page-aligned anonymous
+// memory).
+func alignedBuf(n int) ([]byte, error) {
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %d bytes: %w", n, err)
+	}
+	return b, nil
+}
+
+// runIO runs c on dev for d over its first span bytes: QD goroutines, each
+// with its own O_DIRECT descriptor and buffer, issuing pread/pwrite back
+// to back; sequential workloads wrap around the span.
+func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration) (ioResult, error) {
+	blocks := span / int64(c.BS)
+	if blocks < 1 {
+		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", dev, span)
+	}
+	flag := os.O_RDONLY
+	if c.Write {
+		flag = os.O_WRONLY
+	}
+	type worker struct {
+		f   *os.File
+		buf []byte
+		lat []time.Duration
+		err error
+	}
+	ws := make([]*worker, c.QD)
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.f.Close()
+				syscall.Munmap(w.buf)
+			}
+		}
+	}()
+	for i := range ws {
+		f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+		if err != nil {
+			return ioResult{}, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+		}
+		buf, err := alignedBuf(c.BS)
+		if err != nil {
+			f.Close()
+			return ioResult{}, err
+		}
+		if c.Write {
+			_, _ = rand.Read(buf)
+		}
+		ws[i] = &worker{f: f, buf: buf, lat: make([]time.Duration, 0, 4096)}
+	}
+	var seq struct {
+		sync.Mutex
+		next int64
+	}
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				var blk int64
+				if c.Rand {
+					blk = mrand.Int64N(blocks)
+				} else {
+					seq.Lock()
+					blk = seq.next % blocks
+					seq.next++
+					seq.Unlock()
+				}
+				s := time.Now()
+				if s.After(deadline) {
+					return
+				}
+				var err error
+				if c.Write {
+					_, err = w.f.WriteAt(w.buf, blk*int64(c.BS))
+				} else {
+					_, err = w.f.ReadAt(w.buf, blk*int64(c.BS))
+				}
+				if err != nil {
+					w.err = err
+					return
+				}
+				w.lat = append(w.lat, time.Since(s))
+			}
+		}()
+	}
+	wg.Wait()
+	var r ioResult
+	r.seconds = time.Since(t0).Seconds()
+	for _, w := range ws {
+		if w.err != nil {
+			return r, fmt.Errorf("%s %s: %w", dev, c.Name, w.err)
+		}
+		r.lat = append(r.lat, w.lat...)
+	}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	r.ops = int64(len(r.lat))
+	r.bytes = r.ops * int64(c.BS)
+	return r, nil
+}
+
+// fill writes the first span bytes of dev with 1 MiB O_DIRECT writes, so
+// that reads hit written data.
+func fill(dev string, span int64) error {
+	f, err := os.OpenFile(dev, os.O_WRONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return fmt.Errorf("fill %s: %w", dev, err)
+	}
+	defer f.Close()
+	buf, err := alignedBuf(1 << 20)
+	if err != nil {
+		return err
+	}
+	defer syscall.Munmap(buf)
+	_, _ = rand.Read(buf)
+	for off := int64(0); off+int64(len(buf)) <= span; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return fmt.Errorf("fill %s at %d: %w", dev, off, err)
+		}
+	}
+	return nil
+}

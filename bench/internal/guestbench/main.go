@@ -1,0 +1,142 @@
+package guestbench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// options are the guest's flags.
+type options struct {
+	purerbd, purerbdCSI, nbdkit string
+	memSize                     string
+	span                        int64
+	runtime                     time.Duration
+	reps                        int
+	quick                       bool
+	// the cluster, when the guest has one
+	mon, user, keyring, pool string
+	poolID                   int64
+	images                   string // purerbd's image,krbd's image
+	nodeImages               string // comma-separated images the node plugin stages
+	nodeSize                 int64
+}
+
+// Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
+// node plugin measurements and prints the records (see the package
+// documentation). It returns an error only when nothing could be run.
+func Main(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("guest", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.purerbd, "purerbd", "/bin/purerbd", "purerbd binary")
+	fs.StringVar(&o.purerbdCSI, "purerbd-csi", "/bin/purerbd-csi", "purerbd-csi binary")
+	fs.StringVar(&o.nbdkit, "nbdkit", "", "nbdkit binary (empty: no memory peer)")
+	fs.StringVar(&o.memSize, "mem-size", "128M", "size of the memory disks")
+	fs.Int64Var(&o.span, "span", 128<<20, "bytes of each device the workloads cover")
+	fs.DurationVar(&o.runtime, "runtime", 2*time.Second, "measured time per run")
+	fs.IntVar(&o.reps, "reps", 3, "repetitions per contender and case")
+	fs.BoolVar(&o.quick, "quick", false, "fewer cases")
+	fs.StringVar(&o.mon, "mon", "", "mon_host of the cluster (empty: no RBD groups)")
+	fs.StringVar(&o.user, "user", "admin", "Ceph user, without client.")
+	fs.StringVar(&o.keyring, "keyring", "/etc/ceph/keyring", "keyring holding the user's key")
+	fs.StringVar(&o.pool, "pool", "rbd", "pool")
+	fs.Int64Var(&o.poolID, "pool-id", 0, "pool id (for CSI volume IDs)")
+	fs.StringVar(&o.images, "images", "", "two images, purerbd's and krbd's: IMG1,IMG2")
+	fs.StringVar(&o.nodeImages, "node-images", "", "images the node plugin stages, comma-separated")
+	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	err := run(ctx, o)
+	if err != nil {
+		fmt.Printf("%sfail %v\n", PrefixResult, err)
+		return err
+	}
+	fmt.Printf("%sok\n", PrefixResult)
+	return nil
+}
+
+func run(ctx context.Context, o options) error {
+	var errs []error
+	ran := false
+	// memory disks: purerbd nbd map --memory against nbdkit memory
+	mem := group{name: "memory", span: o.span, opts: o}
+	mem.contenders = append(mem.contenders, contender{name: "purerbd", open: func(ctx context.Context) (device, error) {
+		return purerbdMap(ctx, o.purerbd, "--memory", o.memSize)
+	}})
+	if o.nbdkit != "" {
+		mem.contenders = append(mem.contenders, contender{name: "nbdkit", open: func(ctx context.Context) (device, error) {
+			return nbdkitMemory(ctx, o.nbdkit, o.memSize)
+		}})
+	} else {
+		note("memory: no nbdkit in the guest: purerbd alone")
+	}
+	if err := mem.run(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("memory: %w", err))
+	} else {
+		ran = true
+	}
+	if o.mon == "" {
+		note("rbd and node plugin: the guest has no cluster")
+		return firstOrNil(ran, errs)
+	}
+	key, err := readKey(o.keyring)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if imgs := strings.Split(o.images, ","); len(imgs) == 2 {
+		rbdGroup := group{name: "rbd", span: o.span, opts: o}
+		rbdGroup.contenders = []contender{
+			{name: "purerbd", open: func(ctx context.Context) (device, error) {
+				return purerbdMap(ctx, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+					o.pool+"/"+imgs[0])
+			}},
+			{name: "krbd", open: func(ctx context.Context) (device, error) {
+				return krbdMap(ctx, o.mon, o.user, key, o.pool, imgs[1])
+			}},
+		}
+		if err := rbdGroup.run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rbd: %w", err))
+		} else {
+			ran = true
+		}
+	}
+	if o.nodeImages != "" {
+		if err := nodePlugin(ctx, o, key); err != nil {
+			errs = append(errs, fmt.Errorf("node plugin: %w", err))
+		} else {
+			ran = true
+		}
+	}
+	return firstOrNil(ran, errs)
+}
+
+// firstOrNil reports the errors as notes when something ran, and fails
+// when nothing did.
+func firstOrNil(ran bool, errs []error) error {
+	if !ran {
+		return errors.Join(errs...)
+	}
+	for _, e := range errs {
+		note("%v", e)
+	}
+	return nil
+}
+
+// readKey returns the key of a keyring file ("key = ..." line).
+func readKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("keyring: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.TrimSpace(k) == "key" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("keyring %s: no key", path)
+}

@@ -1,0 +1,72 @@
+package guestbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// Console record prefixes.
+const (
+	PrefixSample = "SAMPLE "
+	PrefixNode   = "NODE "
+	PrefixNote   = "NOTE "
+	PrefixResult = "RESULT "
+)
+
+// SampleRecord is one run of one contender on one I/O case.
+type SampleRecord struct {
+	Group     string  `json:"group"`     // "memory" or "rbd"
+	Case      string  `json:"case"`      // "4k randread QD32"
+	Unit      string  `json:"unit"`      // "IOPS" or "MiB/s"
+	Contender string  `json:"contender"` // "purerbd", "nbdkit", "krbd"
+	Rep       int     `json:"rep"`
+	Value     float64 `json:"value"`
+	Ops       int64   `json:"ops"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	// CPU is the serving process's CPU seconds over the run; -1 when the
+	// server is the kernel (krbd) or unknown.
+	CPU float64 `json:"cpu_s"`
+	// RSS is the serving process's peak RSS (VmHWM) in bytes, 0 unknown.
+	RSS    int64   `json:"rss"`
+	MeanNs float64 `json:"mean_ns"`
+	P50Ns  float64 `json:"p50_ns"`
+	P99Ns  float64 `json:"p99_ns"`
+	P999Ns float64 `json:"p999_ns"`
+}
+
+// NodeRecord is what the node plugin cost: the time of each
+// NodeStageVolume and NodeUnstageVolume, and its memory at each step.
+type NodeRecord struct {
+	Volumes    int       `json:"volumes"`
+	StageS     []float64 `json:"stage_s"`
+	UnstageS   []float64 `json:"unstage_s"`
+	Memory     []NodeMem `json:"memory"`
+	StartS     float64   `json:"start_s"`
+	VolumeSize int64     `json:"volume_size"`
+	FsType     string    `json:"fs_type"`
+}
+
+// NodeMem is the plugin process's memory at one step.
+type NodeMem struct {
+	Step     string `json:"step"` // "started", "1 staged", "10 staged", "10 staged, after I/O"...
+	Attached int    `json:"attached"`
+	RSS      int64  `json:"rss"` // VmRSS
+	HWM      int64  `json:"hwm"` // VmHWM
+}
+
+// emit prints one record line.
+func emit(prefix string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(os.Stdout, "%s{\"error\":%q}\n", prefix, err.Error())
+		return
+	}
+	fmt.Fprintf(os.Stdout, "%s%s\n", prefix, b)
+}
+
+// note prints a NOTE line.
+func note(format string, a ...any) {
+	fmt.Fprintf(os.Stdout, "%s%s\n", PrefixNote, fmt.Sprintf(format, a...))
+}

@@ -1,0 +1,322 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/bench/internal/guestbench"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest"
+	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
+	"github.com/purerbd/purerbd/rados/radostest/netns"
+)
+
+// KernelVM is what the kernel-path section measured inside a VM.
+type KernelVM struct {
+	// Sections are the I/O comparisons (memory disk; RBD image), kept
+	// apart from the host's: the guest is software-emulated.
+	Sections []*Section
+	Node     *guestbench.NodeRecord
+	Notes    []string // what the guest could not measure
+	Skipped  string   // why nothing was measured
+	Kernel   string   // guest kernel release
+	CPUs     int
+	MemoryMB int
+	Boot     time.Duration // guest uptime at init
+	Wall     time.Duration // the whole VM run
+	Cluster  string        // the cluster the guest reached
+	Elapsed  time.Duration
+}
+
+// rssAt is the node plugin's largest VmRSS with n volumes attached (0
+// when not measured).
+func (k *KernelVM) rssAt(n int) int64 {
+	if k == nil || k.Node == nil {
+		return 0
+	}
+	var v int64
+	for _, m := range k.Node.Memory {
+		if m.Attached == n {
+			v = max(v, m.RSS)
+		}
+	}
+	return v
+}
+
+// Node images: ten volumes the node plugin stages, as the target asks.
+const (
+	vmNodeVolumes  = 10
+	vmNodeVolSize  = 64 << 20
+	vmIOImageBytes = 128 << 20
+	vmMemoryMB     = 1536
+	vmCPUs         = 2
+	nbdkitPlugin   = "/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-memory-plugin.so"
+)
+
+// kernelVM boots Debian's kernel under qemu (TCG) with the guest program
+// (purerbd-bench guest), the shipped purerbd and purerbd-csi binaries and
+// nbdkit, on a tap in a network namespace where a one-OSD memstore
+// cluster listens, and turns the guest's records into sections.
+func (s *suite) kernelVM(ctx context.Context) *KernelVM {
+	t0 := time.Now()
+	k := &KernelVM{CPUs: vmCPUs, MemoryMB: vmMemoryMB}
+	dir := filepath.Join(s.work, "vm")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		k.Skipped = err.Error()
+		return k
+	}
+	err := withVMTB(dir, s.log, func(tb testing.TB) error { return s.runKernelVM(ctx, tb, dir, k) })
+	if err != nil {
+		k.Skipped = err.Error()
+	}
+	k.Elapsed = time.Since(t0)
+	return k
+}
+
+func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *KernelVM) error {
+	host := vmtest.FindHost(tb)
+	k.Kernel = host.Release
+	for _, b := range []string{"purerbd", "purerbd-csi", "purerbd-bench"} {
+		if _, ok := s.bins[b]; !ok {
+			return fmt.Errorf("no %s binary", b)
+		}
+	}
+	var progs []string
+	for _, p := range []string{"/sbin/mkfs.ext4", "/sbin/resize2fs"} {
+		if !fileExists(p) {
+			return fmt.Errorf("%s not found: install the Debian package e2fsprogs", p)
+		}
+		progs = append(progs, p)
+	}
+	nbdkit := ""
+	if fileExists("/usr/bin/nbdkit") && fileExists(nbdkitPlugin) {
+		nbdkit = "/usr/bin/nbdkit"
+		progs = append(progs, nbdkit, nbdkitPlugin)
+	} else {
+		k.Notes = append(k.Notes, "nbdkit or its memory plugin is not installed: the memory disk is measured without a peer")
+	}
+	runtime := pick(s.cfg, s.cfg.Runtime, min(s.cfg.Runtime, time.Second))
+	args := []string{"/bin/purerbd-bench", "guest", "-runtime", runtime.String(), "-reps", fmt.Sprint(s.cfg.Reps),
+		"-mem-size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "-span", fmt.Sprint(vmIOImageBytes)}
+	if s.cfg.Quick {
+		args = append(args, "-quick")
+	}
+	if nbdkit != "" {
+		args = append(args, "-nbdkit", nbdkit)
+	}
+	files := map[string]string{"/bin/purerbd-bench": s.bin("purerbd-bench"), "/bin/purerbd": s.bin("purerbd"),
+		"/bin/purerbd-csi": s.bin("purerbd-csi"), "/etc/mke2fs.conf": "/etc/mke2fs.conf"}
+	vmcfg := vmtest.Config{
+		Modules:  []string{"nbd", "ext4", "crc32c_generic", "rbd"},
+		Programs: progs,
+		Files:    files,
+		Memory:   vmMemoryMB,
+		CPUs:     vmCPUs,
+		Timeout:  pick(s.cfg, 15*time.Minute, 8*time.Minute),
+	}
+
+	// The cluster: in a network namespace, where the guest's tap is.
+	if t := haveTools("ceph-mon", "ceph-osd", "ceph", "rbd", "ip"); t != "" {
+		k.Notes = append(k.Notes, fmt.Sprintf("no cluster for the guest (%s is not installed): RBD and node plugin not measured", t))
+	} else {
+		cleanup, err := s.vmCluster(ctx, dir, k, &vmcfg, &args)
+		defer cleanup()
+		if err != nil {
+			k.Notes = append(k.Notes, "no cluster for the guest: RBD and node plugin not measured: "+err.Error())
+		}
+	}
+	vmcfg.Command = args
+	log, err := os.Create(filepath.Join(dir, "console.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	vmcfg.Output = log
+	s.log.Info("bench: booting the VM", "console", log.Name())
+	res, err := vmtest.Run(ctx, tb, host, vmcfg)
+	if res == nil {
+		return err
+	}
+	k.Boot, k.Wall = res.Boot, res.Wall
+	if perr := k.parse(res.Console); perr != nil {
+		return perr
+	}
+	if r := res.Lines(guestbench.PrefixResult); err != nil || res.ExitCode != 0 || len(r) != 1 || r[0] != "ok" {
+		return fmt.Errorf("guest failed (err %v, exit %d, result %q); console in %s", err, res.ExitCode, r, log.Name())
+	}
+	return nil
+}
+
+// vmCluster starts a memstore cluster in a network namespace, makes the
+// images the guest uses and adds the network and the cluster's flags to
+// the VM's configuration. cleanup stops the cluster and removes the
+// namespace; it is never nil.
+func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), err error) {
+	cleanup = func() {}
+	ns, err := netns.Create(ctx, netns.Options{})
+	if err != nil {
+		return cleanup, err
+	}
+	c, err := cephcluster.Start(ctx, cephcluster.Options{
+		Netns: ns.Name, BindAddr: ns.HostIP, ObjectStore: "memstore", Pool: "rbd", PGNum: 32,
+		Conf: map[string]string{"memstore_device_bytes": "8589934592", "osd_heartbeat_grace": "120"},
+	})
+	if err != nil {
+		if cerr := ns.Close(); cerr != nil {
+			s.log.Warn("bench: netns close", "err", cerr)
+		}
+		return cleanup, err
+	}
+	cleanup = func() {
+		if err := c.Close(); err != nil {
+			s.log.Warn("bench: vm cluster close", "err", err)
+		}
+		if err := ns.Close(); err != nil {
+			s.log.Warn("bench: netns close", "err", err)
+		}
+	}
+	k.Cluster = fmt.Sprintf("one mon and one memstore OSD at %s, in network namespace %s", c.MonHost(), ns.Name)
+	feat := "layering,exclusive-lock,object-map,fast-diff,deep-flatten"
+	ioImages := []string{"vm-purerbd", "vm-krbd"}
+	var nodeImages []string
+	for i := 0; i < vmNodeVolumes; i++ {
+		nodeImages = append(nodeImages, fmt.Sprintf("vm-node-%d", i))
+	}
+	for _, img := range ioImages {
+		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "--image-feature", feat, "rbd/"+img); err != nil {
+			return cleanup, err
+		}
+	}
+	for _, img := range nodeImages {
+		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmNodeVolSize>>20), "--image-feature", feat, "rbd/"+img); err != nil {
+			return cleanup, err
+		}
+	}
+	out, err := c.Ceph(ctx, "osd", "pool", "ls", "detail", "-f", "json")
+	if err != nil {
+		return cleanup, err
+	}
+	var pools []struct {
+		ID   int64  `json:"pool_id"`
+		Name string `json:"pool_name"`
+	}
+	if err := json.Unmarshal(out, &pools); err != nil {
+		return cleanup, fmt.Errorf("pool ls: %w", err)
+	}
+	var poolID int64
+	for _, p := range pools {
+		if p.Name == c.Pool {
+			poolID = p.ID
+		}
+	}
+	if poolID == 0 {
+		return cleanup, fmt.Errorf("pool %s not found", c.Pool)
+	}
+	// the key reaches the guest in its initramfs, never on the kernel's
+	// command line
+	keyring := filepath.Join(dir, "keyring")
+	if err := os.WriteFile(keyring, []byte("[client.admin]\n\tkey = "+c.AdminKey+"\n"), 0o600); err != nil {
+		return cleanup, err
+	}
+	vmcfg.Files["/etc/ceph/keyring"] = keyring
+	vmcfg.Network = &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP}
+	*args = append(*args, "-mon", c.MonAddrs[0], "-pool", c.Pool, "-pool-id", fmt.Sprint(poolID),
+		"-keyring", "/etc/ceph/keyring", "-images", strings.Join(ioImages, ","),
+		"-node-images", strings.Join(nodeImages, ","), "-node-size", fmt.Sprint(vmNodeVolSize))
+	return cleanup, nil
+}
+
+// parse reads the guest's records.
+func (k *KernelVM) parse(console string) error {
+	groups := map[string]*Section{}
+	var order []string
+	for _, l := range strings.Split(console, "\n") {
+		switch {
+		case strings.HasPrefix(l, guestbench.PrefixSample):
+			var r guestbench.SampleRecord
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, guestbench.PrefixSample)), &r); err != nil {
+				return fmt.Errorf("guest record %q: %w", l, err)
+			}
+			sec := groups[r.Group]
+			if sec == nil {
+				sec = vmSection(r.Group)
+				groups[r.Group] = sec
+				order = append(order, r.Group)
+			}
+			addVMSample(sec, r)
+		case strings.HasPrefix(l, guestbench.PrefixNode):
+			var n guestbench.NodeRecord
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, guestbench.PrefixNode)), &n); err != nil {
+				return fmt.Errorf("guest record %q: %w", l, err)
+			}
+			k.Node = &n
+		case strings.HasPrefix(l, guestbench.PrefixNote):
+			k.Notes = append(k.Notes, strings.TrimPrefix(l, guestbench.PrefixNote))
+		}
+	}
+	for _, g := range order {
+		k.Sections = append(k.Sections, groups[g])
+	}
+	return nil
+}
+
+// vmSection is the section of one guest group.
+func vmSection(group string) *Section {
+	switch group {
+	case "memory":
+		return &Section{ID: "vm-memory", Short: "VM memory disk",
+			Title:      "Kernel path in the VM (software-emulated): /dev/nbdN on a memory disk, purerbd vs nbdkit",
+			Contenders: []string{"purerbd", "nbdkit"},
+			CPUOf:      "serving process in the guest (/proc/PID/stat; peak RSS = VmHWM)",
+			LatOf:      "per-request latency seen by the guest program",
+			Method: "`purerbd nbd map --memory 128M` (the shipped binary; it attaches /dev/nbdN through netlink " +
+				"over one socketpair) and `nbdkit memory 128M` on a Unix socket, attached to a second /dev/nbdN " +
+				"over one connection by the guest program (NBD handshake, then NBD_CMD_CONNECT: what nbd-client " +
+				"does). Both devices stay attached for the whole section and are filled first; the guest program " +
+				"(`purerbd-bench guest`) runs each case on each device in turn: QD goroutines with their own " +
+				"O_DIRECT descriptor issuing pread/pwrite back to back (random 4 KiB offsets; 1 MiB sequential)."}
+	case "rbd":
+		return &Section{ID: "vm-rbd", Short: "VM RBD",
+			Title:      "Kernel path in the VM (software-emulated): an RBD image as a block device, purerbd (nbd.ko) vs krbd (rbd.ko)",
+			Contenders: []string{"purerbd", "krbd"},
+			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
+			LatOf:      "per-request latency seen by the guest program",
+			Method: "Two 128 MiB images (layering, exclusive-lock, object-map, fast-diff, deep-flatten) on a " +
+				"memstore OSD in a network namespace on the host, reached over the VM's virtio NIC: one mapped " +
+				"by `purerbd nbd map` (userspace rbd package behind /dev/nbdN), the other by the guest " +
+				"kernel's rbd driver (/sys/bus/rbd/add_single_major, ms_mode=prefer-crc). Same guest program " +
+				"and cases as the memory disk."}
+	}
+	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
+}
+
+// addVMSample files one guest record under its case.
+func addVMSample(sec *Section, r guestbench.SampleRecord) {
+	var c *Case
+	for _, x := range sec.Cases {
+		if x.Name == r.Case {
+			c = x
+		}
+	}
+	if c == nil {
+		c = newCase(r.Case, r.Unit, "", 0)
+		sec.Cases = append(sec.Cases, c)
+	}
+	cpu := r.CPU
+	if cpu < 0 {
+		cpu = math.NaN()
+	}
+	if c.Samples == nil {
+		c.Samples = map[string][]Sample{}
+	}
+	c.Samples[r.Contender] = append(c.Samples[r.Contender], Sample{
+		Value: r.Value, Ops: r.Ops, Bytes: r.Bytes, Seconds: r.Seconds, CPU: cpu, RSS: r.RSS, MeanLat: r.MeanNs,
+		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
+	})
+}

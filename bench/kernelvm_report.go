@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/purerbd/purerbd/bench/internal/guestbench"
+)
+
+// write prints the kernel-path section: the guest's I/O comparisons and
+// the node plugin's times and memory.
+func (k *KernelVM) write(b *bytes.Buffer) {
+	b.WriteString("## Kernel path inside a VM (software-emulated)\n\n")
+	fmt.Fprintf(b, "**Software-emulated:** Debian's kernel %s under qemu with TCG (no KVM), %d vCPUs and %d MiB, "+
+		"booted by nbd/kernel/vmtest on the same 2-core host as everything else. Every instruction of the guest "+
+		"is translated, the NIC is virtio over a tap: these figures guard against regressions and compare "+
+		"the contenders inside one boot (interleaved, like the host's); they say little about real hardware, "+
+		"and ratios against the host's userspace numbers mean nothing.\n\n", orDash(k.Kernel), k.CPUs, k.MemoryMB)
+	if k.Skipped != "" {
+		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)
+	}
+	if k.Cluster != "" {
+		fmt.Fprintf(b, "Cluster for the guest: %s. ", k.Cluster)
+	}
+	if k.Wall > 0 {
+		fmt.Fprintf(b, "Guest init after %s; the VM ran %s; the section took %s.\n\n",
+			k.Boot.Round(10*time.Millisecond), k.Wall.Round(time.Second), k.Elapsed.Round(time.Second))
+	}
+	for _, sec := range k.Sections {
+		sec.LoadStart, sec.LoadEnd = "(guest)", "(guest)"
+		writeSection(b, sec, nil)
+	}
+	if n := k.Node; n != nil {
+		k.writeNode(b, n)
+	}
+	if len(k.Notes) > 0 {
+		b.WriteString("Notes from the VM run:\n\n")
+		for _, n := range k.Notes {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeNode prints the node plugin's stage and unstage times and its
+// memory at each step.
+func (k *KernelVM) writeNode(b *bytes.Buffer, n *guestbench.NodeRecord) {
+	b.WriteString("### Node plugin in the VM: stage/unstage time and RSS with 1 and 10 volumes\n\n")
+	fmt.Fprintf(b, "The shipped `purerbd-csi --node` (static, production image opener) in the guest, called over its "+
+		"Unix socket by the guest program acting as the CO: NodeStageVolume of %d RBD images of %s each (ext4 volumes, "+
+		"SINGLE_NODE_WRITER: open the image, attach /dev/nbdN, mkfs.ext4, mount) one after the other, a 4 MiB "+
+		"file written and fsynced through each mount, then NodeUnstageVolume of each. Memory is the plugin "+
+		"process's VmRSS and VmHWM (peak) from /proc/PID/status. The plugin answered %s after it was started.\n\n",
+		n.Volumes, bytesCell(n.VolumeSize), secs(n.StartS))
+	b.WriteString("| step | volumes attached | VmRSS | VmHWM (peak so far) |\n|---|---|---|---|\n")
+	for _, m := range n.Memory {
+		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", m.Step, m.Attached, bytesCell(m.RSS), bytesCell(m.HWM))
+	}
+	if v := k.rssAt(vmNodeVolumes); v > 0 {
+		fmt.Fprintf(b, "\nTarget: RSS with %d volumes attached ≤ 64 MiB: **%s** (%s).\n", vmNodeVolumes, metCell(v <= nodeRSSTarget), bytesCell(v))
+	}
+	b.WriteString("\n| call | runs | median | p99 (nearest rank) | min | max |\n|---|---|---|---|---|---|\n")
+	for _, c := range []struct {
+		name string
+		v    []float64
+	}{{"NodeStageVolume (ext4: attach, mkfs, mount)", n.StageS}, {"NodeUnstageVolume (umount, detach, close)", n.UnstageS}} {
+		if len(c.v) == 0 {
+			fmt.Fprintf(b, "| %s | 0 | – | – | – | – |\n", c.name)
+			continue
+		}
+		v := append([]float64(nil), c.v...)
+		sort.Float64s(v)
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", c.name, len(v), secs(spreadOf(v).Median),
+			secs(nearestRank(v, 99)), secs(v[0]), secs(v[len(v)-1]))
+	}
+	b.WriteString("\n")
+}
+
+// nearestRank is the p-th percentile of sorted v by the nearest rank.
+func nearestRank(v []float64, p float64) float64 {
+	i := int(math.Ceil(p/100*float64(len(v)))) - 1
+	return v[max(0, min(i, len(v)-1))]
+}
+
+// secs formats seconds as milliseconds below 10 s.
+func secs(s float64) string {
+	if s < 10 {
+		return num(s*1e3) + " ms"
+	}
+	return num(s) + " s"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}

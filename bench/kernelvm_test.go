@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestKernelVMParse turns a guest console into sections and the node
+// record, and renders them.
+func TestKernelVMParse(t *testing.T) {
+	console := strings.Join([]string{
+		"vmtest: init uptime=3.1",
+		`SAMPLE {"group":"memory","case":"4k randread QD32","unit":"IOPS","contender":"purerbd","rep":1,"value":5000,"ops":10000,"bytes":40960000,"seconds":2,"cpu_s":1.5,"rss":31457280,"mean_ns":200000,"p50_ns":150000,"p99_ns":900000,"p999_ns":2000000}`,
+		`SAMPLE {"group":"memory","case":"4k randread QD32","unit":"IOPS","contender":"nbdkit","rep":1,"value":4000,"ops":8000,"bytes":32768000,"seconds":2,"cpu_s":1,"rss":20971520,"mean_ns":250000,"p50_ns":200000,"p99_ns":1000000,"p999_ns":3000000}`,
+		`SAMPLE {"group":"rbd","case":"4k randwrite QD32","unit":"IOPS","contender":"krbd","rep":1,"value":300,"ops":600,"bytes":2457600,"seconds":2,"cpu_s":-1}`,
+		"NOTE memory: something odd",
+		`NODE {"volumes":10,"stage_s":[1.5,1.2,1.1],"unstage_s":[0.2,0.3],"memory":[{"step":"1 staged","attached":1,"rss":20971520,"hwm":25165824},{"step":"10 staged","attached":10,"rss":41943040,"hwm":50331648}],"start_s":0.4,"volume_size":67108864,"fs_type":"ext4"}`,
+		"RESULT ok",
+	}, "\n")
+	k := &KernelVM{CPUs: 2, MemoryMB: 1536}
+	if err := k.parse(console); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Sections) != 2 || k.Sections[0].ID != "vm-memory" || k.Sections[1].ID != "vm-rbd" {
+		t.Fatalf("sections %+v", k.Sections)
+	}
+	c := k.Sections[0].Cases[0]
+	if r := c.Ratio("purerbd", "nbdkit"); r != 1.25 {
+		t.Errorf("ratio %v, want 1.25", r)
+	}
+	if p99 := c.medianLat("purerbd", 99); p99 != 900000 {
+		t.Errorf("p99 %v", p99)
+	}
+	if cpu := k.Sections[1].Cases[0].Samples["krbd"][0].CPU; !math.IsNaN(cpu) {
+		t.Errorf("krbd CPU %v, want NaN (the kernel serves)", cpu)
+	}
+	if k.Node == nil || k.rssAt(10) != 40<<20 || k.rssAt(1) != 20<<20 {
+		t.Fatalf("node %+v", k.Node)
+	}
+	if len(k.Notes) != 1 || k.Notes[0] != "memory: something odd" {
+		t.Errorf("notes %q", k.Notes)
+	}
+	var b bytes.Buffer
+	k.write(&b)
+	out := b.String()
+	for _, want := range []string{
+		"## Kernel path inside a VM (software-emulated)",
+		"| 4k randread QD32 | IOPS | 5000 | 4000 | 1.25 |",
+		"| 10 staged | 10 | 40.0 MiB | 48.0 MiB |",
+		"RSS with 10 volumes attached ≤ 64 MiB: **met** (40.0 MiB)",
+		"| NodeStageVolume (ext4: attach, mkfs, mount) | 3 | 1200 ms | 1500 ms | 1100 ms | 1500 ms |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
