@@ -15,12 +15,15 @@ type budget struct {
 	maxCount int
 	bytes    int64
 	maxBytes int64
-	wake     chan struct{} // closed and replaced on every release
-	idle     func()        // called after a release that leaves nothing in flight
+	// wake is closed by the next release when acquire is waiting on it,
+	// and nil otherwise, so a release with nobody waiting allocates
+	// nothing.
+	wake chan struct{}
+	idle func() // called after a release that leaves nothing in flight
 }
 
 func newBudget(maxCount int, maxBytes int64) *budget {
-	return &budget{maxCount: maxCount, maxBytes: maxBytes, wake: make(chan struct{})}
+	return &budget{maxCount: maxCount, maxBytes: maxBytes}
 }
 
 // acquire waits until one more request holding n bytes fits.
@@ -33,6 +36,9 @@ func (b *budget) acquire(ctx context.Context, n int64) error {
 			b.bytes += n
 			b.mu.Unlock()
 			return nil
+		}
+		if b.wake == nil {
+			b.wake = make(chan struct{})
 		}
 		w := b.wake
 		b.mu.Unlock()
@@ -50,8 +56,10 @@ func (b *budget) release(n int64) {
 	b.mu.Lock()
 	b.count--
 	b.bytes -= n
-	close(b.wake)
-	b.wake = make(chan struct{})
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
 	idle, fn := b.count == 0, b.idle
 	b.mu.Unlock()
 	if idle && fn != nil {
