@@ -16,11 +16,11 @@ func (t *transmission) handle(req *request) {
 	switch req.typ {
 	case cmdRead:
 		t.read(r, req)
-		t.writer.in <- r
+		t.send(r)
 		return
 	case cmdBlockStatus:
 		t.blockStatusReply(r, req)
-		t.writer.in <- r
+		t.send(r)
 		return
 	case cmdWrite:
 		err = t.write(req)
@@ -43,7 +43,7 @@ func (t *transmission) handle(req *request) {
 	} else {
 		r.simple(req.cookie, 0)
 	}
-	t.writer.in <- r
+	t.send(r)
 }
 
 var commandNames = map[uint16]string{

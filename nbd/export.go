@@ -36,6 +36,7 @@ type exportState struct {
 	minBlock  uint32
 	prefBlock uint32
 	maxLoad   uint32
+	inline    bool // served by the reading goroutine: the backend never blocks
 }
 
 func newExportState(e *Export) (*exportState, error) {
@@ -70,6 +71,8 @@ func newExportState(e *Export) (*exportState, error) {
 	if s.caps.readOnly {
 		s.ReadOnly = true
 	}
+	// Only the type itself: a type that embeds *Memory may well block.
+	_, s.inline = e.Backend.(*Memory)
 	return s, nil
 }
 

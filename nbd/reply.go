@@ -101,7 +101,8 @@ func (r *reply) holeChunk(cookie uint64, flags uint16, off uint64, size uint32) 
 
 // replyWriter is the single goroutine that writes replies, so that the
 // bytes of one reply are never interleaved with another's. It flushes
-// whenever no other reply is waiting.
+// whenever no other reply is waiting. For an export served inline the
+// goroutine that reads requests writes the replies instead (writeInline).
 type replyWriter struct {
 	w       *bufio.Writer
 	in      chan *reply
@@ -131,6 +132,17 @@ func (rw *replyWriter) run() {
 }
 
 func (rw *replyWriter) write(r *reply) error {
+	if err := rw.writeParts(r); err != nil {
+		return err
+	}
+	if len(rw.in) == 0 {
+		return rw.w.Flush()
+	}
+	return nil
+}
+
+// writeParts puts r into the buffer, which writes out only when full.
+func (rw *replyWriter) writeParts(r *reply) error {
 	for _, p := range r.parts {
 		var b []byte
 		if p.fromData {
@@ -142,8 +154,29 @@ func (rw *replyWriter) write(r *reply) error {
 			return err
 		}
 	}
-	if len(rw.in) == 0 {
-		return rw.w.Flush()
-	}
 	return nil
+}
+
+// writeInline writes r from the goroutine that reads requests, for an
+// export served inline; the buffer is flushed by flushInline when that
+// goroutine is about to wait for more requests. Nothing is sent on in
+// then, so the writer goroutine only flushes at the end.
+func (rw *replyWriter) writeInline(r *reply) {
+	if rw.err == nil {
+		if err := rw.writeParts(r); err != nil {
+			rw.err = err
+			rw.fail(err)
+		}
+	}
+	rw.recycle(r)
+}
+
+// flushInline sends what writeInline buffered.
+func (rw *replyWriter) flushInline() {
+	if rw.err == nil && rw.w.Buffered() > 0 {
+		if err := rw.w.Flush(); err != nil {
+			rw.err = err
+			rw.fail(err)
+		}
+	}
 }

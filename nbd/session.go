@@ -29,6 +29,7 @@ type session struct {
 
 	br *bufio.Reader
 	bw *bufio.Writer
+	rd *connReader // what br reads from
 
 	// Negotiated during the handshake.
 	fixedNewstyle bool
@@ -51,9 +52,8 @@ func (s *Server) newSession(ctx context.Context, c net.Conn) (*session, error) {
 		cancel: cancel,
 		log:    s.log.With("remote", c.RemoteAddr().String()),
 		conn:   c,
-		br:     bufio.NewReaderSize(c, 64<<10),
-		bw:     bufio.NewWriterSize(c, 64<<10),
 	}
+	ss.setBuffers(c)
 	ss.stops = append(ss.stops,
 		context.AfterFunc(ctx, func() { ss.currentConn().Close() }),
 		context.AfterFunc(s.closeCtx, cancel),
@@ -82,8 +82,29 @@ func (ss *session) setConn(c net.Conn) {
 	ss.mu.Lock()
 	ss.conn = c
 	ss.mu.Unlock()
-	ss.br = bufio.NewReaderSize(c, 64<<10)
+	ss.setBuffers(c)
+}
+
+// setBuffers puts fresh buffers on c.
+func (ss *session) setBuffers(c net.Conn) {
+	ss.rd = &connReader{c: c}
+	ss.br = bufio.NewReaderSize(ss.rd, 64<<10)
 	ss.bw = bufio.NewWriterSize(c, 64<<10)
+}
+
+// connReader is what a session's bufio.Reader reads from: the connection,
+// with a hook that runs whenever the buffer ran dry and the next read may
+// block, so that replies held back for batching go out first.
+type connReader struct {
+	c           net.Conn
+	beforeBlock func() // set by the goroutine that reads; may be nil
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.beforeBlock != nil {
+		r.beforeBlock()
+	}
+	return r.c.Read(p)
 }
 
 func (ss *session) isShuttingDown() bool {
