@@ -153,20 +153,23 @@ func (img *Image) hasParentData(h *header, objno uint64) bool {
 	return false
 }
 
-// writeClone applies op to a clone's object, copying the parent's data
-// up first when the object does not exist yet.
-func (img *Image) writeClone(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string, op *objOp) error {
-	if !img.hasParentData(h, x.ObjectNo) {
-		return img.data.write(ctx, oid, h.snapc, op)
-	}
-	err := img.data.write(ctx, oid, h.snapc, assertExistsOp(), op)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, syscall.ENOENT) {
-		return fmt.Errorf("rbd: writing %s: %w", oid, err)
-	}
-	return img.copyup(ctx, h, x.ObjectNo, oid, op)
+// writeClone applies op to object objno of a clone, an object that holds
+// parent data: when the object does not exist yet, the parent's data is
+// copied up into it first, once, under the object's exclusive lock (writes
+// racing the copy-up wait for it and then find the object).
+func (img *Image) writeClone(ctx context.Context, om *objectMap, h *header, objno uint64, oid string, op *objOp) error {
+	return img.objectWrite(ctx, om, objno, false, func(ctx context.Context, exclusive bool) error {
+		err := img.data.write(ctx, oid, h.snapc, assertExistsOp(), op)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, syscall.ENOENT):
+			return fmt.Errorf("rbd: writing %s: %w", oid, err)
+		case !exclusive:
+			return errNeedExclusive
+		}
+		return img.copyup(ctx, h, objno, oid, op)
+	})
 }
 
 // copyup copies the parent's data into object objno (if it still does
@@ -200,25 +203,16 @@ func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid strin
 	return nil
 }
 
-// zeroClone discards a range of a clone's object: objects holding parent
-// data are copied up and zeroed (removing them would expose the parent);
-// others are discarded as usual.
+// zeroClone discards a range of a clone's object that holds parent data:
+// it is copied up and zeroed (removing it would expose the parent).
 func (img *Image) zeroClone(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
-	if !img.hasParentData(h, x.ObjectNo) {
-		return img.discardPlain(ctx, h, om, x, oid)
-	}
-	if om != nil {
-		if err := om.ensure(ctx, x.ObjectNo, objectmap.Exists); err != nil {
-			return err
-		}
-	}
 	var op *objOp
 	if x.Offset+x.Length == h.layout.ObjectSize {
 		op = truncateOp(x.Offset)
 	} else {
 		op = zeroOp(x.Offset, x.Length)
 	}
-	return img.writeClone(ctx, h, om, x, oid, op)
+	return img.writeClone(ctx, om, h, x.ObjectNo, oid, op)
 }
 
 func discardOr(l *slog.Logger) *slog.Logger {

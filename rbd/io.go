@@ -56,9 +56,14 @@ func forEach(ctx context.Context, n int, f func(ctx context.Context, i int) erro
 	return ferr
 }
 
-// objectLocks serialises operations on one data object (object map
-// transitions must not interleave with another operation's data I/O on
-// the same object); operations on different objects do not wait for
+// objectLocks orders operations on one data object. Data writes that
+// leave the object existing (writes, zeroing, truncation) hold it shared,
+// so that any number of them are in flight into one object at a time, as
+// librbd sends them (the OSD orders them). Object map transitions, copy-up
+// and removal hold it exclusively: a data write is sent only once the map
+// says the object exists, a clone's object is copied up once with the
+// writes racing it waiting, and no write slips in between a removal and
+// the map's NONEXISTENT. Operations on different objects do not wait for
 // each other.
 type objectLocks struct {
 	mu sync.Mutex
@@ -66,12 +71,15 @@ type objectLocks struct {
 }
 
 type objectLockEntry struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	refs int
 }
 
-func (t *objectLocks) lock(n uint64) func() {
+// entry returns object n's entry, referenced; release drops the
+// reference.
+func (t *objectLocks) entry(n uint64) *objectLockEntry {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = map[uint64]*objectLockEntry{}
 	}
@@ -81,16 +89,80 @@ func (t *objectLocks) lock(n uint64) func() {
 		t.m[n] = e
 	}
 	e.refs++
-	t.mu.Unlock()
+	return e
+}
+
+func (t *objectLocks) release(n uint64, e *objectLockEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e.refs--; e.refs == 0 {
+		delete(t.m, n)
+	}
+}
+
+// lock takes object n's lock exclusively and returns its unlock.
+func (t *objectLocks) lock(n uint64) func() {
+	e := t.entry(n)
 	e.mu.Lock()
 	return func() {
 		e.mu.Unlock()
-		t.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(t.m, n)
-		}
-		t.mu.Unlock()
+		t.release(n, e)
 	}
+}
+
+// rlock takes object n's lock shared and returns its unlock.
+func (t *objectLocks) rlock(n uint64) func() {
+	e := t.entry(n)
+	e.mu.RLock()
+	return func() {
+		e.mu.RUnlock()
+		t.release(n, e)
+	}
+}
+
+// errNeedExclusive is returned by an objectWrite send run under the
+// shared lock to have it run again under the exclusive one (a clone's
+// object that needs copying up).
+var errNeedExclusive = errors.New("rbd: object operation needs the exclusive object lock")
+
+// objectWrite runs send, a data operation that leaves object objno
+// existing, once the object map (if any) says the object exists: under
+// the object's shared lock when it does already, else under the exclusive
+// lock after moving the map to EXISTS (librbd's order: map first, then
+// data). With skipMissing, an object the map says does not exist is left
+// alone (zeroing a hole). send is told whether it holds the lock
+// exclusively; under the shared lock it may return errNeedExclusive to be
+// run again under the exclusive one.
+func (img *Image) objectWrite(ctx context.Context, om *objectMap, objno uint64, skipMissing bool, send func(ctx context.Context, exclusive bool) error) error {
+	unlock := img.objLocks.rlock(objno)
+	state := objectmap.Exists
+	if om != nil {
+		state = om.get(objno)
+	}
+	if state == objectmap.Nonexistent && skipMissing {
+		unlock()
+		return nil
+	}
+	if state == objectmap.Exists {
+		err := send(ctx, false)
+		unlock()
+		if !errors.Is(err, errNeedExclusive) {
+			return err
+		}
+	} else {
+		unlock()
+	}
+	unlock = img.objLocks.lock(objno)
+	defer unlock()
+	if om != nil {
+		if skipMissing && om.get(objno) == objectmap.Nonexistent {
+			return nil
+		}
+		if err := om.ensure(ctx, objno, objectmap.Exists); err != nil {
+			return err
+		}
+	}
+	return send(ctx, true)
 }
 
 // gather returns the bytes of p that extent x covers, contiguous.
@@ -199,7 +271,15 @@ func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x st
 		return nil
 	}
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
-	op := readOp(x.Offset, x.Length)
+	var op *objOp
+	if len(x.Buffer) == 1 && x.Buffer[0].Length == x.Length {
+		// the extent is one piece of p (always so without fancy
+		// striping): the data is received straight into it
+		b := x.Buffer[0]
+		op = readIntoOp(x.Offset, p[b.Offset:b.Offset+b.Length])
+	} else {
+		op = readOp(x.Offset, x.Length)
+	}
 	err := img.data.read(ctx, oid, img.snapID, op)
 	if errors.Is(err, syscall.ENOENT) {
 		if h.parent != nil && img.parent != nil {
@@ -211,8 +291,23 @@ func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x st
 	if err != nil {
 		return fmt.Errorf("rbd: reading %s: %w", oid, err)
 	}
+	if op.into != nil {
+		fill(op.into, op.out)
+		return nil
+	}
 	scatter(p, x, op.out)
 	return nil
+}
+
+// fill makes dst hold data (which may be dst's own prefix, received in
+// place) followed by zeros: an object shorter than the read reads as
+// zeros beyond its end.
+func fill(dst, data []byte) {
+	n := min(len(data), len(dst))
+	if n > 0 && &data[0] != &dst[0] {
+		copy(dst, data[:n])
+	}
+	clear(dst[n:])
 }
 
 // WriteAtContext writes p at off. Writes past the end of the image fail
@@ -243,22 +338,17 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 }
 
 func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
-	buf := gather(p, x)
-	unlock := img.objLocks.lock(x.ObjectNo)
-	defer unlock()
-	if om != nil {
-		if err := om.ensure(ctx, x.ObjectNo, objectmap.Exists); err != nil {
-			return err
-		}
-	}
+	op := writeOp(x.Offset, gather(p, x))
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
-	if h.parent != nil && img.parent != nil {
-		return img.writeClone(ctx, h, om, x, oid, writeOp(x.Offset, buf))
+	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
+		return img.writeClone(ctx, om, h, x.ObjectNo, oid, op)
 	}
-	if err := img.data.write(ctx, oid, h.snapc, writeOp(x.Offset, buf)); err != nil {
-		return fmt.Errorf("rbd: writing %s: %w", oid, err)
-	}
-	return nil
+	return img.objectWrite(ctx, om, x.ObjectNo, false, func(ctx context.Context, _ bool) error {
+		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+			return fmt.Errorf("rbd: writing %s: %w", oid, err)
+		}
+		return nil
+	})
 }
 
 // Flush returns once every write acknowledged so far is stable: writes
@@ -303,10 +393,8 @@ func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
 }
 
 func (img *Image) discardObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent) error {
-	unlock := img.objLocks.lock(x.ObjectNo)
-	defer unlock()
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
-	if h.parent != nil && img.parent != nil {
+	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
 		return img.zeroClone(ctx, h, om, x, oid)
 	}
 	return img.discardPlain(ctx, h, om, x, oid)
@@ -315,44 +403,42 @@ func (img *Image) discardObject(ctx context.Context, h *header, om *objectMap, x
 // discardPlain discards a range of an object that has no parent data.
 func (img *Image) discardPlain(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
 	n := x.ObjectNo
+	objSize := h.layout.ObjectSize
+	op, what := zeroOp(x.Offset, x.Length), "zeroing"
+	switch {
+	case x.Offset == 0 && x.Length == objSize:
+		return img.removeObject(ctx, h, om, n, oid)
+	case x.Offset+x.Length == objSize:
+		op, what = truncateOp(x.Offset), "truncating"
+	}
+	return img.objectWrite(ctx, om, n, true, func(ctx context.Context, _ bool) error {
+		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+			return fmt.Errorf("rbd: %s %s: %w", what, oid, err)
+		}
+		return nil
+	})
+}
+
+// removeObject removes data object n: map to PENDING, remove, map to
+// NONEXISTENT, all under the object's exclusive lock.
+func (img *Image) removeObject(ctx context.Context, h *header, om *objectMap, n uint64, oid string) error {
+	unlock := img.objLocks.lock(n)
+	defer unlock()
 	if om != nil && om.get(n) == objectmap.Nonexistent {
 		return nil
 	}
-	objSize := h.layout.ObjectSize
-	switch {
-	case x.Offset == 0 && x.Length == objSize:
-		pending := objectmap.Pending
-		if om != nil {
-			if err := om.update(ctx, n, n+1, objectmap.Pending, nil); err != nil {
-				return err
-			}
+	pending := objectmap.Pending
+	if om != nil {
+		if err := om.update(ctx, n, n+1, objectmap.Pending, nil); err != nil {
+			return err
 		}
-		err := img.data.write(ctx, oid, h.snapc, deleteOp())
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("rbd: removing %s: %w", oid, err)
-		}
-		if om != nil {
-			return om.update(ctx, n, n+1, objectmap.Nonexistent, &pending)
-		}
-		return nil
-	case x.Offset+x.Length == objSize:
-		if om != nil {
-			if err := om.ensure(ctx, n, objectmap.Exists); err != nil {
-				return err
-			}
-		}
-		if err := img.data.write(ctx, oid, h.snapc, truncateOp(x.Offset)); err != nil {
-			return fmt.Errorf("rbd: truncating %s: %w", oid, err)
-		}
-	default:
-		if om != nil {
-			if err := om.ensure(ctx, n, objectmap.Exists); err != nil {
-				return err
-			}
-		}
-		if err := img.data.write(ctx, oid, h.snapc, zeroOp(x.Offset, x.Length)); err != nil {
-			return fmt.Errorf("rbd: zeroing %s: %w", oid, err)
-		}
+	}
+	err := img.data.write(ctx, oid, h.snapc, deleteOp())
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("rbd: removing %s: %w", oid, err)
+	}
+	if om != nil {
+		return om.update(ctx, n, n+1, objectmap.Nonexistent, &pending)
 	}
 	return nil
 }

@@ -62,6 +62,11 @@ func (r *radosObjects) do(ctx context.Context, oid string, snap uint64, snapc de
 	for i, o := range ops {
 		req.Ops[i] = toOSDOp(o)
 	}
+	if len(ops) == 1 && ops[0].code == opRead && len(ops[0].into) > 0 {
+		// the reply's data segment is the read's bytes: received
+		// straight into the caller's buffer, no allocation, no copy
+		req.OutBuf = ops[0].into
+	}
 	// the connection's operation timeout bounds image I/O too, as
 	// rados_osd_op_timeout bounds librbd's
 	ctx, cancel := r.io.Conn().OpContext(ctx)

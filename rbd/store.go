@@ -40,7 +40,11 @@ type objOp struct {
 	method cls.Method
 	excl   bool   // create: fail with EEXIST when the object exists
 	snap   uint64 // rollback
-	out    []byte
+	// into, for a read, is where the data should land: the
+	// implementation may receive it there (out then aliases into) or
+	// not (out is elsewhere).
+	into []byte
+	out  []byte
 }
 
 func readOp(off, length uint64) *objOp { return &objOp{code: opRead, off: off, length: length} }
@@ -55,6 +59,11 @@ func zeroOp(off, length uint64) *objOp { return &objOp{code: opZero, off: off, l
 func deleteOp() *objOp                 { return &objOp{code: opDelete} }
 func rollbackOp(snap uint64) *objOp    { return &objOp{code: opRollback, snap: snap} }
 func statOp() *objOp                   { return &objOp{code: opStat} }
+
+// readIntoOp reads len(p) bytes at off, into p where it can.
+func readIntoOp(off uint64, p []byte) *objOp {
+	return &objOp{code: opRead, off: off, length: uint64(len(p)), into: p}
+}
 
 // assertExistsOp fails a request with ENOENT when the object does not
 // exist.
