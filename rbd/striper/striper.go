@@ -69,6 +69,36 @@ func (l Layout) MapExtents(off, length uint64) []ObjectExtent {
 	if length == 0 {
 		return nil
 	}
+	if l.StripeCount == 1 {
+		return l.mapSimple(off, length)
+	}
+	return l.mapStriped(off, length)
+}
+
+// mapSimple maps without fancy striping: every object holds one
+// contiguous range of the image, so each extent is one contiguous piece
+// of the buffer (two allocations per call, whatever the extent count).
+func (l Layout) mapSimple(off, length uint64) []ObjectExtent {
+	osz := l.ObjectSize
+	n := (off%osz + length + osz - 1) / osz
+	out := make([]ObjectExtent, 0, n)
+	bufs := make([]BufferRange, n)
+	var bufOff uint64
+	for left := length; left > 0; {
+		xoff := off % osz
+		m := min(left, osz-xoff)
+		i := len(out)
+		bufs[i] = BufferRange{bufOff, m}
+		out = append(out, ObjectExtent{ObjectNo: off / osz, Offset: xoff, Length: m, Buffer: bufs[i : i+1 : i+1]})
+		off += m
+		bufOff += m
+		left -= m
+	}
+	return out
+}
+
+// mapStriped is the general mapping, stripe unit by stripe unit.
+func (l Layout) mapStriped(off, length uint64) []ObjectExtent {
 	su, sc := l.StripeUnit, l.StripeCount
 	stripesPerObject := l.ObjectSize / su
 	var out []ObjectExtent
@@ -141,5 +171,13 @@ func (l Layout) ImageOffset(objectno, off uint64) uint64 {
 // ObjectName returns the name of data object objectno for an image whose
 // object prefix is prefix ("rbd_data.<id>"): prefix.%016x.
 func ObjectName(prefix string, objectno uint64) string {
-	return fmt.Sprintf("%s.%016x", prefix, objectno)
+	const digits = "0123456789abcdef"
+	b := make([]byte, len(prefix)+17)
+	copy(b, prefix)
+	b[len(prefix)] = '.'
+	for i := len(b) - 1; i > len(prefix); i-- {
+		b[i] = digits[objectno&0xf]
+		objectno >>= 4
+	}
+	return string(b)
 }

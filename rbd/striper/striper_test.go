@@ -1,6 +1,7 @@
 package striper
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -84,5 +85,32 @@ func TestNumObjects(t *testing.T) {
 	}
 	if ObjectName("rbd_data.1234", 0x1f) != "rbd_data.1234.000000000000001f" {
 		t.Error(ObjectName("rbd_data.1234", 0x1f))
+	}
+}
+
+// TestMapSimpleMatchesStriped checks the fast path for layouts without
+// fancy striping against the general mapping, extent for extent.
+func TestMapSimpleMatchesStriped(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, l := range []Layout{Simple(12), Simple(22), {ObjectSize: 4096, StripeUnit: 1024, StripeCount: 1}} {
+		for range 500 {
+			off := r.Uint64N(5 * l.ObjectSize)
+			n := 1 + r.Uint64N(3*l.ObjectSize)
+			if r.IntN(4) == 0 { // aligned, as most I/O is
+				off, n = off/l.ObjectSize*l.ObjectSize, max(n/l.ObjectSize, 1)*l.ObjectSize
+			}
+			got, want := l.mapSimple(off, n), l.mapStriped(off, n)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%+v [%d,+%d): simple %v, striped %v", l, off, n, got, want)
+			}
+		}
+	}
+}
+
+func TestObjectName(t *testing.T) {
+	for _, n := range []uint64{0, 1, 0xabc, 1<<64 - 1} {
+		if got, want := ObjectName("rbd_data.1234", n), fmt.Sprintf("rbd_data.1234.%016x", n); got != want {
+			t.Errorf("ObjectName(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
