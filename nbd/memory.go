@@ -178,6 +178,10 @@ func (m *Memory) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
 		}
 		c := &s.chunks[ci]
 		c.mu.Lock()
+		if !c.allocated.Load() {
+			start := in - in%memoryChunkSize
+			populatePages(s.data[start : start+memoryChunkSize])
+		}
 		copy(s.data[in:in+n], p[done:done+n])
 		m.markAllocated(c)
 		c.mu.Unlock()

@@ -21,6 +21,11 @@ func mapSegment(n int) ([]byte, error) {
 // unmapSegment releases what mapSegment returned.
 func unmapSegment(b []byte) { _ = unix.Munmap(b) }
 
+// populatePages backs the pages of b with memory in one call, instead of
+// one page fault per page on the first write. Kernels before 5.14 refuse;
+// the faults then do the same work.
+func populatePages(b []byte) { _ = unix.Madvise(b, unix.MADV_POPULATE_WRITE) }
+
 // dropPages gives the pages of b back to the kernel; they read as zeroes
 // afterwards. b is page aligned.
 func dropPages(b []byte) {
