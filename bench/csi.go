@@ -183,7 +183,8 @@ func (cp *ControlPlane) write(b *bytes.Buffer) {
 		"by a gRPC client in the suite, %d runs of: CreateVolume (1 GiB, ext4, features layering, exclusive-lock, "+
 		"object-map, fast-diff, deep-flatten), CreateSnapshot, CreateVolume from that snapshot (a clone), then "+
 		"DeleteVolume of the clone, DeleteSnapshot, DeleteVolume. No peer: ceph-csi (with go-ceph and librbd) "+
-		"cannot be installed on this machine, so these are absolute figures.\n\n", cp.Runs)
+		"cannot be installed on this machine, so these are absolute figures. The node side (NodeStageVolume and "+
+		"NodeUnstageVolume times, the node plugin's RSS) is measured in the VM: see the kernel-path section.\n\n", cp.Runs)
 	if cp.Skipped != "" {
 		fmt.Fprintf(b, "**Skipped:** %s\n\n", cp.Skipped)
 		return

@@ -8,6 +8,17 @@
 // million operations, peak RSS and latency percentiles, plus SVG plots
 // drawn by bench/internal/svgplot.
 //
+// The report opens with a headline table (comparison, purerbd, peer,
+// ratio, target) computed from the run's samples (headline.go).
+//
+// The kernel-vm section boots Debian's kernel under qemu (TCG, through
+// nbd/kernel/vmtest) with `purerbd-bench guest` (package
+// bench/internal/guestbench): /dev/nbdN served by purerbd against nbdkit
+// and against rbd.ko on a cluster in a network namespace, and the node
+// plugin staging ten volumes (stage/unstage times, RSS with 1 and 10
+// attached). It is labelled software-emulated and kept out of the
+// host's summary. Run it alone with `-only kernel-vm`.
+//
 // Absolute numbers depend on the machine and its load; the ratios are
 // the result. Every section records the load average around it.
 //

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -144,9 +145,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		return err
 	}
 	k.Boot, k.Wall = res.Boot, res.Wall
-	if perr := k.parse(res.Console); perr != nil {
-		return perr
-	}
+	k.parse(res.Console)
 	if r := res.Lines(guestbench.PrefixResult); err != nil || res.ExitCode != 0 || len(r) != 1 || r[0] != "ok" {
 		return fmt.Errorf("guest failed (err %v, exit %d, result %q); console in %s", err, res.ExitCode, r, log.Name())
 	}
@@ -232,8 +231,12 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	return cleanup, nil
 }
 
-// parse reads the guest's records.
-func (k *KernelVM) parse(console string) error {
+// kernelBlockMsg matches the guest kernel's console messages about its
+// nbd and rbd devices.
+var kernelBlockMsg = regexp.MustCompile(`^\[\s*[0-9.]+\] (block (nbd|rbd)[0-9]+|rbd|libceph|EXT4-fs \((nbd|rbd)[0-9]+\)):`)
+
+// parse reads the guest's records; a line it cannot read becomes a note.
+func (k *KernelVM) parse(console string) {
 	groups := map[string]*Section{}
 	var order []string
 	for _, l := range strings.Split(console, "\n") {
@@ -241,7 +244,9 @@ func (k *KernelVM) parse(console string) error {
 		case strings.HasPrefix(l, guestbench.PrefixSample):
 			var r guestbench.SampleRecord
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, guestbench.PrefixSample)), &r); err != nil {
-				return fmt.Errorf("guest record %q: %w", l, err)
+				// a kernel message can cut a console line: one run lost
+				k.Notes = append(k.Notes, fmt.Sprintf("unreadable guest record %q: %v", l, err))
+				continue
 			}
 			sec := groups[r.Group]
 			if sec == nil {
@@ -253,17 +258,21 @@ func (k *KernelVM) parse(console string) error {
 		case strings.HasPrefix(l, guestbench.PrefixNode):
 			var n guestbench.NodeRecord
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, guestbench.PrefixNode)), &n); err != nil {
-				return fmt.Errorf("guest record %q: %w", l, err)
+				k.Notes = append(k.Notes, fmt.Sprintf("unreadable guest record %q: %v", l, err))
+				continue
 			}
 			k.Node = &n
 		case strings.HasPrefix(l, guestbench.PrefixNote):
 			k.Notes = append(k.Notes, strings.TrimPrefix(l, guestbench.PrefixNote))
+		case kernelBlockMsg.MatchString(l):
+			// what the guest kernel said about its block devices (at
+			// loglevel 4: warnings and errors only)
+			k.Notes = append(k.Notes, "guest kernel: `"+strings.TrimSpace(l)+"`")
 		}
 	}
 	for _, g := range order {
 		k.Sections = append(k.Sections, groups[g])
 	}
-	return nil
 }
 
 // vmSection is the section of one guest group.

@@ -19,8 +19,11 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 		"is translated, the NIC is virtio over a tap: these figures guard against regressions and compare "+
 		"the contenders inside one boot (interleaved, like the host's); they say little about real hardware, "+
 		"and ratios against the host's userspace numbers mean nothing.\n\n", orDash(k.Kernel), k.CPUs, k.MemoryMB)
-	if k.Skipped != "" {
+	switch {
+	case k.Skipped != "" && len(k.Sections) == 0 && k.Node == nil:
 		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)
+	case k.Skipped != "":
+		fmt.Fprintf(b, "**Incomplete:** %s\n\n", k.Skipped)
 	}
 	if k.Cluster != "" {
 		fmt.Fprintf(b, "Cluster for the guest: %s. ", k.Cluster)
@@ -30,8 +33,10 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			k.Boot.Round(10*time.Millisecond), k.Wall.Round(time.Second), k.Elapsed.Round(time.Second))
 	}
 	for _, sec := range k.Sections {
-		sec.LoadStart, sec.LoadEnd = "(guest)", "(guest)"
-		writeSection(b, sec, nil)
+		// one level down: these are parts of the kernel-path section
+		var sb bytes.Buffer
+		writeSection(&sb, sec, nil)
+		b.WriteString("#" + sb.String())
 	}
 	if n := k.Node; n != nil {
 		k.writeNode(b, n)

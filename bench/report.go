@@ -163,7 +163,9 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 		return
 	}
 	a, p := sec.Contenders[0], sec.Contenders[1]
-	fmt.Fprintf(b, "Load average %s at the start, %s at the end; %s.\n\n", sec.LoadStart, sec.LoadEnd, sec.Elapsed.Round(time.Second))
+	if sec.LoadStart != "" {
+		fmt.Fprintf(b, "Load average %s at the start, %s at the end; %s.\n\n", sec.LoadStart, sec.LoadEnd, sec.Elapsed.Round(time.Second))
+	}
 	fmt.Fprintf(b, "| case | unit | %s median (min–max) | %s median (min–max) | ratio %s/%s |\n|---|---|---|---|---|\n", a, p, a, p)
 	for _, c := range sec.Cases {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", c.Name, c.Unit, spreadCell(c.spread(a)), spreadCell(c.spread(p)),

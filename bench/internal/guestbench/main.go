@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/pmorjan/kmod"
 )
 
 // options are the guest's flags.
@@ -61,6 +63,17 @@ func Main(ctx context.Context, args []string) error {
 }
 
 func run(ctx context.Context, o options) error {
+	// crc32c first: ext4 mounts and libcrc32c (under rbd.ko) need a
+	// crc32c driver, which nothing in the guest would load on demand
+	k, err := kmod.New(kmod.SetIgnoreStatus())
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{"crc32c_generic", "nbd", "ext4"} {
+		if err := k.Load(m, "", 0); err != nil {
+			return fmt.Errorf("load %s: %w", m, err)
+		}
+	}
 	var errs []error
 	ran := false
 	// memory disks: purerbd nbd map --memory against nbdkit memory

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/pmorjan/kmod"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -29,15 +28,6 @@ const nodeClusterID = "bench"
 // call.
 func nodePlugin(ctx context.Context, o options, key string) error {
 	images := strings.Split(o.nodeImages, ",")
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
-		return err
-	}
-	for _, m := range []string{"nbd", "ext4"} {
-		if err := k.Load(m, "", 0); err != nil {
-			return fmt.Errorf("load %s: %w", m, err)
-		}
-	}
 	cfg, err := json.Marshal([]map[string]any{{"clusterID": nodeClusterID, "monitors": strings.Split(o.mon, ",")}})
 	if err != nil {
 		return err
