@@ -300,7 +300,9 @@ func vmSection(group string) *Section {
 				"memstore OSD in a network namespace on the host, reached over the VM's virtio NIC: one mapped " +
 				"by `purerbd nbd map` (userspace rbd package behind /dev/nbdN), the other by the guest " +
 				"kernel's rbd driver (/sys/bus/rbd/add_single_major, ms_mode=prefer-crc). Same guest program " +
-				"and cases as the memory disk."}
+				"and cases as the memory disk. purerbd's path crosses into a userspace process and back for every " +
+				"request (nbd.ko, socket, Go runtime), krbd's stays in the kernel: under TCG every one of those " +
+				"emulated instructions and switches is costly, which weighs on purerbd far more than real hardware would."}
 	}
 	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
 }
