@@ -44,7 +44,8 @@ type Attempt struct {
 }
 
 // HuntError reports that no monitor session could be established: every
-// address tried, with why it failed (the last failure per address).
+// address tried, with why it failed (the last failure per address; an
+// attempt the deadline cut short does not replace an earlier failure).
 // errors.Is and errors.As see through to the individual failures, so an
 // auth.ErrAuthFailed or a context deadline among them can be detected.
 type HuntError struct {

@@ -49,8 +49,14 @@ func (c *Client) hunt(ctx context.Context, initial bool) (established, error) {
 			return win, nil
 		}
 		for _, a := range attempts {
-			if _, ok := last[a.Addr]; !ok {
+			prev, seen := last[a.Addr]
+			if !seen {
 				order = append(order, a.Addr)
+			}
+			// an attempt the end of the hunt cut short ("i/o timeout")
+			// tells less than how the address failed before (refused)
+			if a.cut && prev != nil {
+				continue
 			}
 			last[a.Addr] = a.Err
 		}
@@ -107,6 +113,21 @@ type dialResult struct {
 	id   *identity
 	est  established
 	err  error
+	cut  bool // failed after the hunt's context ended
+}
+
+// ended reports whether ctx is done or its deadline has passed: a
+// socket deadline taken from ctx can fire a moment before ctx's own
+// timer does.
+func ended(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
+// roundAttempt is a failed handshake of a hunting round.
+type roundAttempt struct {
+	Attempt
+	cut bool // failed after the hunt's context ended, maybe because of it
 }
 
 // huntRound tries addrs in random order, up to HuntParallel at a time,
@@ -117,7 +138,7 @@ type dialResult struct {
 // Attempts share the client's identity when it can reclaim its global
 // id; otherwise each gets a fresh one and the winner's becomes the
 // client's (see identity).
-func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (established, []Attempt, error) {
+func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (established, []roundAttempt, error) {
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
 	cur := c.identity()
 	shared := cur.canReclaim(time.Now())
@@ -143,14 +164,15 @@ func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (establ
 			dctx, dcancel := context.WithTimeout(rctx, c.cfg.HuntAttemptTimeout)
 			defer dcancel()
 			conn, err := msgr.DialAddr(dctx, a, cfg)
-			results <- dialResult{addr: a, id: id, est: established{conn: conn, challenge: prov.challenge}, err: err}
+			results <- dialResult{addr: a, id: id, est: established{conn: conn, challenge: prov.challenge}, err: err,
+				cut: err != nil && ended(ctx)}
 		}()
 	}
 	for inflight < c.cfg.HuntParallel && next < len(addrs) {
 		launch()
 	}
 	var win established
-	var attempts []Attempt
+	var attempts []roundAttempt
 	var fatal error
 	for inflight > 0 {
 		r := <-results
@@ -163,7 +185,7 @@ func (c *Client) huntRound(ctx context.Context, addrs []denc.EntityAddr) (establ
 		case r.err == nil:
 			r.est.conn.Close()
 		case win.conn == nil && fatal == nil:
-			attempts = append(attempts, Attempt{Addr: r.addr.AddrPort().String(), Err: r.err})
+			attempts = append(attempts, roundAttempt{Attempt{Addr: r.addr.AddrPort().String(), Err: r.err}, r.cut})
 			c.log.Debug("monc: monitor handshake failed", "mon", r.addr.String(), "err", r.err)
 			if finalError(r.err) {
 				fatal = r.err

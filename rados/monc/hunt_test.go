@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,6 +176,35 @@ func TestHuntFailures(t *testing.T) {
 			}
 		})
 	}
+
+	// the last attempt, cut short by the deadline, does not hide how the
+	// monitor failed before: the first connection is closed at once, the
+	// next hangs until the hunt ends
+	t.Run("cut short", func(t *testing.T) {
+		t.Parallel()
+		var accepted atomic.Int32
+		closeThenSilent := startFakeMon(t, func(nc net.Conn) {
+			if accepted.Add(1) > 1 {
+				io.Copy(io.Discard, nc)
+			}
+		})
+		cfg := adminConfig(t, cl)
+		cfg.MonAddrs = []string{closeThenSilent}
+		cfg.ConnectTimeout = 2 * time.Second
+		cfg.HuntAttemptTimeout = 10 * time.Second
+		c, err := New(context.Background(), cfg)
+		if err == nil {
+			c.Close()
+			t.Fatal("connected")
+		}
+		t.Logf("%v", err)
+		if want := "closed the connection during the handshake"; !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q", want)
+		}
+		if n := accepted.Load(); n != 2 {
+			t.Errorf("%d connections, want 2 (closed, then cut short)", n)
+		}
+	})
 
 	// a bad monitor among good ones is skipped
 	t.Run("one good mon", func(t *testing.T) {
