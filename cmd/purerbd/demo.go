@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 	"github.com/purerbd/purerbd/rbd"
@@ -23,7 +24,9 @@ import (
 // runDemo boots the embedded default cluster (one mon, one OSD, an rbd
 // pool on 127.0.0.1) and shows how to reach it; then it creates an image
 // demo/disk with purerbd, writes a pattern, shows that librbd reads the
-// same bytes, and exports the image over NBD on a Unix socket. Then it
+// same bytes, and attaches the image as /dev/nbdN through the kernel
+// where the machine allows it (root, nbd.ko) or else exports it over NBD
+// on a Unix socket, saying which. Then it
 // walks purerbd-csi's controller, served in this process on a Unix
 // socket, through create, snapshot, clone, expand and delete. It waits
 // for Ctrl-C (or --exit-after), then stops the export and every daemon
@@ -119,6 +122,7 @@ type demoDisk struct {
 	img    *rbd.Image
 	srv    *nbd.Server
 	served chan error
+	dev    *kernel.Device // attached through the kernel, if the machine allows
 }
 
 // demoBlockData is the block written at off: a line of text naming it,
@@ -134,7 +138,8 @@ func demoBlockData(off int64) []byte {
 
 // startDemoDisk creates demo/disk with purerbd, writes the pattern,
 // compares purerbd's and librbd's view (sha256 of the whole image) and
-// serves it over NBD on a Unix socket in the cluster's directory.
+// attaches it through the kernel or, where that is not possible, serves
+// it over NBD on a Unix socket in the cluster's directory.
 func startDemoDisk(ctx context.Context, c *cephcluster.Cluster, mode string, stdout io.Writer) (_ *demoDisk, err error) {
 	spec := demoPool + "/" + demoImage
 	fmt.Fprintf(stdout, "purerbd demo: creating pool %s and image %s (%d MiB, default features) with purerbd ...\n", demoPool, spec, demoSize>>20)
@@ -201,6 +206,24 @@ func startDemoDisk(ctx context.Context, c *cephcluster.Cluster, mode string, std
 	if err != nil {
 		return nil, err
 	}
+	// Through the kernel where the machine allows it; the userspace
+	// export otherwise. Either way the demo says which.
+	dev, why := attachDemoKernel(ctx, b, mine)
+	if dev != nil {
+		d.dev = dev
+		fmt.Fprintf(stdout, `
+NBD path: KERNEL. %s is attached as %s through the kernel's nbd driver,
+served by this process (pure Go, no rbd-nbd, no librbd); the kernel read the
+whole device and got the same sha256.
+Try (as root):
+  blockdev --getsize64 %s
+  head -c 64 %s
+  dd if=%s bs=4M status=none | sha256sum
+
+`, spec, dev.Path(), dev.Path(), dev.Path(), dev.Path())
+		return d, nil
+	}
+	fmt.Fprintf(stdout, "\nNBD path: USERSPACE. No kernel attach on this machine: %v.\n", why)
 	if d.srv, err = nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Name: "", Description: "rbd " + spec, Backend: b}}}); err != nil {
 		return nil, err
 	}
@@ -213,7 +236,8 @@ func startDemoDisk(ctx context.Context, c *cephcluster.Cluster, mode string, std
 	go func() { d.served <- d.srv.Serve(context.Background(), l) }()
 	uri := "nbd+unix:///?socket=" + sock
 	fmt.Fprintf(stdout, `
-%s is exported over NBD (read-write, by this process):
+%s is exported over NBD on a Unix socket instead (read-write, by this process;
+any NBD client reaches it, no kernel module needed):
   %s
 Try:
   nbdinfo '%s'
@@ -228,6 +252,14 @@ Try:
 
 // close stops the NBD server and closes the image and the connection.
 func (d *demoDisk) close(stdout, stderr io.Writer) {
+	if d.dev != nil {
+		fmt.Fprintf(stdout, "purerbd demo: detaching %s ...\n", d.dev.Path())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := d.dev.Detach(ctx); err != nil {
+			fmt.Fprintf(stderr, "purerbd demo: detaching %s: %v\n", d.dev.Path(), err)
+		}
+		cancel()
+	}
 	if d.srv != nil {
 		fmt.Fprintln(stdout, "purerbd demo: stopping the NBD export ...")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -17,8 +17,10 @@ import (
 
 // TestDemo runs `purerbd demo --exit-after 20s` as a subprocess: the
 // sha256 it prints for purerbd's and librbd's view of demo/disk must
-// match, and while it runs, nbdinfo and nbdcopy must read the export it
-// prints (nbdcopy's sha256 equal to both). The CSI walk-through must
+// match. It must say which NBD path it took: KERNEL where this machine
+// allows it (root, nbd.ko), and then the /dev/nbdN it names must read the
+// same bytes; USERSPACE otherwise, and then nbdinfo and nbdcopy must read
+// the export it prints while it runs (nbdcopy's sha256 equal to both). The CSI walk-through must
 // report every step OK, `rbd ls` must show no image after the deletes,
 // and the admin key (passed as a CSI secret) must never be printed.
 // Afterwards the cluster's directory is gone.
@@ -48,7 +50,7 @@ func TestDemo(t *testing.T) {
 		lines              []string
 		dir, uri           string
 		viaPurerbd, viaLib string
-		viaNBD             string
+		viaNBD, nbdPath    string
 		adminKey           string
 		csiOK              = map[string]int{}
 		afterDelete        []string
@@ -80,6 +82,20 @@ func TestDemo(t *testing.T) {
 			viaPurerbd = f[len(f)-1]
 		case strings.HasPrefix(line, "sha256 via librbd"):
 			viaLib = f[len(f)-1]
+		case strings.HasPrefix(line, "NBD path: "):
+			nbdPath = f[2]
+			for _, w := range f {
+				if dev := strings.TrimRight(w, ".,"); strings.HasPrefix(dev, "/dev/nbd") && nbdPath == "KERNEL." && uri == "" {
+					// attached through the kernel: read the device while the demo runs
+					uri = dev
+					if data, err := os.ReadFile(dev); err != nil {
+						t.Errorf("reading %s: %v", dev, err)
+					} else {
+						sum := sha256.Sum256(data)
+						viaNBD = hex.EncodeToString(sum[:])
+					}
+				}
+			}
 		case len(f) == 1 && strings.HasPrefix(f[0], "nbd+unix://") && uri == "":
 			uri = f[0]
 			// the export is up: read it while the demo runs
@@ -104,6 +120,15 @@ func TestDemo(t *testing.T) {
 	}
 	if viaPurerbd == "" || viaPurerbd != viaLib {
 		t.Fatalf("checksums: purerbd %q, librbd %q\n%s", viaPurerbd, viaLib, output)
+	}
+	// The kernel path where the machine allows it (root and nbd.ko),
+	// the userspace export otherwise; the demo says which.
+	wantPath := "USERSPACE."
+	if kernelNBDAvailable() {
+		wantPath = "KERNEL."
+	}
+	if nbdPath != wantPath {
+		t.Errorf("the demo says NBD path %q; this machine wants %q\n%s", nbdPath, wantPath, output)
 	}
 	if uri == "" || viaNBD != viaPurerbd {
 		t.Fatalf("export %q read by nbdcopy: sha256 %q, want %q\n%s", uri, viaNBD, viaPurerbd, output)
@@ -134,7 +159,20 @@ func TestDemo(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cluster directory %s still there after the demo (%v)", dir, err)
 	}
-	t.Logf("sha256 %s (purerbd = librbd = nbdcopy over %s)", viaPurerbd, uri)
+	t.Logf("NBD path %s sha256 %s (purerbd = librbd = the NBD read of %s)", nbdPath, viaPurerbd, uri)
+}
+
+// kernelNBDAvailable says whether this machine lets the demo attach
+// through the kernel: root, and nbd.ko loaded or loadable.
+func kernelNBDAvailable() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	if _, err := os.Stat("/sys/module/nbd"); err == nil {
+		return true
+	}
+	out, err := exec.Command("modprobe", "-n", "nbd").CombinedOutput()
+	return err == nil && !strings.Contains(string(out), "not found")
 }
 
 // keyringKey reads the key of the first entry of a Ceph keyring.
