@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickKernelVM runs the kernel-vm section in quick mode end to end:
+// binaries built, a cluster in a network namespace, the VM booted, and
+// every contender (purerbd and nbdkit on memory disks, purerbd and krbd on
+// RBD images) measured, and the node plugin's RSS with 1 and 10 volumes
+// staged. It checks the harness, not the figures (the guest is emulated).
+func TestQuickKernelVM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a VM under TCG and a Ceph cluster: about 5 minutes")
+	}
+	if tool := haveTools("go", "qemu-system-x86_64", "nbdkit", "ceph-mon", "ceph-osd", "rbd", "ip"); tool != "" {
+		t.Fatalf("%s is not installed: run make deps (a test that needs a tool fails without it)", tool)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Root: "..", ReportDir: out, WorkDir: filepath.Join(out, "work"),
+		Quick: true, Only: []string{SectionKernelVM}, Runtime: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := rep.KernelVM
+	if k == nil || k.Skipped != "" {
+		t.Fatalf("kernel-vm did not run: %+v", k)
+	}
+	for _, n := range k.Notes {
+		t.Logf("note: %s", n)
+	}
+	if len(k.Sections) != 2 {
+		t.Fatalf("%d I/O sections, want memory and rbd", len(k.Sections))
+	}
+	for _, sec := range k.Sections {
+		for _, c := range sec.Cases {
+			for _, who := range sec.Contenders {
+				if s := c.spread(who); s.N != 3 || !(s.Median > 0) {
+					t.Errorf("%s %s %s: %d runs, median %v", sec.ID, c.Name, who, s.N, s.Median)
+				}
+			}
+		}
+	}
+	if k.Node == nil || len(k.Node.StageS) != vmNodeVolumes || len(k.Node.UnstageS) != vmNodeVolumes {
+		t.Fatalf("node record %+v", k.Node)
+	}
+	if k.rssAt(1) <= 0 || k.rssAt(vmNodeVolumes) < k.rssAt(1) {
+		t.Errorf("node RSS with 1 volume %d, with %d %d", k.rssAt(1), vmNodeVolumes, k.rssAt(vmNodeVolumes))
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Kernel path inside a VM (software-emulated)", "ratio purerbd/nbdkit",
+		"ratio purerbd/krbd", "| 10 staged | 10 |", "| node plugin RSS, 10 volumes attached (VM) | "} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
