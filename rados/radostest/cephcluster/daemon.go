@@ -95,8 +95,68 @@ func (c *Cluster) Kill(name string) error { return c.signalAndWait(name, true, 0
 // Stop stops a daemon cleanly (SIGTERM, then SIGKILL after 60 s).
 func (c *Cluster) Stop(name string) error { return c.signalAndWait(name, false, 60*time.Second) }
 
-// Pause stops a daemon with SIGSTOP; Resume continues it.
-func (c *Cluster) Pause(name string) error { return c.signal(name, syscall.SIGSTOP) }
+// Pause stops a daemon with SIGSTOP and waits until every thread of it
+// has stopped; Resume continues it.
+//
+// The signal alone is not enough: kill(2) returns before the group stop
+// has reached every thread, and on a loaded machine a monitor was seen
+// answering a command 4 ms after SIGSTOP had been sent.
+func (c *Cluster) Pause(name string) error {
+	if err := c.signal(name, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid := c.PID(name)
+	if pid == 0 {
+		return fmt.Errorf("cephcluster: %s exited while being paused", name)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil {
+			return fmt.Errorf("cephcluster: pausing %s: %w", name, err)
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cephcluster: %s (pid %d): %d threads still running 10 s after SIGSTOP", name, pid, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of process pid that are not stopped
+// (state T in /proc/PID/task/TID/stat).
+func runningThreads(pid int) (int, error) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	if len(stats) == 0 {
+		return 0, fmt.Errorf("no threads in /proc/%d/task", pid)
+	}
+	n := 0
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the thread exited
+			}
+			return 0, err
+		}
+		// "TID (comm) STATE ...": comm may hold spaces and parentheses
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("%s: unexpected %q", p, b)
+		}
+		switch b[i+2] {
+		case 'T', 't', 'Z', 'X': // stopped, or exited
+		default:
+			n++
+		}
+	}
+	return n, nil
+}
 
 // Resume continues a daemon paused with Pause.
 func (c *Cluster) Resume(name string) error { return c.signal(name, syscall.SIGCONT) }
