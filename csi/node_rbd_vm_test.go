@@ -20,28 +20,47 @@ import (
 	"github.com/purerbd/purerbd/rados/radostest/netns"
 )
 
-// TestNodeRBDInVM runs the node service on a real RBD image: a Ceph
+// TestNodeRBDInVM runs the node service on real RBD images: a Ceph
 // cluster (one mon, one OSD) bound to an address inside a network
 // namespace of the test, the guest on a tap in that namespace (nothing
 // routed to or from the root namespace, which blackholes the subnet).
-// The image is made with rbd(8) inside the namespace; the key reaches the
-// guest in its initramfs. In the guest (nodeguest rbd-scenario), the
-// plugin with the rbd opener stages ext4, publishes, writes, is SIGKILLed
-// with writes in flight, restarts and takes the device over; the data is
-// intact; the image is grown through package rbd and NodeExpandVolume
-// grows the file system; unpublish and unstage free the device. Then, on
-// the host, `rbd export` (inside the namespace) of the image must pass
-// e2fsck -fn and hold the guest's files with the guest's checksums
-// (debugfs cat), at the grown size; and the guest kernel's own rbd
-// driver, mapping the image after the unstage, must read the same bytes
-// as the export. A raw block volume on a second image is staged beside
-// it across the SIGKILL and restart, read back with O_DIRECT and checked
-// in its export; the guest prints the I/O stall across the restart and
-// finds each device's NBD reconnection in its kernel log.
+// The scenario's images are made with rbd(8) inside the namespace; the
+// key reaches the guest in its initramfs. In one boot:
+//
+// The scenario (nodeguest rbd-scenario): the plugin stages ext4,
+// publishes, writes; a raw block volume and an xfs volume (with a
+// writer of its own) are staged beside it; the plugin is SIGKILLed with
+// writes in flight on both file systems, restarts and takes the devices
+// over; the writers complete and every byte verifies; the guest prints
+// the I/O stalls and finds each device's NBD reconnection in its kernel
+// log; the xfs volume is unstaged, staged again and verified on the new
+// mount; the ext4 image is grown through package rbd and
+// NodeExpandVolume grows the file system; unpublish and unstage free the
+// devices.
+//
+// Then the purerbd-csi binary itself, its config.json naming the
+// cluster's monitor in the namespace and its secrets directory in the
+// initramfs (nodeguest's test binary drives it over its unix socket):
+// the whole lifecycle of one volume (CreateVolume, NodeStage,
+// NodePublish, stats, ControllerExpandVolume + NodeExpandVolume,
+// unpublish, unstage, DeleteVolume); two node plugins (node-a, node-b)
+// of which the second cannot stage a single-writer volume the first
+// holds (FAILED_PRECONDITION naming node-a) until it unstages; and
+// csi-sanity, every spec (Node Service included) against the binary
+// serving both roles.
+//
+// Then, on the host: the pool holds the scenario's images only (the
+// binary's tests deleted theirs); `rbd export` (inside the namespace) of
+// the ext4 image passes e2fsck -fn and holds the guest's files with the
+// guest's checksums (debugfs cat), at the grown size; the guest kernel's
+// own rbd driver, mapping the image after the unstage, read the same
+// bytes as the export; the block image's export holds what the guest
+// wrote across the restart; the xfs image's export passes xfs_repair -n.
 func TestNodeRBDInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	var progs []string
-	for p, pkg := range map[string]string{"/sbin/mkfs.ext4": "e2fsprogs", "/sbin/resize2fs": "e2fsprogs"} {
+	for p, pkg := range map[string]string{"/sbin/mkfs.ext4": "e2fsprogs", "/sbin/resize2fs": "e2fsprogs",
+		"/sbin/mkfs.xfs": "xfsprogs", "/sbin/xfs_growfs": "xfsprogs"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s not found: install the Debian package %s (%v)", p, pkg, err)
 		}
@@ -54,9 +73,11 @@ func TestNodeRBDInVM(t *testing.T) {
 	}
 	t0 := time.Now()
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
+	guestTests := buildTestBinary(t, "./internal/nodeguest")
+	plugin := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd-csi")
 	tBuild := time.Since(t0)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
 	t1 := time.Now()
@@ -72,8 +93,9 @@ func TestNodeRBDInVM(t *testing.T) {
 	// registered after the namespace's: runs before it
 	t.Cleanup(func() { cluster.Close() })
 	tCluster := time.Since(t1)
-	const image, blockImage = "csi-vol-fs", "csi-vol-block"
-	for _, c := range [][2]string{{image, "64M"}, {blockImage, "32M"}} {
+	const image, blockImage, xfsImage = "csi-vol-fs", "csi-vol-block", "csi-vol-xfs"
+	// mkfs.xfs makes nothing under 300 MiB; the images are thin.
+	for _, c := range [][2]string{{image, "64M"}, {blockImage, "32M"}, {xfsImage, "320M"}} {
 		if _, err := cluster.Rbd(ctx, "create", "--size", c[1], "--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/"+c[0]); err != nil {
 			t.Fatal(err)
 		}
@@ -98,24 +120,44 @@ func TestNodeRBDInVM(t *testing.T) {
 	if poolID == 0 {
 		t.Fatalf("pool %s not in %s", cluster.Pool, out)
 	}
-	// The key goes into the initramfs, never onto the kernel command line.
-	keyring := filepath.Join(t.TempDir(), "keyring")
-	if err := os.WriteFile(keyring, []byte("[client.admin]\n\tkey = "+cluster.AdminKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	// The key goes into the initramfs, never onto the kernel command
+	// line: a keyring for the scenario, the plugin's secrets directory
+	// for purerbd-csi.
+	files := map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin,
+		"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
+	etc := t.TempDir()
+	const clusterID = "vm-cluster" // as in nodeguest
+	for name, c := range map[string]string{
+		"/etc/ceph/keyring":            "[client.admin]\n\tkey = " + cluster.AdminKey + "\n",
+		"/etc/purerbd/secrets/userID":  "admin",
+		"/etc/purerbd/secrets/userKey": cluster.AdminKey,
+		"/etc/purerbd/config.json":     fmt.Sprintf(`[{"clusterID":%q,"monitors":[%q]}]`, clusterID, cluster.MonAddrs[0]),
+	} {
+		p := filepath.Join(etc, filepath.Base(name))
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = p
 	}
+	// The scenario (the node service with its own plugin wrapper: ext4,
+	// block and xfs across SIGKILL), then the purerbd-csi binary: the
+	// lifecycle, two nodes, csi-sanity. Each half runs even if the other
+	// failed; the exit status is 0 only if both passed.
+	scenario := fmt.Sprintf("/bin/nodeguest rbd-scenario -mon %s -pool %s -pool-id %d -image %s -block-image %s -xfs-image %s -keyring /etc/ceph/keyring -krbd",
+		cluster.MonAddrs[0], cluster.Pool, poolID, image, blockImage, xfsImage)
+	binaryTests := fmt.Sprintf("/bin/nodeguest.test -test.run '^(%s)$' -test.v -test.timeout 20m -guest -cluster-id %s -pool %s -pool-id %d",
+		strings.Join(guestBinaryTests, "|"), clusterID, cluster.Pool, poolID)
 
 	var console strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "crc32c_generic", "rbd"},
+		Modules:  []string{"nbd", "ext4", "xfs", "crc32c_generic", "rbd"},
 		Programs: progs,
-		Files: map[string]string{"/bin/nodeguest": guest, "/etc/ceph/keyring": keyring,
-			"/etc/mke2fs.conf": "/etc/mke2fs.conf"},
-		Command: []string{"/bin/nodeguest", "rbd-scenario", "-mon", cluster.MonAddrs[0], "-pool", cluster.Pool,
-			"-pool-id", fmt.Sprint(poolID), "-image", image, "-block-image", blockImage, "-keyring", "/etc/ceph/keyring", "-krbd"},
-		Network: &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP},
-		Memory:  768,
-		Timeout: 8 * time.Minute,
-		Output:  &console,
+		Files:    files,
+		Command:  []string{"/bin/sh", "-c", scenario + "; s=$?; " + binaryTests + "; b=$?; exit $((s|b))"},
+		Network:  &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP},
+		Memory:   1024,
+		Timeout:  14 * time.Minute,
+		Output:   &console,
 	})
 	if res == nil {
 		t.Fatal(err)
@@ -124,8 +166,21 @@ func TestNodeRBDInVM(t *testing.T) {
 		t.Error("the key appeared on the guest's console")
 	}
 	results := res.Lines("RESULT ")
-	if err != nil || res.ExitCode != 0 || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
+	if err != nil || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
 		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s\ncluster logs:%s", err, res.ExitCode, res.Console, cluster.LogTails(15))
+	}
+	checkBinaryTests(t, res)
+	if res.ExitCode != 0 {
+		t.Fatalf("the guest's command exited %d; console:\n%s", res.ExitCode, res.Console)
+	}
+	// Everything the lifecycle, two-node and sanity tests made, they
+	// deleted: the pool holds the scenario's images only.
+	ls, err := cluster.Rbd(ctx, "ls", cluster.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(strings.Fields(string(ls)), " "); got != strings.Join([]string{blockImage, image, xfsImage}, " ") {
+		t.Errorf("images in the pool after the guest's tests: %q, want the scenario's three", got)
 	}
 
 	// The host's view: rbd export inside the namespace, e2fsck, debugfs.
@@ -146,11 +201,11 @@ func TestNodeRBDInVM(t *testing.T) {
 	} else {
 		t.Logf("e2fsck -fn: %s", lastLine(b))
 	}
-	files := res.Lines("FILE ")
-	if len(files) != 2 {
-		t.Fatalf("guest reported files %q", files)
+	fileLines := res.Lines("FILE ")
+	if len(fileLines) != 2 {
+		t.Fatalf("guest reported files %q", fileLines)
 	}
-	for _, l := range files {
+	for _, l := range fileLines {
 		f := strings.Fields(l)
 		if len(f) != 3 {
 			t.Fatalf("FILE line %q", l)
@@ -204,6 +259,17 @@ func TestNodeRBDInVM(t *testing.T) {
 	} else {
 		t.Logf("block volume: the export's first %d bytes are as the guest wrote them across the restart", n)
 	}
+	// The xfs volume, written across the restart and remounted in the
+	// guest: xfs_repair -n finds nothing to repair in its export.
+	xfsExport := filepath.Join(t.TempDir(), xfsImage+".img")
+	if _, err := cluster.Rbd(ctx, "export", "rbd/"+xfsImage, xfsExport); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.CommandContext(ctx, "xfs_repair", "-n", "-f", xfsExport).CombinedOutput(); err != nil {
+		t.Errorf("xfs_repair -n on the exported xfs image: %v\n%s", err, b)
+	} else {
+		t.Logf("xfs_repair -n on the xfs export: clean (%s)", lastLine(b))
+	}
 	tCheck := time.Since(t2)
 
 	var r struct {
@@ -227,6 +293,60 @@ func TestNodeRBDInVM(t *testing.T) {
 	t.Logf("  facts: %v", r.Facts)
 	if os.Getenv("NODE_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
+	}
+}
+
+// guestBinaryTests are the tests of nodeguest's test binary that the
+// guest runs against the purerbd-csi binary.
+var guestBinaryTests = []string{"TestLifecycleGuest", "TestTwoNodesGuest", "TestSanityGuest"}
+
+// checkBinaryTests checks that each of guestBinaryTests passed in the
+// guest and logs their step timings and the sanity suite's summary.
+func checkBinaryTests(t *testing.T, res *vmtest.Result) {
+	t.Helper()
+	sanity := ""
+	var nodePassed, nodeSkipped int
+	for _, l := range strings.Split(res.Console, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.Contains(l, "passed:  Node Service "):
+			nodePassed++
+		case strings.Contains(l, "skipped: Node Service "):
+			// The one Node spec that does not apply: the plugin does
+			// not offer the (alpha) node storage health service.
+			nodeSkipped++
+			if !strings.Contains(l, "skipped: Node Service NodeGetStorageHealth ") {
+				t.Errorf("a Node Service spec was skipped: %s", l)
+			}
+		}
+		switch {
+		case strings.Contains(l, "sanity: ") && strings.Contains(l, "specs passed"):
+			sanity = l
+			t.Log(l)
+		case strings.Contains(l, "skipped: ") || strings.Contains(l, "FAILED: ") || strings.Contains(l, " step ") ||
+			strings.Contains(l, " refused: ") || strings.Contains(l, "staged ") && strings.Contains(l, "after node-a"):
+			t.Log(l)
+		}
+	}
+	for _, name := range guestBinaryTests {
+		if !strings.Contains(res.Console, "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass in the guest", name)
+		}
+	}
+	var passed, failed, skipped int
+	if i := strings.Index(sanity, "sanity: "); i < 0 {
+		t.Error("no sanity summary in the guest's output")
+	} else if _, err := fmt.Sscanf(sanity[i:], "sanity: %d specs passed, %d failed, %d skipped", &passed, &failed, &skipped); err != nil {
+		t.Errorf("sanity summary %q: %v", sanity, err)
+	} else if failed != 0 || passed == 0 {
+		t.Errorf("csi-sanity in the guest: %d passed, %d failed", passed, failed)
+	}
+	t.Logf("csi-sanity's Node Service specs against purerbd-csi on RBD: %d passed, %d skipped", nodePassed, nodeSkipped)
+	if nodePassed < 20 {
+		t.Errorf("only %d Node Service specs passed", nodePassed)
+	}
+	if t.Failed() {
+		t.Fatalf("the purerbd-csi tests in the guest failed; console:\n%s", res.Console)
 	}
 }
 

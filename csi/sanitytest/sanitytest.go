@@ -144,7 +144,8 @@ func secretsYAML(s map[string]string) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, field := range []string{"CreateVolumeSecret", "DeleteVolumeSecret", "ControllerValidateVolumeCapabilitiesSecret",
-		"CreateSnapshotSecret", "DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "ListSnapshotsSecret", "GetSnapshotSecret"} {
+		"CreateSnapshotSecret", "DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "ListSnapshotsSecret", "GetSnapshotSecret",
+		"NodeStageVolumeSecret", "NodePublishVolumeSecret"} {
 		fmt.Fprintf(&b, "%s:\n", field)
 		for _, k := range keys {
 			fmt.Fprintf(&b, "  %s: %q\n", k, s[k])

@@ -3,8 +3,12 @@
 // copies of itself as "plugin" (the node service, serving CSI on a unix
 // socket, with images that are files), calls them over gRPC, kills and
 // restarts them, and checks the volumes from the guest's side;
-// "rbd-scenario" does the core of that on a real RBD image. It prints
-// "RESULT ok <json>" or "RESULT fail <reason>" for the host to read.
+// "rbd-scenario" does the core of that on real RBD images (ext4, raw
+// block and xfs, the plugin opening them with package rbdstore as
+// purerbd-csi does). It prints "RESULT ok <json>" or "RESULT fail
+// <reason>" for the host to read. The package's test binary holds the
+// guest's tests of the purerbd-csi binary itself (lifecycle, two nodes,
+// csi-sanity), run with -guest.
 package main
 
 import (

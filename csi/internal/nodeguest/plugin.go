@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/rbdstore"
 )
 
 // runPlugin is the node plugin: it takes over what a previous process
@@ -30,7 +31,7 @@ func runPlugin(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "the key images accept")
 	conns := fs.Int("conns", 2, "NBD connections per device")
 	ioTimeout := fs.Duration("io-timeout", 10*time.Second, "kernel request timeout")
-	openerKind := fs.String("opener", "file", "images: file (files under -images) or rbd (the cluster config's monitors)")
+	openerKind := fs.String("opener", "file", "images: file (files under -images) or rbd (package rbdstore, the cluster config's monitors)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,7 +43,11 @@ func runPlugin(ctx context.Context, args []string) error {
 	case "file":
 		opener = &fileOpener{dir: *images, key: *key}
 	case "rbd":
-		opener = &rbdOpener{log: log}
+		// The plugin's own opener (purerbd-csi's): connections shared per
+		// cluster and user, single-writer volumes claimed for the node.
+		st := rbdstore.New(rbdstore.Options{Logger: log})
+		defer st.Close()
+		opener = st
 	default:
 		return fmt.Errorf("-opener %q: want file or rbd", *openerKind)
 	}

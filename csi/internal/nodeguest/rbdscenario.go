@@ -39,6 +39,7 @@ type rbdScenario struct {
 	krbd                        bool
 	secrets                     map[string]string
 	block                       rbdBlock // vol "" without -block-image
+	xfs                         rbdXFS   // vol "" without -xfs-image
 }
 
 func runRBDScenario(ctx context.Context, args []string) error {
@@ -51,6 +52,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.Int64Var(&r.poolID, "pool-id", 0, "pool id")
 	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
 	fs.StringVar(&r.block.image, "block-image", "", "also stage this image as a raw block volume across the restart (8 MiB at least)")
+	fs.StringVar(&r.xfs.image, "xfs-image", "", "also stage this image with xfs, a writer on it across the restart (320 MiB at least)")
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,6 +68,9 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	r.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.image}.String()
 	if r.block.image != "" {
 		r.block.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.block.image}.String()
+	}
+	if r.xfs.image != "" {
+		r.xfs.vol = csi.VolumeID{ClusterID: clusterID, Pool: r.poolID, Image: r.xfs.image}.String()
 	}
 	err = r.run(ctx)
 	if r.p != nil {
@@ -157,20 +162,41 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		}
 	}
 
+	if r.xfs.vol != "" {
+		if err := r.step("NodeStage + NodePublish xfs on RBD (mkfs.xfs, mount), write 8 MiB, start a writer", func() error {
+			return r.startXFS(ctx)
+		}); err != nil {
+			return err
+		}
+	}
+
 	writer := startStreamWriter(target1 + "/B")
 	if !writer.WaitProgress(4, 60*time.Second) {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
 	lastBefore := writer.LastSync()
+	if r.xfs.vol != "" {
+		r.xfs.lastBefore = r.xfs.writer.LastSync()
+	}
 	r.p.kill()
 	r.p = nil
 	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
 	if err := r.step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
 		before := writer.Synced()
+		var xBefore int64
+		if r.xfs.vol != "" {
+			xBefore = r.xfs.writer.Synced()
+		}
 		if writer.WaitProgress(2, 1500*time.Millisecond) {
 			return fmt.Errorf("the writer synced %d chunks with no plugin", writer.Synced()-before)
+		}
+		if r.xfs.vol != "" {
+			if n := r.xfs.writer.Synced() - xBefore; n > 1 {
+				return fmt.Errorf("the xfs writer synced %d chunks with no plugin", n)
+			}
+			r.watchXFSResume()
 		}
 		return nil
 	}); err != nil {
@@ -211,6 +237,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if r.xfs.vol != "" {
+		if err := r.step("xfs: blocked writes resume, nothing lost", func() error {
+			return r.xfsResumed(killed)
+		}); err != nil {
+			return err
+		}
+	}
 	if r.block.vol != "" {
 		if err := r.step("block volume after restart: data intact (O_DIRECT), written again", func() error {
 			return r.checkBlock(ctx)
@@ -236,6 +269,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		return r.expand(ctx, sumA)
 	}); err != nil {
 		return err
+	}
+	if r.xfs.vol != "" {
+		if err := r.step("xfs: unstage, stage again (remount): every byte verifies; unstage", func() error {
+			return r.remountXFS(ctx)
+		}); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("FILE A %s %d\n", sumA, 8*mib)
 	fmt.Printf("FILE B %s %d\n", resB.Sum, resB.Bytes)
@@ -270,8 +310,11 @@ func (r *rbdScenario) run(ctx context.Context) error {
 // log (the restarted plugin gave the kernel new sockets).
 func (r *rbdScenario) checkReconnects() error {
 	idxs := []int{r.devIdx}
-	if r.block.vol != "" {
-		idx, err := findCookie(r.block.vol)
+	for _, vol := range []string{r.block.vol, r.xfs.vol} {
+		if vol == "" {
+			continue
+		}
+		idx, err := findCookie(vol)
 		if err != nil {
 			return err
 		}
@@ -374,9 +417,13 @@ func (r *rbdScenario) setup() error {
 	if err != nil {
 		return err
 	}
-	for _, m := range []string{"crc32c_generic", "ext4"} {
+	mods := []string{"crc32c_generic", "ext4"}
+	if r.xfs.vol != "" {
+		mods = append(mods, "xfs")
+	}
+	for _, m := range mods {
 		if err := k.Load(m, "", 0); err != nil {
-			return err
+			return fmt.Errorf("loading %s: %w", m, err)
 		}
 	}
 	// resize2fs finds the mount point of a device in /etc/mtab.
