@@ -55,7 +55,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("purerbd-bench", flag.ContinueOnError)
-	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 10 min, half of it the kernel-vm section's VM)")
+	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 7 min, half of it the kernel-vm section's VM)")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
 	reps := fs.Int("reps", 3, "repetitions per contender and case (at least 3)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
