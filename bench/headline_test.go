@@ -121,3 +121,19 @@ func TestReportStartsWithHeadline(t *testing.T) {
 		t.Fatalf("first table row is %q", first)
 	}
 }
+
+// TestHeadlineRBDCasesExist ties the headline's RBD rows to the case
+// names the RBD sections really generate in full mode, so that a renamed
+// case cannot silently turn a row into "not measured".
+func TestHeadlineRBDCasesExist(t *testing.T) {
+	s := &suite{cfg: Config{}.withDefaults()}
+	names := map[string]bool{}
+	for _, c := range s.rbdCases(true) {
+		names[c.Name] = true
+	}
+	for _, h := range headlineRows() {
+		if strings.HasPrefix(h.section, "rbd-") && h.section != "rbd-nbd" && !names[h.cas] {
+			t.Errorf("headline row %q: no case %q in the full RBD matrix", h.label, h.cas)
+		}
+	}
+}
