@@ -8,7 +8,10 @@
 // Linux kernel hands over after userspace did the handshake for it.
 //
 // Requests on one connection run concurrently (bounded by a count and a byte
-// budget) and are answered out of order by a single writer. Structured
+// budget) and are answered out of order by a single writer. A Memory
+// export, which never blocks, is served inline instead: the goroutine that
+// reads the requests serves them and buffers the replies until it would
+// wait for the client. Structured
 // replies, sparse reads, the base:allocation metadata context and block
 // status are offered to clients that negotiate them; the kernel gets simple
 // replies only.
