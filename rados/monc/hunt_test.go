@@ -171,8 +171,11 @@ func TestHuntFailures(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error does not say %q", tc.want)
 			}
-			if took > 3*time.Second {
-				t.Errorf("took %v, beyond the 2 s timeout", took)
+			// a dial that ignored the deadline would take the kernel's
+			// minutes; 2 s beyond it leaves room for a loaded machine
+			// (3.3 s seen under -race with the load at 30)
+			if took > 4*time.Second {
+				t.Errorf("took %v, 2 s beyond the 2 s timeout", took)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package monc
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -83,11 +84,17 @@ func TestOSDMapSubscription(t *testing.T) {
 		t.Errorf("GetVersion(osdmap) = %d, %d, %v; first map %d", newest, oldest, err, first.fullLast)
 	}
 
-	// a change made by ceph arrives as a new epoch
-	if _, err := cl.Ceph(ctx, "osd", "pool", "create", "monc-sub", "8"); err != nil {
+	// a change made by ceph arrives as a new epoch (a new pool each run:
+	// creating one that exists changes nothing, and -count=2 then waited
+	// for an epoch that had come with the first map)
+	pool := fmt.Sprintf("monc-sub-%d", time.Now().UnixNano())
+	if _, err := cl.Ceph(ctx, "osd", "pool", "create", pool, "8"); err != nil {
 		t.Fatal(err)
 	}
 	want := cliOSDMapEpoch(t, ceph)
+	if want <= first.fullLast {
+		t.Fatalf("creating pool %s left the osdmap at e%d", pool, want)
+	}
 	ep := waitOSDMapEpoch(t, sub, want, 10*time.Second)
 	if ep.incLast < want {
 		t.Errorf("epoch %d arrived as %+v, want an incremental", want, ep)
