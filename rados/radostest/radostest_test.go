@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,10 +43,12 @@ func TestClusterUsable(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("object read back differs (err %v, %d bytes)", err, len(got))
 	}
-	if _, err := cluster.Rbd(ctx, "create", "--size", "16M", cluster.Pool+"/img"); err != nil {
+	// an image of this run: with -count the previous run's is still there
+	img := fmt.Sprintf("%s/img-%d", cluster.Pool, time.Now().UnixNano())
+	if _, err := cluster.Rbd(ctx, "create", "--size", "16M", img); err != nil {
 		t.Fatal(err)
 	}
-	info, err := cluster.Rbd(ctx, "info", "--format", "json", cluster.Pool+"/img")
+	info, err := cluster.Rbd(ctx, "info", "--format", "json", img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +57,9 @@ func TestClusterUsable(t *testing.T) {
 	}
 	if err := json.Unmarshal(info, &ii); err != nil || ii.Size != 16<<20 {
 		t.Fatalf("rbd info: %s (%v)", info, err)
+	}
+	if _, err := cluster.Rbd(ctx, "rm", "--no-progress", img); err != nil {
+		t.Fatal(err)
 	}
 }
 
