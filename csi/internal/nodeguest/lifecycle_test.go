@@ -15,6 +15,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // TestLifecycleGuest walks one volume through the whole CSI lifecycle
@@ -87,7 +88,7 @@ func TestLifecycleGuest(t *testing.T) {
 			return err
 		}
 		var err error
-		sum, err = writeRandomFile(target+"/data", 8*mib)
+		sum, err = guestio.WriteRandomFile(target+"/data", 8*mib)
 		return err
 	})
 	var total0 int64
@@ -129,7 +130,7 @@ func TestLifecycleGuest(t *testing.T) {
 		if total < total0+48*mib {
 			return fmt.Errorf("file system size %d after the expansion, %d before", total, total0)
 		}
-		return checkSum(target+"/data", sum)
+		return guestio.CheckSum(target+"/data", sum)
 	})
 	timed(t, "NodeUnpublishVolume + NodeUnstageVolume (device free)", func() error {
 		if _, err := p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
@@ -153,7 +154,7 @@ func TestLifecycleGuest(t *testing.T) {
 		if err := stage(); err != nil {
 			return err
 		}
-		if err := checkSum(stagePath+"/data", sum); err != nil {
+		if err := guestio.CheckSum(stagePath+"/data", sum); err != nil {
 			return err
 		}
 		if _, err := checkStats(ctx, p, id, stagePath, 8*mib); err != nil {

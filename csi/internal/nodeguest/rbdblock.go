@@ -14,6 +14,8 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
+
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // rwoBlock is a raw block volume for one writer.
@@ -56,7 +58,7 @@ func (r *rbdScenario) stageBlock(ctx context.Context) error {
 	}
 	r.block.first = make([]byte, blockBytes/2)
 	rand.Read(r.block.first)
-	return directIO(bTarget, r.block.first, 0)
+	return guestio.DirectIO(bTarget, r.block.first, 0)
 }
 
 func (r *rbdScenario) publishBlock(ctx context.Context) error {
@@ -84,7 +86,7 @@ func (r *rbdScenario) checkBlock(ctx context.Context) error {
 	}
 	second := make([]byte, blockBytes/2)
 	rand.Read(second)
-	if err := directIO(bTarget, second, blockBytes/2); err != nil {
+	if err := guestio.DirectIO(bTarget, second, blockBytes/2); err != nil {
 		return err
 	}
 	sum := sha256.Sum256(append(append([]byte{}, r.block.first...), second...))
@@ -125,7 +127,7 @@ func directRead(path string, n int, off int64) ([]byte, error) {
 
 // kernelLog returns the kernel log's lines.
 func kernelLog() []string {
-	return strings.Split(dmesgTail(1<<20), "\n")
+	return strings.Split(guestio.DmesgTail(1<<20), "\n")
 }
 
 // reconnects returns the kernel log lines about /dev/nbd<idx> (the dead

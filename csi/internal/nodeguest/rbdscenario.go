@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/pmorjan/kmod"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -44,7 +44,7 @@ type rbdScenario struct {
 
 func runRBDScenario(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rbd-scenario", flag.ContinueOnError)
-	r := &rbdScenario{scenario: scenario{timings: map[string]float64{}, facts: map[string]any{}}}
+	r := &rbdScenario{scenario: scenario{Report: guestio.NewReport()}}
 	fs.StringVar(&r.mon, "mon", "", "mon_host of the cluster")
 	fs.StringVar(&r.user, "user", "admin", "Ceph user, without client.")
 	keyring := fs.String("keyring", "/etc/ceph/keyring", "keyring holding the user's key")
@@ -76,15 +76,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	if r.p != nil {
 		r.p.kill()
 	}
-	if err != nil {
-		fmt.Println("--- dmesg (tail)")
-		fmt.Println(dmesgTail(40))
-		fmt.Printf("RESULT fail %v\n", err)
-		return err
-	}
-	out, _ := json.Marshal(map[string]any{"timings_s": r.timings, "facts": r.facts})
-	fmt.Printf("RESULT ok %s\n", out)
-	return nil
+	return r.Finish(err)
 }
 
 // readKey returns the key of a keyring file ("key = ..." line).
@@ -123,13 +115,13 @@ func (r *rbdScenario) publishRBD(ctx context.Context) error {
 }
 
 func (r *rbdScenario) run(ctx context.Context) error {
-	if err := r.step("setup: modules, config", r.setup); err != nil {
+	if err := r.Step("setup: modules, config", r.setup); err != nil {
 		return err
 	}
-	if err := r.step("plugin start (rbd opener)", func() error { return r.startPlugin(ctx, "plugin-1") }); err != nil {
+	if err := r.Step("plugin start (rbd opener)", func() error { return r.startPlugin(ctx, "plugin-1") }); err != nil {
 		return err
 	}
-	if err := r.step("NodeStage ext4 on RBD (open, attach, mkfs, mount)", func() error {
+	if err := r.Step("NodeStage ext4 on RBD (open, attach, mkfs, mount)", func() error {
 		if err := r.stageRBD(ctx); err != nil {
 			return err
 		}
@@ -138,24 +130,24 @@ func (r *rbdScenario) run(ctx context.Context) error {
 			return err
 		}
 		r.devIdx = idx
-		r.facts["device"] = fmt.Sprintf("/dev/nbd%d", idx)
+		r.Facts["device"] = fmt.Sprintf("/dev/nbd%d", idx)
 		return r.stageRBD(ctx) // idempotent
 	}); err != nil {
 		return err
 	}
 	var sumA string
-	if err := r.step("NodePublish rw, write 8 MiB", func() error {
+	if err := r.Step("NodePublish rw, write 8 MiB", func() error {
 		if err := r.publishRBD(ctx); err != nil {
 			return err
 		}
 		var err error
-		sumA, err = writeRandomFile(target1+"/A", 8*mib)
+		sumA, err = guestio.WriteRandomFile(target1+"/A", 8*mib)
 		return err
 	}); err != nil {
 		return err
 	}
 	if r.block.vol != "" {
-		if err := r.step("NodeStage + NodePublish a raw block volume on RBD, write 4 MiB (O_DIRECT)", func() error {
+		if err := r.Step("NodeStage + NodePublish a raw block volume on RBD, write 4 MiB (O_DIRECT)", func() error {
 			return r.stageBlock(ctx)
 		}); err != nil {
 			return err
@@ -163,7 +155,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 
 	if r.xfs.vol != "" {
-		if err := r.step("NodeStage + NodePublish xfs on RBD (mkfs.xfs, mount), write 8 MiB, start a writer", func() error {
+		if err := r.Step("NodeStage + NodePublish xfs on RBD (mkfs.xfs, mount), write 8 MiB, start a writer", func() error {
 			return r.startXFS(ctx)
 		}); err != nil {
 			return err
@@ -181,8 +173,8 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 	r.p.kill()
 	r.p = nil
-	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
-	if err := r.step("I/O held while no plugin", func() error {
+	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", guestio.Uptime())
+	if err := r.Step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
 		before := writer.Synced()
 		var xBefore int64
@@ -202,59 +194,59 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.step("plugin restart (reopens the image, takes the lock and the device over)", func() error {
+	if err := r.Step("plugin restart (reopens the image, takes the lock and the device over)", func() error {
 		if err := r.startPlugin(ctx, "plugin-2"); err != nil {
 			return err
 		}
-		r.timings["restart: plugin Start (reopen + reattach)"] = r.p.startup
+		r.Timings["restart: plugin Start (reopen + reattach)"] = r.p.startup
 		return nil
 	}); err != nil {
 		return err
 	}
-	r.timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
+	r.Timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
 	var resB guestio.Result
-	if err := r.step("blocked writes resume, nothing lost", func() error {
+	if err := r.Step("blocked writes resume, nothing lost", func() error {
 		t := time.Now()
 		if !writer.WaitProgress(1, 120*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
 		stall := time.Since(lastBefore).Seconds()
-		r.timings["restart: I/O stall (last write synced before SIGKILL to first after)"] = stall
+		r.Timings["restart: I/O stall (last write synced before SIGKILL to first after)"] = stall
 		fmt.Printf("### I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", stall, time.Since(killed).Seconds())
 		if !writer.WaitProgress(3, 120*time.Second) {
 			return errors.New("the writer is blocked again")
 		}
-		r.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
+		r.Timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
 		resB = writer.Finish()
 		if resB.Err != nil {
 			return resB.Err
 		}
-		r.facts["writer_bytes_across_kill"] = resB.Bytes
-		if err := checkSum(target1+"/A", sumA); err != nil {
+		r.Facts["writer_bytes_across_kill"] = resB.Bytes
+		if err := guestio.CheckSum(target1+"/A", sumA); err != nil {
 			return err
 		}
-		return checkSum(target1+"/B", resB.Sum)
+		return guestio.CheckSum(target1+"/B", resB.Sum)
 	}); err != nil {
 		return err
 	}
 	if r.xfs.vol != "" {
-		if err := r.step("xfs: blocked writes resume, nothing lost", func() error {
+		if err := r.Step("xfs: blocked writes resume, nothing lost", func() error {
 			return r.xfsResumed(killed)
 		}); err != nil {
 			return err
 		}
 	}
 	if r.block.vol != "" {
-		if err := r.step("block volume after restart: data intact (O_DIRECT), written again", func() error {
+		if err := r.Step("block volume after restart: data intact (O_DIRECT), written again", func() error {
 			return r.checkBlock(ctx)
 		}); err != nil {
 			return err
 		}
 	}
-	if err := r.step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
+	if err := r.Step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
 		return err
 	}
-	if err := r.step("after restart: stage and publish are idempotent, volume healthy", func() error {
+	if err := r.Step("after restart: stage and publish are idempotent, volume healthy", func() error {
 		if err := r.stageRBD(ctx); err != nil {
 			return err
 		}
@@ -265,13 +257,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.step("NodeExpandVolume online after rbd resize (64 -> 128 MiB, resize2fs)", func() error {
+	if err := r.Step("NodeExpandVolume online after rbd resize (64 -> 128 MiB, resize2fs)", func() error {
 		return r.expand(ctx, sumA)
 	}); err != nil {
 		return err
 	}
 	if r.xfs.vol != "" {
-		if err := r.step("xfs: unstage, stage again (remount): every byte verifies; unstage", func() error {
+		if err := r.Step("xfs: unstage, stage again (remount): every byte verifies; unstage", func() error {
 			return r.remountXFS(ctx)
 		}); err != nil {
 			return err
@@ -279,7 +271,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 	fmt.Printf("FILE A %s %d\n", sumA, 8*mib)
 	fmt.Printf("FILE B %s %d\n", resB.Sum, resB.Bytes)
-	if err := r.step("NodeUnpublish + NodeUnstage: device free, image closed", func() error {
+	if err := r.Step("NodeUnpublish + NodeUnstage: device free, image closed", func() error {
 		if _, err := r.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: r.vol, TargetPath: target1}); err != nil {
 			return err
 		}
@@ -301,7 +293,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		return err
 	}
 	if r.krbd {
-		return r.step("kernel rbd driver maps the image: a third reader", r.kernelRBD)
+		return r.Step("kernel rbd driver maps the image: a third reader", r.kernelRBD)
 	}
 	return nil
 }
@@ -393,7 +385,7 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 	if err := img.CloseContext(ctx); err != nil {
 		return err
 	}
-	r.timings["expand: rbd resize by a second client"] = time.Since(t).Seconds()
+	r.Timings["expand: rbd resize by a second client"] = time.Since(t).Seconds()
 	res, err := r.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
 		VolumeId: r.vol, VolumePath: target1, StagingTargetPath: staging, VolumeCapability: rwo,
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 * mib},
@@ -407,7 +399,7 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", r.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(128*mib/512) {
 		return fmt.Errorf("device size %s sectors", size)
 	}
-	return checkSum(target1+"/A", sumA)
+	return guestio.CheckSum(target1+"/A", sumA)
 }
 
 // setup loads the file system modules (the node loads nbd.ko itself) and

@@ -74,7 +74,7 @@ func (r *rbdScenario) startXFS(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if r.xfs.sumX, err = writeRandomFile(xTarget+"/X", 8*mib); err != nil {
+	if r.xfs.sumX, err = guestio.WriteRandomFile(xTarget+"/X", 8*mib); err != nil {
 		return err
 	}
 	r.xfs.writer = startStreamWriter(xTarget + "/B")
@@ -108,7 +108,7 @@ func (r *rbdScenario) xfsResumed(killed time.Time) error {
 		return errors.New("the xfs writer is still blocked")
 	}
 	stall := at.Sub(r.xfs.lastBefore).Seconds()
-	r.timings["restart: xfs I/O stall (last write synced before SIGKILL to first after)"] = stall
+	r.Timings["restart: xfs I/O stall (last write synced before SIGKILL to first after)"] = stall
 	fmt.Printf("### xfs I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", stall, at.Sub(killed).Seconds())
 	if !r.xfs.writer.WaitProgress(3, 120*time.Second) {
 		return errors.New("the xfs writer is blocked again")
@@ -117,11 +117,11 @@ func (r *rbdScenario) xfsResumed(killed time.Time) error {
 	if r.xfs.res.Err != nil {
 		return r.xfs.res.Err
 	}
-	r.facts["xfs_writer_bytes_across_kill"] = r.xfs.res.Bytes
-	if err := checkSum(xTarget+"/X", r.xfs.sumX); err != nil {
+	r.Facts["xfs_writer_bytes_across_kill"] = r.xfs.res.Bytes
+	if err := guestio.CheckSum(xTarget+"/X", r.xfs.sumX); err != nil {
 		return err
 	}
-	return checkSum(xTarget+"/B", r.xfs.res.Sum)
+	return guestio.CheckSum(xTarget+"/B", r.xfs.res.Sum)
 }
 
 // remountXFS unpublishes and unstages the xfs volume (unmount, NBD
@@ -135,7 +135,7 @@ func (r *rbdScenario) remountXFS(ctx context.Context) error {
 	if _, err := r.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: r.xfs.vol, StagingTargetPath: xStaging}); err != nil {
 		return err
 	}
-	r.timings["xfs: unpublish + unstage"] = time.Since(t).Seconds()
+	r.Timings["xfs: unpublish + unstage"] = time.Since(t).Seconds()
 	if _, err := findCookie(r.xfs.vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
 		return fmt.Errorf("a device still carries the xfs volume after the unstage: %v", err)
 	}
@@ -146,11 +146,11 @@ func (r *rbdScenario) remountXFS(ctx context.Context) error {
 	if err := r.stageXFS(ctx); err != nil {
 		return fmt.Errorf("stage again: %w", err)
 	}
-	r.timings["xfs: stage again (mount, log recovery if any)"] = time.Since(t).Seconds()
-	if err := checkSum(xStaging+"/X", r.xfs.sumX); err != nil {
+	r.Timings["xfs: stage again (mount, log recovery if any)"] = time.Since(t).Seconds()
+	if err := guestio.CheckSum(xStaging+"/X", r.xfs.sumX); err != nil {
 		return err
 	}
-	if err := checkSum(xStaging+"/B", r.xfs.res.Sum); err != nil {
+	if err := guestio.CheckSum(xStaging+"/B", r.xfs.res.Sum); err != nil {
 		return err
 	}
 	fmt.Printf("    xfs after remount: X (8 MiB) and B (%d bytes, written across the restart) verify\n", r.xfs.res.Bytes)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 const (
@@ -53,47 +52,28 @@ var (
 )
 
 type scenario struct {
-	timings map[string]float64
-	facts   map[string]any
-	p       *plugin
-	devIdx  int
+	*guestio.Report
+	p      *plugin
+	devIdx int
 }
 
 func runScenario(ctx context.Context) error {
-	s := &scenario{timings: map[string]float64{}, facts: map[string]any{}}
+	s := &scenario{Report: guestio.NewReport()}
 	err := s.run(ctx)
 	if s.p != nil {
 		s.p.kill()
 	}
-	if err != nil {
-		fmt.Println("--- dmesg (tail)")
-		fmt.Println(dmesgTail(40))
-		fmt.Printf("RESULT fail %v\n", err)
-		return err
-	}
-	timeouts := 0
-	for _, l := range strings.Split(dmesgTail(2000), "\n") {
-		if strings.Contains(l, "nbd") && (strings.Contains(l, "timed out") || strings.Contains(l, "I/O error")) {
-			fmt.Println("    dmesg:", l)
-			timeouts++
+	if err == nil {
+		timeouts := 0
+		for _, l := range strings.Split(guestio.DmesgTail(2000), "\n") {
+			if strings.Contains(l, "nbd") && (strings.Contains(l, "timed out") || strings.Contains(l, "I/O error")) {
+				fmt.Println("    dmesg:", l)
+				timeouts++
+			}
 		}
+		s.Facts["kernel_nbd_errors_or_timeouts"] = timeouts
 	}
-	s.facts["kernel_nbd_errors_or_timeouts"] = timeouts
-	out, _ := json.Marshal(map[string]any{"timings_s": s.timings, "facts": s.facts})
-	fmt.Printf("RESULT ok %s\n", out)
-	return nil
-}
-
-func (s *scenario) step(name string, fn func() error) error {
-	fmt.Printf("### [%6.2fs] %s\n", uptime(), name)
-	t := time.Now()
-	if err := fn(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	d := time.Since(t).Seconds()
-	s.timings[name] = d
-	fmt.Printf("    %s: %.3fs\n", name, d)
-	return nil
+	return s.Finish(err)
 }
 
 func mountCap(mode csipb.VolumeCapability_AccessMode_Mode, flags ...string) *csipb.VolumeCapability {
@@ -135,17 +115,17 @@ func wantCode(err error, c codes.Code) error {
 }
 
 func (s *scenario) run(ctx context.Context) error {
-	if err := s.step("setup: modules, config, images", func() error { return setup(ctx) }); err != nil {
+	if err := s.Step("setup: modules, config, images", func() error { return setup(ctx) }); err != nil {
 		return err
 	}
-	if err := s.step("plugin start (empty state)", func() error {
+	if err := s.Step("plugin start (empty state)", func() error {
 		var err error
 		s.p, err = startPlugin(ctx, "plugin-1")
 		return err
 	}); err != nil {
 		return err
 	}
-	if err := s.step("NodeGetInfo + NodeGetCapabilities", func() error {
+	if err := s.Step("NodeGetInfo + NodeGetCapabilities", func() error {
 		info, err := s.p.node.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
 		if err != nil {
 			return err
@@ -165,7 +145,7 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.step("NodeStage ext4 (attach, mkfs, mount)", func() error {
+	if err := s.Step("NodeStage ext4 (attach, mkfs, mount)", func() error {
 		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
 			return err
 		}
@@ -173,7 +153,7 @@ func (s *scenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.step("NodeStage idempotency", func() error {
+	if err := s.Step("NodeStage idempotency", func() error {
 		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
 			return fmt.Errorf("same request again: %w", err)
 		}
@@ -189,7 +169,7 @@ func (s *scenario) run(ctx context.Context) error {
 	}
 
 	var sumA string
-	if err := s.step("NodePublish rw + ro, write 8 MiB", func() error {
+	if err := s.Step("NodePublish rw + ro, write 8 MiB", func() error {
 		if err := s.publish(ctx, fsVol, staging, target1, rwo, false); err != nil {
 			return err
 		}
@@ -203,10 +183,10 @@ func (s *scenario) run(ctx context.Context) error {
 			return fmt.Errorf("second target, read-only: %w", err)
 		}
 		var err error
-		if sumA, err = writeRandomFile(target1+"/A", 8*mib); err != nil {
+		if sumA, err = guestio.WriteRandomFile(target1+"/A", 8*mib); err != nil {
 			return err
 		}
-		if err := checkSum(target2+"/A", sumA); err != nil {
+		if err := guestio.CheckSum(target2+"/A", sumA); err != nil {
 			return fmt.Errorf("through the read-only target: %w", err)
 		}
 		if err := os.WriteFile(target2+"/nope", nil, 0o644); !errors.Is(err, unix.EROFS) {
@@ -216,7 +196,7 @@ func (s *scenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.step("NodeGetVolumeStats + NodeGetVolumeHealth", func() error {
+	if err := s.Step("NodeGetVolumeStats + NodeGetVolumeHealth", func() error {
 		st, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: target1, StagingTargetPath: staging})
 		if err != nil {
 			return err
@@ -225,7 +205,7 @@ func (s *scenario) run(ctx context.Context) error {
 		if len(u) != 2 || u[0].GetTotal() < 50*mib || u[0].GetUsed() < 8*mib || u[1].GetTotal() == 0 {
 			return fmt.Errorf("stats %v", st)
 		}
-		s.facts["stats_bytes_total_used"] = []int64{u[0].GetTotal(), u[0].GetUsed()}
+		s.Facts["stats_bytes_total_used"] = []int64{u[0].GetTotal(), u[0].GetUsed()}
 		if err := wantCode(func() error {
 			_, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: "/tmp"})
 			return err
@@ -245,8 +225,8 @@ func (s *scenario) run(ctx context.Context) error {
 	killed := time.Now()
 	s.p.kill()
 	s.p = nil
-	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", uptime())
-	if err := s.step("I/O held while no plugin", func() error {
+	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", guestio.Uptime())
+	if err := s.Step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
 		before := writer.Synced()
 		if writer.WaitProgress(2, 1500*time.Millisecond) {
@@ -256,39 +236,39 @@ func (s *scenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.step("plugin restart (takes the device over)", func() error {
+	if err := s.Step("plugin restart (takes the device over)", func() error {
 		var err error
 		s.p, err = startPlugin(ctx, "plugin-2")
 		if err != nil {
 			return err
 		}
-		s.timings["restart: plugin Start (reopen + reattach)"] = s.p.startup
+		s.Timings["restart: plugin Start (reopen + reattach)"] = s.p.startup
 		return nil
 	}); err != nil {
 		return err
 	}
-	s.timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
+	s.Timings["restart: SIGKILL to serving again"] = time.Since(killed).Seconds()
 	var sumB string
-	if err := s.step("blocked writes resume, nothing lost", func() error {
+	if err := s.Step("blocked writes resume, nothing lost", func() error {
 		t := time.Now()
 		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
-		s.timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
+		s.Timings["restart: serving to writes resumed"] = time.Since(t).Seconds()
 		r := writer.Finish()
 		if r.Err != nil {
 			return r.Err
 		}
 		sumB = r.Sum
-		s.facts["writer_bytes_across_kill"] = r.Bytes
-		if err := checkSum(target1+"/A", sumA); err != nil {
+		s.Facts["writer_bytes_across_kill"] = r.Bytes
+		if err := guestio.CheckSum(target1+"/A", sumA); err != nil {
 			return err
 		}
-		return checkSum(target1+"/B", sumB)
+		return guestio.CheckSum(target1+"/B", sumB)
 	}); err != nil {
 		return err
 	}
-	if err := s.step("after restart: calls are idempotent, volume healthy", func() error {
+	if err := s.Step("after restart: calls are idempotent, volume healthy", func() error {
 		if err := s.stage(ctx, fsVol, staging, rwo); err != nil {
 			return err
 		}
@@ -303,7 +283,7 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.step("NodeExpandVolume online (64 -> 128 MiB, resize2fs)", func() error {
+	if err := s.Step("NodeExpandVolume online (64 -> 128 MiB, resize2fs)", func() error {
 		var before unix.Statfs_t
 		unix.Statfs(target1, &before)
 		// The controller's part: grow the image.
@@ -325,7 +305,7 @@ func (s *scenario) run(ctx context.Context) error {
 		}
 		var after unix.Statfs_t
 		unix.Statfs(target1, &after)
-		s.facts["fs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
+		s.Facts["fs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
 		if after.Blocks <= before.Blocks*3/2 {
 			return fmt.Errorf("file system blocks %d -> %d", before.Blocks, after.Blocks)
 		}
@@ -340,12 +320,12 @@ func (s *scenario) run(ctx context.Context) error {
 		}(), codes.OutOfRange); err != nil {
 			return err
 		}
-		return checkSum(target1+"/A", sumA)
+		return guestio.CheckSum(target1+"/A", sumA)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("graceful handover under writes (SIGTERM + restart)", func() error {
+	if err := s.Step("graceful handover under writes (SIGTERM + restart)", func() error {
 		w := startStreamWriter(target1 + "/C")
 		if !w.WaitProgress(4, 30*time.Second) {
 			return errors.New("the writer does not progress")
@@ -356,48 +336,48 @@ func (s *scenario) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.timings["handover: plugin Close (release)"] = closeTook
+		s.Timings["handover: plugin Close (release)"] = closeTook
 		if s.p, err = startPlugin(ctx, "plugin-3"); err != nil {
 			return err
 		}
 		if !w.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked after the handover")
 		}
-		s.timings["handover: SIGTERM to writes resumed"] = time.Since(t).Seconds()
+		s.Timings["handover: SIGTERM to writes resumed"] = time.Since(t).Seconds()
 		r := w.Finish()
 		if r.Err != nil {
 			return r.Err
 		}
-		return checkSum(target1+"/C", r.Sum)
+		return guestio.CheckSum(target1+"/C", r.Sum)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("restart without credentials or image: not served until a call brings them", func() error {
+	if err := s.Step("restart without credentials or image: not served until a call brings them", func() error {
 		return s.restartWithoutAccess(ctx, sumA)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("block volume: stage, publish, O_DIRECT I/O, stats", func() error { return s.blockVolume(ctx) }); err != nil {
+	if err := s.Step("block volume: stage, publish, O_DIRECT I/O, stats", func() error { return s.blockVolume(ctx) }); err != nil {
 		return err
 	}
-	if err := s.step("block volume: cluster stalls past the request timeout, watchdog reattaches", func() error {
+	if err := s.Step("block volume: cluster stalls past the request timeout, watchdog reattaches", func() error {
 		return s.stallAndReattach(ctx)
 	}); err != nil {
 		return err
 	}
-	if err := s.step("block volume: plugin dies before writing its state", func() error { return s.lostState(ctx) }); err != nil {
+	if err := s.Step("block volume: plugin dies before writing its state", func() error { return s.lostState(ctx) }); err != nil {
 		return err
 	}
 
-	if err := s.step("xfs volume: mkfs.xfs, write, online expand with xfs_growfs, unstage", func() error {
+	if err := s.Step("xfs volume: mkfs.xfs, write, online expand with xfs_growfs, unstage", func() error {
 		return s.xfsVolume(ctx)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("NodeUnpublish (twice) + NodeUnstage (twice): device free", func() error {
+	if err := s.Step("NodeUnpublish (twice) + NodeUnstage (twice): device free", func() error {
 		for range 2 {
 			for _, t := range []string{target1, target2} {
 				if _, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: fsVol, TargetPath: t}); err != nil {
@@ -418,15 +398,15 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.step("stage again read-only: the data is all there", func() error {
+	if err := s.Step("stage again read-only: the data is all there", func() error {
 		ro := mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY)
 		if err := s.stage(ctx, fsVol, staging, ro); err != nil {
 			return err
 		}
-		if err := checkSum(staging+"/A", sumA); err != nil {
+		if err := guestio.CheckSum(staging+"/A", sumA); err != nil {
 			return err
 		}
-		if err := checkSum(staging+"/B", sumB); err != nil {
+		if err := guestio.CheckSum(staging+"/B", sumB); err != nil {
 			return err
 		}
 		if err := os.WriteFile(staging+"/nope", nil, 0o644); !errors.Is(err, unix.EROFS) {
@@ -453,7 +433,7 @@ func (s *scenario) checkStaged() error {
 	}
 	s.devIdx = idx
 	dev := fmt.Sprintf("/dev/nbd%d", idx)
-	s.facts["device"] = dev
+	s.Facts["device"] = dev
 	m, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return err
@@ -483,7 +463,7 @@ func (s *scenario) checkStaged() error {
 			return errors.New("the state record holds the key")
 		}
 	}
-	s.facts["state_files"] = names
+	s.Facts["state_files"] = names
 	if len(names) != 2 {
 		return fmt.Errorf("state directory holds %v, want a record and a secret", names)
 	}
@@ -554,7 +534,7 @@ func (s *scenario) blockVolume(ctx context.Context) error {
 	}
 	data := make([]byte, 4*mib)
 	rand.Read(data)
-	if err := directIO(bTarget, data, 8*mib); err != nil {
+	if err := guestio.DirectIO(bTarget, data, 8*mib); err != nil {
 		return err
 	}
 	// The bytes are in the image.
@@ -626,7 +606,7 @@ func (s *scenario) restartWithoutAccess(ctx context.Context, sumA string) error 
 	if err := writeFileSync(target1+"/D", []byte("after the takeover")); err != nil {
 		return err
 	}
-	return checkSum(target1+"/A", sumA)
+	return guestio.CheckSum(target1+"/A", sumA)
 }
 
 // stallAndReattach holds all I/O longer than the kernel's request
@@ -662,14 +642,14 @@ func (s *scenario) stallAndReattach(ctx context.Context) error {
 			return err
 		}
 	}
-	s.timings["stall: reads held, then done"] = time.Since(start).Seconds()
+	s.Timings["stall: reads held, then done"] = time.Since(start).Seconds()
 	if _, err := s.p.expect(ctx, "reattached"); err != nil {
 		return err
 	}
 	// The device works on.
 	data := make([]byte, mib)
 	rand.Read(data)
-	if err := directIO(bTarget, data, 12*mib); err != nil {
+	if err := guestio.DirectIO(bTarget, data, 12*mib); err != nil {
 		return err
 	}
 	return s.healthy(ctx, blockVol)
@@ -740,7 +720,7 @@ func (s *scenario) lostState(ctx context.Context) error {
 	}
 	data := make([]byte, mib)
 	rand.Read(data)
-	if err := directIO(bTarget, data, 16*mib); err != nil {
+	if err := guestio.DirectIO(bTarget, data, 16*mib); err != nil {
 		return err
 	}
 	if _, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: blockVol, TargetPath: bTarget}); err != nil {
@@ -812,7 +792,7 @@ func (s *scenario) xfsVolume(ctx context.Context) error {
 	if !mounted {
 		return errors.New("no xfs mounted at the staging path")
 	}
-	sum, err := writeRandomFile(xStaging+"/X", 4*mib)
+	sum, err := guestio.WriteRandomFile(xStaging+"/X", 4*mib)
 	if err != nil {
 		return err
 	}
@@ -829,11 +809,11 @@ func (s *scenario) xfsVolume(ctx context.Context) error {
 		return err
 	}
 	unix.Statfs(xStaging, &after)
-	s.facts["xfs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
+	s.Facts["xfs_blocks_before_after_expand"] = []uint64{before.Blocks, after.Blocks}
 	if r.GetCapacityBytes() != 480*mib || after.Blocks <= before.Blocks*5/4 {
 		return fmt.Errorf("capacity %d, blocks %d -> %d", r.GetCapacityBytes(), before.Blocks, after.Blocks)
 	}
-	if err := checkSum(xStaging+"/X", sum); err != nil {
+	if err := guestio.CheckSum(xStaging+"/X", sum); err != nil {
 		return err
 	}
 	if _, err := s.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: xfsVol, StagingTargetPath: xStaging}); err != nil {
@@ -899,89 +879,4 @@ func findCookie(cookie string) (int, error) {
 		}
 	}
 	return -1, kernel.ErrNoSuchDevice
-}
-
-// directIO writes data at off with O_DIRECT, then reads it back so.
-func directIO(path string, data []byte, off int64) error {
-	buf, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(buf)
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	copy(buf, data)
-	if _, err := f.WriteAt(buf, off); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	clear(buf)
-	if _, err := f.ReadAt(buf, off); err != nil {
-		return err
-	}
-	if !bytes.Equal(buf, data) {
-		return errors.New("O_DIRECT read-back differs")
-	}
-	return nil
-}
-
-func writeRandomFile(path string, n int) (string, error) {
-	data := make([]byte, n)
-	rand.Read(data)
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func checkSum(path, want string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(b)
-	if got := hex.EncodeToString(sum[:]); got != want {
-		return fmt.Errorf("%s: sha256 %s, want %s", path, got[:16], want[:16])
-	}
-	return nil
-}
-
-func uptime() float64 {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return -1
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
-	return f
-}
-
-func dmesgTail(lines int) string {
-	buf := make([]byte, 1<<18)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return "dmesg: " + err.Error()
-	}
-	l := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
 }

@@ -12,6 +12,8 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // TestTwoNodesGuest runs two purerbd-csi node plugins side by side, as
@@ -92,7 +94,7 @@ func TestTwoNodesGuest(t *testing.T) {
 			return err
 		}
 		var err error
-		sum, err = writeRandomFile(paths[a][1]+"/from-a", 4*mib)
+		sum, err = guestio.WriteRandomFile(paths[a][1]+"/from-a", 4*mib)
 		return err
 	})
 	timed(t, "node-b's NodeStage is refused (twice), node-a keeps writing", func() error {
@@ -106,7 +108,7 @@ func TestTwoNodesGuest(t *testing.T) {
 		if err := writeFileSync(paths[a][1]+"/after-refusal", []byte("node-a still writes")); err != nil {
 			return err
 		}
-		return checkSum(paths[a][1]+"/from-a", sum)
+		return guestio.CheckSum(paths[a][1]+"/from-a", sum)
 	})
 	var unstaged time.Time
 	timed(t, "node-a unpublishes and unstages", func() error {
@@ -122,7 +124,7 @@ func TestTwoNodesGuest(t *testing.T) {
 		if err := publish(b); err != nil {
 			return err
 		}
-		if err := checkSum(paths[b][1]+"/from-a", sum); err != nil {
+		if err := guestio.CheckSum(paths[b][1]+"/from-a", sum); err != nil {
 			return err
 		}
 		got, err := os.ReadFile(paths[b][1] + "/after-refusal")

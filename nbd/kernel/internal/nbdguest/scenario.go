@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/pmorjan/kmod"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,60 +34,40 @@ const (
 
 // scenario holds what the steps share.
 type scenario struct {
-	start   time.Time
-	client  *kernel.Client
-	timings map[string]float64
-	facts   map[string]any
+	start  time.Time
+	client *kernel.Client
+	*guestio.Report
 }
 
 func runScenario(ctx context.Context) error {
-	s := &scenario{start: time.Now(), timings: map[string]float64{}, facts: map[string]any{}}
+	s := &scenario{start: time.Now(), Report: guestio.NewReport()}
 	err := s.run(ctx)
-	if err != nil {
-		fmt.Println("--- dmesg (tail)")
-		fmt.Println(dmesgTail(40))
-		fmt.Printf("RESULT fail %v\n", err)
-		return err
-	}
-	// Request timeouts are not failures (a loaded host can starve the
-	// emulated CPU), but they are worth seeing.
-	timeouts := 0
-	for _, l := range strings.Split(dmesgTail(1000), "\n") {
-		if strings.Contains(l, "nbd") && strings.Contains(l, "timed out") {
-			fmt.Println("    dmesg:", l)
-			timeouts++
+	if err == nil {
+		// Request timeouts are not failures (a loaded host can starve the
+		// emulated CPU), but they are worth seeing.
+		timeouts := 0
+		for _, l := range strings.Split(guestio.DmesgTail(1000), "\n") {
+			if strings.Contains(l, "nbd") && strings.Contains(l, "timed out") {
+				fmt.Println("    dmesg:", l)
+				timeouts++
+			}
 		}
+		s.Facts["kernel_request_timeouts"] = timeouts
 	}
-	s.facts["kernel_request_timeouts"] = timeouts
-	out, _ := json.Marshal(map[string]any{"timings_s": s.timings, "facts": s.facts})
-	fmt.Printf("RESULT ok %s\n", out)
-	return nil
-}
-
-// step runs fn and records how long it took.
-func (s *scenario) step(name string, fn func() error) error {
-	fmt.Printf("### [%6.2fs] %s\n", uptime(), name)
-	t := time.Now()
-	if err := fn(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	d := time.Since(t).Seconds()
-	s.timings[name] = d
-	fmt.Printf("    %s: %.3fs\n", name, d)
-	return nil
+	return s.Finish(err)
 }
 
 func (s *scenario) run(ctx context.Context) error {
-	if err := s.step("load modules", func() error { return loadModules(ctx) }); err != nil {
+	if err := s.Step("load modules", func() error { return loadModules(ctx) }); err != nil {
 		return err
 	}
-	if err := s.step("open netlink client", func() error {
+	if err := s.Step("open netlink client", func() error {
 		var err error
 		s.client, err = kernel.Open(ctx, kernel.ClientConfig{Trace: traceFirst(6)})
 		if err != nil {
 			return err
 		}
-		s.facts["backend_identifier"] = s.client.BackendIdentifierSupported()
+		s.Facts["backend_identifier"] = s.client.BackendIdentifierSupported()
 		if !s.client.BackendIdentifierSupported() {
 			return errors.New("this kernel should know backend cookies")
 		}
@@ -96,16 +76,16 @@ func (s *scenario) run(ctx context.Context) error {
 			return err
 		}
 		fmt.Printf("    status: %v\n", l)
-		s.facts["devices_at_load"] = len(l)
+		s.Facts["devices_at_load"] = len(l)
 		return nil
 	}); err != nil {
 		return err
 	}
 	defer s.client.Close()
-	if err := s.step("memory backend in process", func() error { return s.memoryInProcess(ctx) }); err != nil {
+	if err := s.Step("memory backend in process", func() error { return s.memoryInProcess(ctx) }); err != nil {
 		return err
 	}
-	if err := s.step("read-only, no cookie, destroy on disconnect", func() error { return s.readOnlyDestroy(ctx) }); err != nil {
+	if err := s.Step("read-only, no cookie, destroy on disconnect", func() error { return s.readOnlyDestroy(ctx) }); err != nil {
 		return err
 	}
 	return s.reattachScenario(ctx)
@@ -175,10 +155,10 @@ func (s *scenario) memoryInProcess(ctx context.Context) error {
 	t := time.Now()
 	data := make([]byte, 8*mib)
 	rand.Read(data)
-	if err := directIO(dev.Path(), data, 4*mib); err != nil {
+	if err := guestio.DirectIO(dev.Path(), data, 4*mib); err != nil {
 		return err
 	}
-	s.timings["memory: 8 MiB O_DIRECT write+read"] = time.Since(t).Seconds()
+	s.Timings["memory: 8 MiB O_DIRECT write+read"] = time.Since(t).Seconds()
 	back := make([]byte, len(data))
 	if _, err := mem.ReadAt(ctx, back, 4*mib); err != nil {
 		return err
@@ -193,7 +173,7 @@ func (s *scenario) memoryInProcess(ctx context.Context) error {
 	if err := s.waitFree(ctx, idx); err != nil {
 		return err
 	}
-	s.timings["memory: detach until free"] = time.Since(t).Seconds()
+	s.Timings["memory: detach until free"] = time.Since(t).Seconds()
 	return nil
 }
 
@@ -255,7 +235,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}
 	var srv *child
 	var idx int
-	if err := s.step(fmt.Sprintf("attach (server process, %d conns)", fileConns), func() error {
+	if err := s.Step(fmt.Sprintf("attach (server process, %d conns)", fileConns), func() error {
 		var err error
 		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", strconv.Itoa(fileConns), "-dead", "60s", "-timeout", "10s")
 		if err != nil {
@@ -277,20 +257,20 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 	dev := "/dev/nbd" + strconv.Itoa(idx)
-	s.facts["device"] = dev
+	s.Facts["device"] = dev
 
-	if err := s.step("mkfs.ext4", func() error {
+	if err := s.Step("mkfs.ext4", func() error {
 		return run("/sbin/mke2fs", "-q", "-t", "ext4", "-F", dev)
 	}); err != nil {
 		return err
 	}
 	var sumA string
-	if err := s.step("mount + write 8 MiB + sync", func() error {
+	if err := s.Step("mount + write 8 MiB + sync", func() error {
 		if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
 			return fmt.Errorf("mount: %w", err)
 		}
 		var err error
-		sumA, err = writeRandomFile(mnt+"/A", 8*mib)
+		sumA, err = guestio.WriteRandomFile(mnt+"/A", 8*mib)
 		unix.Sync()
 		return err
 	}); err != nil {
@@ -304,11 +284,11 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}
 	killed := time.Now()
 	srv.kill()
-	fmt.Printf("### [%6.2fs] server SIGKILLed with writes in flight\n", uptime())
+	fmt.Printf("### [%6.2fs] server SIGKILLed with writes in flight\n", guestio.Uptime())
 	if c, err := s.client.Cookie(idx); err != nil || c != cookie {
 		return fmt.Errorf("cookie after the kill: %q %v", c, err)
 	}
-	if err := s.step("I/O blocked while no server", func() error {
+	if err := s.Step("I/O blocked while no server", func() error {
 		time.Sleep(500 * time.Millisecond)
 		before := writer.Synced()
 		if writer.WaitProgress(2, 1500*time.Millisecond) {
@@ -319,13 +299,13 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.step("reattach refusals", func() error { return s.refusals(ctx, idx) }); err != nil {
+	if err := s.Step("reattach refusals", func() error { return s.refusals(ctx, idx) }); err != nil {
 		return err
 	}
 
 	var srv2 *child
 	var reattached time.Time
-	if err := s.step("reattach (new process, same cookie)", func() error {
+	if err := s.Step("reattach (new process, same cookie)", func() error {
 		var err error
 		srv2, err = startChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
 		if err != nil {
@@ -343,26 +323,26 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	s.timings["kill to reattached"] = reattached.Sub(killed).Seconds()
+	s.Timings["kill to reattached"] = reattached.Sub(killed).Seconds()
 
 	var sumB string
-	if err := s.step("blocked writes resume", func() error {
+	if err := s.Step("blocked writes resume", func() error {
 		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked")
 		}
-		s.timings["reattached to writes resumed"] = time.Since(reattached).Seconds()
+		s.Timings["reattached to writes resumed"] = time.Since(reattached).Seconds()
 		r := writer.Finish()
 		if r.Err != nil {
 			return r.Err
 		}
 		sumB = r.Sum
-		s.facts["writer_bytes"] = r.Bytes
+		s.Facts["writer_bytes"] = r.Bytes
 		return nil
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("another server cannot steal a live device", func() error {
+	if err := s.Step("another server cannot steal a live device", func() error {
 		f, err := nbd.OpenFile(diskFile, true)
 		if err != nil {
 			return err
@@ -377,31 +357,31 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.step("verify after remount", func() error {
-		if err := checkSum(mnt+"/A", sumA); err != nil {
+	if err := s.Step("verify after remount", func() error {
+		if err := guestio.CheckSum(mnt+"/A", sumA); err != nil {
 			return err
 		}
-		if err := checkSum(mnt+"/B", sumB); err != nil {
+		if err := guestio.CheckSum(mnt+"/B", sumB); err != nil {
 			return err
 		}
 		if err := remount(dev); err != nil {
 			return err
 		}
-		if err := checkSum(mnt+"/A", sumA); err != nil {
+		if err := guestio.CheckSum(mnt+"/A", sumA); err != nil {
 			return err
 		}
-		return checkSum(mnt+"/B", sumB)
+		return guestio.CheckSum(mnt+"/B", sumB)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("fstrim reaches the backend as TRIM", func() error {
+	if err := s.Step("fstrim reaches the backend as TRIM", func() error {
 		return s.fstrim(ctx, srv2, dev, sumA, sumB)
 	}); err != nil {
 		return err
 	}
 
-	if err := s.step("online grow to 128 MiB + resize2fs", func() error {
+	if err := s.Step("online grow to 128 MiB + resize2fs", func() error {
 		var before unix.Statfs_t
 		unix.Statfs(mnt, &before)
 		if err := srv2.send(fmt.Sprint("resize ", 128*mib)); err != nil {
@@ -419,17 +399,17 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		}
 		var after unix.Statfs_t
 		unix.Statfs(mnt, &after)
-		s.facts["fs_blocks_before_after"] = []uint64{before.Blocks, after.Blocks}
+		s.Facts["fs_blocks_before_after"] = []uint64{before.Blocks, after.Blocks}
 		if after.Blocks <= before.Blocks*3/2 {
 			return fmt.Errorf("file system blocks %d -> %d", before.Blocks, after.Blocks)
 		}
-		return checkSum(mnt+"/A", sumA)
+		return guestio.CheckSum(mnt+"/A", sumA)
 	}); err != nil {
 		return err
 	}
 
 	var srv3 *child
-	if err := s.step("graceful handover under writes (release + reattach)", func() error {
+	if err := s.Step("graceful handover under writes (release + reattach)", func() error {
 		writer := startStreamWriter(mnt + "/C")
 		if !writer.WaitProgress(4, 30*time.Second) {
 			return errors.New("the writer does not progress")
@@ -455,17 +435,17 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		if !writer.WaitProgress(4, 90*time.Second) {
 			return errors.New("the writer is still blocked after the handover")
 		}
-		s.timings["handover: release to writes resumed"] = time.Since(released).Seconds()
+		s.Timings["handover: release to writes resumed"] = time.Since(released).Seconds()
 		r := writer.Finish()
 		if r.Err != nil {
 			return r.Err
 		}
-		return checkSum(mnt+"/C", r.Sum)
+		return guestio.CheckSum(mnt+"/C", r.Sum)
 	}); err != nil {
 		return err
 	}
 
-	return s.step("unmount + detach until free", func() error {
+	return s.Step("unmount + detach until free", func() error {
 		if err := unix.Unmount(mnt, 0); err != nil {
 			return err
 		}
@@ -506,7 +486,7 @@ func (s *scenario) checkConns(idx int) error {
 	if n != fileConns {
 		return fmt.Errorf("nbd%d has %d connections, want %d", idx, n, fileConns)
 	}
-	s.facts["file_export_conns"] = n
+	s.Facts["file_export_conns"] = n
 	return nil
 }
 
@@ -516,7 +496,7 @@ func (s *scenario) checkConns(idx int) error {
 // backend punches holes); then that the live files survived, read back
 // after a remount with cold caches.
 func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB string) error {
-	if _, err := writeRandomFile(mnt+"/D", 8*mib); err != nil {
+	if _, err := guestio.WriteRandomFile(mnt+"/D", 8*mib); err != nil {
 		return err
 	}
 	if err := os.Remove(mnt + "/D"); err != nil {
@@ -536,7 +516,7 @@ func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB strin
 	if err != nil {
 		return err
 	}
-	s.timings["fstrim (FITRIM ioctl)"] = time.Since(t).Seconds()
+	s.Timings["fstrim (FITRIM ioctl)"] = time.Since(t).Seconds()
 	trims1, bytes1, err := trimStats(ctx, srv)
 	if err != nil {
 		return err
@@ -547,9 +527,9 @@ func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB strin
 	}
 	fmt.Printf("    fstrim: ext4 trimmed %d bytes; backend got %d TRIM requests (%d bytes); backing file allocated %d -> %d bytes\n",
 		trimmed, trims1-trims0, bytes1-bytes0, blocks0, blocks1)
-	s.facts["fstrim_backend_trims"] = trims1 - trims0
-	s.facts["fstrim_backend_trim_bytes"] = bytes1 - bytes0
-	s.facts["fstrim_backing_allocated_before_after"] = []int64{blocks0, blocks1}
+	s.Facts["fstrim_backend_trims"] = trims1 - trims0
+	s.Facts["fstrim_backend_trim_bytes"] = bytes1 - bytes0
+	s.Facts["fstrim_backing_allocated_before_after"] = []int64{blocks0, blocks1}
 	if trims1 <= trims0 {
 		return errors.New("fstrim sent no TRIM to the backend")
 	}
@@ -559,19 +539,19 @@ func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB strin
 	if blocks0-blocks1 < 6*mib {
 		return fmt.Errorf("backing file allocation %d -> %d: the deleted file's blocks are still there", blocks0, blocks1)
 	}
-	if err := checkSum(mnt+"/A", sumA); err != nil {
+	if err := guestio.CheckSum(mnt+"/A", sumA); err != nil {
 		return err
 	}
-	if err := checkSum(mnt+"/B", sumB); err != nil {
+	if err := guestio.CheckSum(mnt+"/B", sumB); err != nil {
 		return err
 	}
 	if err := remount(dev); err != nil {
 		return err
 	}
-	if err := checkSum(mnt+"/A", sumA); err != nil {
+	if err := guestio.CheckSum(mnt+"/A", sumA); err != nil {
 		return err
 	}
-	return checkSum(mnt+"/B", sumB)
+	return guestio.CheckSum(mnt+"/B", sumB)
 }
 
 // trimStats asks a server process for its backend's TRIM counters.
@@ -681,69 +661,6 @@ func expectSysfs(idx int, want map[string]string) error {
 	return nil
 }
 
-// directIO writes data at off with O_DIRECT and reads it back the same way.
-func directIO(path string, data []byte, off int64) error {
-	buf, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(buf)
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_DIRECT, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	copy(buf, data)
-	if _, err := f.WriteAt(buf, off); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	clear(buf)
-	if _, err := f.ReadAt(buf, off); err != nil {
-		return err
-	}
-	if string(buf) != string(data) {
-		return errors.New("O_DIRECT read-back differs")
-	}
-	return nil
-}
-
-func writeRandomFile(path string, n int) (string, error) {
-	data := make([]byte, n)
-	rand.Read(data)
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func checkSum(path, want string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(b)
-	if got := hex.EncodeToString(sum[:]); got != want {
-		return fmt.Errorf("%s: sha256 %s, want %s", path, got[:16], want[:16])
-	}
-	return nil
-}
-
 func run(prog string, args ...string) error {
 	out, err := exec.Command(prog, args...).CombinedOutput()
 	if len(out) > 0 {
@@ -753,15 +670,6 @@ func run(prog string, args ...string) error {
 		return fmt.Errorf("%s: %w", prog, err)
 	}
 	return nil
-}
-
-func uptime() float64 {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return -1
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
-	return f
 }
 
 // traceFirst prints the first n netlink datagrams in hex: real kernel
@@ -779,17 +687,4 @@ func traceFirst(n int) func(bool, []byte) {
 		}
 		fmt.Printf("NETLINK %s %s\n", dir, hex.EncodeToString(b))
 	}
-}
-
-func dmesgTail(lines int) string {
-	buf := make([]byte, 1<<18)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return "dmesg: " + err.Error()
-	}
-	l := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
 }
