@@ -48,6 +48,8 @@ type nodeOptions struct {
 	toolsDir   string
 	maxVolumes int64
 	conns      int
+	ioTimeout  time.Duration
+	reattach   time.Duration
 }
 
 // parseFlags maps the command line onto a csi.Config.
@@ -74,6 +76,10 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.StringVar(&o.node.toolsDir, "tools-dir", "", "node: directory holding mkfs.ext4, mkfs.xfs, resize2fs and xfs_growfs (instead of --host-root)")
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
+	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
+		"node: the kernel's NBD request timeout; a request in flight when the plugin dies is resent after it, so it bounds the stall of a restart")
+	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
+		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -149,6 +155,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			StateDir:          o.node.stateDir,
 			Tools:             csi.Tools{Dir: o.node.toolsDir, Root: o.node.hostRoot},
 			Conns:             o.node.conns,
+			IOTimeout:         o.node.ioTimeout,
+			ReattachTimeout:   o.node.reattach,
 			Logger:            cfg.Logger,
 		})
 		if err != nil {

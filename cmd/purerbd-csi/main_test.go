@@ -22,6 +22,7 @@ func TestParseFlags(t *testing.T) {
 		"--controller", "--node", "--endpoint=unix:///tmp/x.sock", "--nodeid=n1", "--drivername=rbd.example.com",
 		"--cluster-config=/c.json", "--log-level=debug", "--log-format=json", "--sweep-interval=1m",
 		"--state-dir=/run/x", "--host-root=/host", "--tools-dir=/t", "--max-volumes=7", "--nbd-connections=2",
+		"--nbd-io-timeout=6s", "--nbd-reattach-timeout=2m",
 	}, &stderr)
 	require.NoError(t, err)
 	assert.True(t, cfg.Controller)
@@ -35,12 +36,14 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "json", o.logFormat)
 	assert.Nil(t, cfg.Credentials)
 	assert.NotEmpty(t, cfg.Version)
-	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2}, o.node)
+	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, ioTimeout: 6 * time.Second, reattach: 2 * time.Minute}, o.node)
 
 	cfg, o, err = parseFlags([]string{"--controller"}, &stderr)
 	require.NoError(t, err)
 	assert.Equal(t, csi.DefaultStateDir, o.node.stateDir)
 	assert.Equal(t, csi.DefaultNodeConns, o.node.conns)
+	assert.Equal(t, csi.DefaultIOTimeout, o.node.ioTimeout)
+	assert.Equal(t, csi.DefaultReattachTimeout, o.node.reattach)
 	assert.Equal(t, csi.DefaultDriverName, cfg.DriverName)
 	assert.Equal(t, "unix:///csi/csi.sock", cfg.Endpoint)
 	assert.Equal(t, "/etc/ceph-csi-config/config.json", cfg.ClusterConfigPath)
