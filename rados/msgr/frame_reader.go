@@ -159,8 +159,9 @@ func (fr *frameReader) scratch() []byte {
 	return fr.probe
 }
 
-// dataChunk is how much of a data segment is read into an owner's
-// buffer between two checks that the owner still wants it.
+// dataChunk is the most of a data segment read into an owner's buffer
+// between two checks that the owner still wants it (each read returns
+// with what has arrived, so usually less).
 const dataChunk = 128 << 10
 
 // readInto reads the front and middle segments of a crc-mode frame into
@@ -199,11 +200,21 @@ func (fr *frameReader) readInto(r io.Reader, f *frame, pr *preamble, fm, dst []b
 		if !filling {
 			p = fr.scratch()[:min(len(p), probeLen)]
 		}
-		if _, err := io.ReadFull(r, p); err != nil {
-			return nil, err
+		// one read, not a whole chunk: a slow peer's bytes trickling in
+		// must not keep a Withdraw waiting past its grace (a loaded
+		// machine's OSD took more than 200 ms for 128 KiB, and the
+		// session was reset for it); a read returns with the first bytes
+		n, err := r.Read(p)
+		crc = crc32c(crc, p[:n])
+		off += n
+		if err != nil {
+			if err == io.EOF && off < len(dst) {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != io.EOF {
+				return nil, err
+			}
 		}
-		crc = crc32c(crc, p)
-		off += len(p)
 	}
 	crcs[3] = crc
 	if filling {

@@ -13,9 +13,9 @@ import (
 var ErrWithdrawn = errors.New("msgr: a receive buffer was withdrawn while a stalled message arrived into it")
 
 // withdrawGrace is how long Withdraw waits for the reader to stop
-// filling a withdrawn buffer (it checks between chunks of dataChunk
-// bytes, so normally within microseconds) before it fails the
-// connection to stop it.
+// filling a withdrawn buffer (it checks after every read from the
+// socket, of at most dataChunk bytes, so normally within microseconds)
+// before it fails the connection to stop it.
 const withdrawGrace = 200 * time.Millisecond
 
 // recvBuffers are the buffers owners registered for data segments, by
