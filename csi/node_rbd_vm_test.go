@@ -27,20 +27,21 @@ import (
 // The scenario's images are made with rbd(8) inside the namespace; the
 // key reaches the guest in its initramfs. In one boot:
 //
-// The scenario (nodeguest rbd-scenario): the plugin stages ext4,
-// publishes, writes; a raw block volume and an xfs volume (with a
-// writer of its own) are staged beside it; the plugin is SIGKILLed with
-// writes in flight on both file systems, restarts and takes the devices
-// over; the writers complete and every byte verifies; the guest prints
+// The scenario (nodeguest rbd-scenario), the node plugin being the
+// purerbd-csi binary (--node, --nbd-io-timeout 6s) driven over its unix
+// socket as the kubelet drives it: it stages ext4, publishes, writes; a
+// raw block volume and an xfs volume (with a writer of its own) are
+// staged beside it; the binary is SIGKILLed with writes in flight on
+// both file systems, started again and takes the devices over; the writers complete and every byte verifies; the guest prints
 // the I/O stalls and finds each device's NBD reconnection in its kernel
 // log; the xfs volume is unstaged, staged again and verified on the new
 // mount; the ext4 image is grown through package rbd and
 // NodeExpandVolume grows the file system; unpublish and unstage free the
 // devices.
 //
-// Then the purerbd-csi binary itself, its config.json naming the
-// cluster's monitor in the namespace and its secrets directory in the
-// initramfs (nodeguest's test binary drives it over its unix socket):
+// Then nodeguest's test binary drives purerbd-csi, its config.json
+// naming the cluster's monitor in the namespace and its secrets
+// directory in the initramfs, through:
 // the whole lifecycle of one volume (CreateVolume, NodeStage,
 // NodePublish, stats, ControllerExpandVolume + NodeExpandVolume,
 // unpublish, unstage, DeleteVolume); two node plugins (node-a, node-b)
@@ -139,9 +140,9 @@ func TestNodeRBDInVM(t *testing.T) {
 		}
 		files[name] = p
 	}
-	// The scenario (the node service with its own plugin wrapper: ext4,
-	// block and xfs across SIGKILL), then the purerbd-csi binary: the
-	// lifecycle, two nodes, csi-sanity. Each half runs even if the other
+	// The scenario (ext4, block and xfs across a SIGKILL of the
+	// purerbd-csi node plugin), then the binary's tests: the lifecycle,
+	// two nodes, csi-sanity. Each half runs even if the other
 	// failed; the exit status is 0 only if both passed.
 	scenario := fmt.Sprintf("/bin/nodeguest rbd-scenario -mon %s -pool %s -pool-id %d -image %s -block-image %s -xfs-image %s -keyring /etc/ceph/keyring -krbd",
 		cluster.MonAddrs[0], cluster.Pool, poolID, image, blockImage, xfsImage)

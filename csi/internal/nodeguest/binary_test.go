@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,15 +183,6 @@ func (p *binaryPlugin) stop(t *testing.T) {
 		cmd.Process.Kill()
 		<-p.exited
 		t.Errorf("%s did not stop within 60 s of SIGTERM", p.name)
-	}
-}
-
-// prefixLines copies r to w line by line, each line prefixed.
-func prefixLines(w io.Writer, r io.Reader, prefix string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fmt.Fprintf(w, "%s%s\n", prefix, sc.Text())
 	}
 }
 

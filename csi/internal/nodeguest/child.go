@@ -15,15 +15,20 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// plugin is a running plugin process and a CSI client of it.
+// plugin is a running node plugin process, nodeguest's own (startPlugin)
+// or the purerbd-csi binary (startCSIBinary), and a CSI client of it.
 type plugin struct {
 	name  string
 	cmd   *exec.Cmd
 	lines chan string
 	conn  *grpc.ClientConn
 	node  csipb.NodeClient
-	// startup is how long the plugin's Start took, by its own account.
+	// startup is how long the plugin's Start took, by its own account
+	// (the wrapper) or from exec to the first ready Probe (the binary).
 	startup float64
+	// exited, for the binary, gets the exit status once its log is
+	// drained; the wrapper is reaped by Wait.
+	exited chan error
 }
 
 // startPlugin starts a plugin process and waits until it serves.
@@ -91,6 +96,10 @@ func (p *plugin) kill() {
 		p.conn.Close()
 	}
 	p.cmd.Process.Kill()
+	if p.exited != nil {
+		<-p.exited
+		return
+	}
 	p.cmd.Wait()
 }
 

@@ -4,9 +4,9 @@
 // socket, with images that are files), calls them over gRPC, kills and
 // restarts them, and checks the volumes from the guest's side;
 // "rbd-scenario" does the core of that on real RBD images (ext4, raw
-// block and xfs, the plugin opening them with package rbdstore as
-// purerbd-csi does). It prints "RESULT ok <json>" or "RESULT fail
-// <reason>" for the host to read. The package's test binary holds the
+// block and xfs), the plugin it SIGKILLs and restarts being the
+// purerbd-csi binary itself. Each prints "RESULT ok <json>" or "RESULT
+// fail <reason>" for the host to read. The package's test binary holds the
 // guest's tests of the purerbd-csi binary itself (lifecycle, two nodes,
 // csi-sanity), run with -guest.
 package main

@@ -15,8 +15,8 @@ import (
 	"github.com/purerbd/purerbd/nbd"
 )
 
-// fileOpener stands in for RBD until the rbd package can be used here:
-// the image of a volume is the file <dir>/<pool>/<namespace>/<image>. The
+// fileOpener stands in for RBD in "scenario" ("rbd-scenario" runs
+// purerbd-csi on a real cluster): the image of a volume is the file <dir>/<pool>/<namespace>/<image>. The
 // exclusive lock is an flock(2), which the kernel drops when its holder
 // dies, as Ceph breaks the lock of a dead client.
 type fileOpener struct {

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/purerbd/purerbd/csi"
-	"github.com/purerbd/purerbd/csi/rbdstore"
 )
 
-// runPlugin is the node plugin: it takes over what a previous process
+// runPlugin is the node plugin of "scenario", its images files (which
+// the scenario can stall): it takes over what a previous process
 // staged, serves CSI on the socket until SIGTERM and then hands its
 // devices over. It says "ready <seconds the start took>" on stdout once
 // it serves.
@@ -31,32 +31,18 @@ func runPlugin(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "the key images accept")
 	conns := fs.Int("conns", 2, "NBD connections per device")
 	ioTimeout := fs.Duration("io-timeout", 10*time.Second, "kernel request timeout")
-	openerKind := fs.String("opener", "file", "images: file (files under -images) or rbd (package rbdstore, the cluster config's monitors)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	start := time.Now()
 	// The scenario learns of the watchdog's reattaches on stdout.
 	log := slog.New(announce{logger("plugin").Handler()})
-	var opener csi.ImageOpener
-	switch *openerKind {
-	case "file":
-		opener = &fileOpener{dir: *images, key: *key}
-	case "rbd":
-		// The plugin's own opener (purerbd-csi's): connections shared per
-		// cluster and user, single-writer volumes claimed for the node.
-		st := rbdstore.New(rbdstore.Options{Logger: log})
-		defer st.Close()
-		opener = st
-	default:
-		return fmt.Errorf("-opener %q: want file or rbd", *openerKind)
-	}
 	n, err := csi.NewNodeServer(csi.NodeConfig{
 		NodeID:            "vm-node",
 		Topology:          map[string]string{"topology.purerbd.io/zone": "vm"},
 		MaxVolumes:        16,
 		ClusterConfigPath: *config,
-		Opener:            opener,
+		Opener:            &fileOpener{dir: *images, key: *key},
 		StateDir:          *state,
 		Conns:             *conns,
 		IOTimeout:         *ioTimeout,

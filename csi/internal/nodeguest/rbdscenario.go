@@ -26,8 +26,10 @@ import (
 
 // rbdScenario is the node scenario on a real RBD image (node_rbd_vm_test.go
 // in package csi boots the cluster in a network namespace and the guest
-// on a tap there): NodeStage ext4, publish, write, SIGKILL of the plugin
-// with writes in flight, restart and reattach, data intact, online
+// on a tap there), the node plugin being the purerbd-csi binary driven
+// over its unix socket as the kubelet drives it: NodeStage ext4,
+// publish, write, SIGKILL of the binary with writes in flight, restart
+// of the binary and reattach, data intact, online
 // expand after the image is grown through package rbd (the controller's
 // part), unpublish and unstage. It prints "FILE <name> <sha256> <bytes>"
 // for each file written, for the host to check in `rbd export`.
@@ -36,6 +38,7 @@ type rbdScenario struct {
 	mon, user, key, pool, image string
 	poolID                      int64
 	vol                         string
+	binary                      string // the purerbd-csi binary
 	krbd                        bool
 	secrets                     map[string]string
 	block                       rbdBlock // vol "" without -block-image
@@ -53,6 +56,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
 	fs.StringVar(&r.block.image, "block-image", "", "also stage this image as a raw block volume across the restart (8 MiB at least)")
 	fs.StringVar(&r.xfs.image, "xfs-image", "", "also stage this image with xfs, a writer on it across the restart (320 MiB at least)")
+	fs.StringVar(&r.binary, "binary", "/bin/purerbd-csi", "the purerbd-csi binary, run as the node plugin")
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -93,9 +97,11 @@ func readKey(path string) (string, error) {
 	return "", fmt.Errorf("keyring %s: no key", path)
 }
 
+// startPlugin starts the purerbd-csi binary as the node plugin; the
+// kernel holds I/O for a restarted one for up to two minutes.
 func (r *rbdScenario) startPlugin(ctx context.Context, name string) error {
 	var err error
-	r.p, err = startPlugin(ctx, name, "-opener", "rbd")
+	r.p, err = startCSIBinary(ctx, r.binary, name, "--nbd-reattach-timeout", "2m")
 	return err
 }
 
@@ -118,7 +124,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	if err := r.Step("setup: modules, config", r.setup); err != nil {
 		return err
 	}
-	if err := r.Step("plugin start (rbd opener)", func() error { return r.startPlugin(ctx, "plugin-1") }); err != nil {
+	if err := r.Step("purerbd-csi --node start", func() error { return r.startPlugin(ctx, "plugin-1") }); err != nil {
 		return err
 	}
 	if err := r.Step("NodeStage ext4 on RBD (open, attach, mkfs, mount)", func() error {
@@ -173,7 +179,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 	r.p.kill()
 	r.p = nil
-	fmt.Printf("### [%6.2fs] plugin SIGKILLed with writes in flight\n", guestio.Uptime())
+	fmt.Printf("### [%6.2fs] purerbd-csi SIGKILLed with writes in flight\n", guestio.Uptime())
 	if err := r.Step("I/O held while no plugin", func() error {
 		time.Sleep(300 * time.Millisecond)
 		before := writer.Synced()
@@ -194,11 +200,11 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.Step("plugin restart (reopens the image, takes the lock and the device over)", func() error {
+	if err := r.Step("purerbd-csi restart (reopens the images, takes the locks and the devices over)", func() error {
 		if err := r.startPlugin(ctx, "plugin-2"); err != nil {
 			return err
 		}
-		r.Timings["restart: plugin Start (reopen + reattach)"] = r.p.startup
+		r.Timings["restart: exec to Probe ready (reopen + reattach)"] = r.p.startup
 		return nil
 	}); err != nil {
 		return err

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// startCSIBinary runs the purerbd-csi binary at path as the node plugin,
+// serving on socketPath with the kernel request timeout ioTimeout (as a
+// node DaemonSet would, args adding to that), and waits until it
+// answers a Probe, as the kubelet's registrar does. Its log lines go to
+// stderr prefixed with name; startup is the time from exec to the first
+// ready Probe (the node takes over what an earlier process staged before
+// it serves).
+func startCSIBinary(ctx context.Context, path, name string, args ...string) (*plugin, error) {
+	args = append([]string{"--node", "--nodeid", "vm-node", "--endpoint", "unix://" + socketPath,
+		"--cluster-config", configPath, "--nbd-connections", "2", "--nbd-io-timeout", ioTimeout.String()}, args...)
+	cmd := exec.Command(path, args...)
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", path, err)
+	}
+	p := &plugin{name: name, cmd: cmd, exited: make(chan error, 1)}
+	go func() {
+		prefixLines(os.Stderr, logs, fmt.Sprintf("  [%s pid %d] ", name, cmd.Process.Pid))
+		p.exited <- cmd.Wait()
+	}()
+	p.conn, err = grpc.NewClient("unix://"+socketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		p.kill()
+		return nil, err
+	}
+	p.node = csipb.NewNodeClient(p.conn)
+	ident := csipb.NewIdentityClient(p.conn)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		r, err := ident.Probe(ctx, &csipb.ProbeRequest{})
+		if err == nil && r.GetReady().GetValue() {
+			break
+		}
+		select {
+		case werr := <-p.exited:
+			p.exited <- werr
+			p.kill()
+			return nil, fmt.Errorf("%s exited before it served: %v", name, werr)
+		case <-ctx.Done():
+			p.kill()
+			return nil, fmt.Errorf("%s does not answer Probe: %v", name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	p.startup = time.Since(start).Seconds()
+	fmt.Printf("  [%s pid %d] purerbd-csi serves after %.2fs\n", name, cmd.Process.Pid, p.startup)
+	return p, nil
+}
+
+// prefixLines copies r to w line by line, each line prefixed.
+func prefixLines(w io.Writer, r io.Reader, prefix string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fmt.Fprintf(w, "%s%s\n", prefix, sc.Text())
+	}
+}
