@@ -30,9 +30,9 @@ import (
 // The scenario (nodeguest rbd-scenario), the node plugin being the
 // purerbd-csi binary (--node, --nbd-io-timeout 6s) driven over its unix
 // socket as the kubelet drives it: it stages ext4, publishes, writes; a
-// raw block volume and an xfs volume (with a writer of its own) are
-// staged beside it; the binary is SIGKILLed with writes in flight on
-// both file systems, started again and takes the devices over; the writers complete and every byte verifies; the guest prints
+// raw block volume and an xfs volume are staged beside it; the binary
+// is SIGKILLed with writes in flight on all three (a writer of synced
+// chunks on each), started again and takes the devices over; the writers complete and every byte verifies; the guest prints
 // the I/O stalls and finds each device's NBD reconnection in its kernel
 // log; the xfs volume is unstaged, staged again and verified on the new
 // mount; the ext4 image is grown through package rbd and

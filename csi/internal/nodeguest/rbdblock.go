@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -24,13 +24,17 @@ var rwoBlock = &csipb.VolumeCapability{
 	AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 }
 
-// rbdBlock is the raw block volume of the rbd scenario: written before
-// the plugin is killed, read back (O_DIRECT, from the image through the
-// restarted plugin) after, written again, and reported as "BLOCK <sha256>
-// <bytes>" of its first blockBytes for the host's `rbd export`.
+// rbdBlock is the raw block volume of the rbd scenario: a writer of its
+// own (synced chunks from offset 0, on the device itself) runs across
+// the plugin's SIGKILL and restart; after it, what it wrote reads back
+// (O_DIRECT, from the image through the restarted plugin), the rest of
+// the first blockBytes is written, and the whole (blockBytes, or what
+// the writer wrote if more) is reported as "BLOCK <sha256> <bytes>" for
+// the host's `rbd export`.
 type rbdBlock struct {
 	vol, image string
-	first      []byte // written before the kill at 0
+	writer     heldWriter
+	res        guestio.Result
 }
 
 const blockBytes = 8 * mib
@@ -42,8 +46,8 @@ func (r *rbdScenario) blockReq() *csipb.NodeStageVolumeRequest {
 	}
 }
 
-// stageBlock stages and publishes the block volume and writes its first
-// half.
+// stageBlock stages and publishes the block volume and starts its
+// writer.
 func (r *rbdScenario) stageBlock(ctx context.Context) error {
 	for _, d := range []string{bStaging, filepath.Dir(bTarget)} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -56,9 +60,11 @@ func (r *rbdScenario) stageBlock(ctx context.Context) error {
 	if err := r.publishBlock(ctx); err != nil {
 		return err
 	}
-	r.block.first = make([]byte, blockBytes/2)
-	rand.Read(r.block.first)
-	return guestio.DirectIO(bTarget, r.block.first, 0)
+	r.block.writer.w = startStreamWriter(bTarget)
+	if !r.block.writer.w.WaitProgress(4, 60*time.Second) {
+		return errors.New("the block writer does not progress")
+	}
+	return nil
 }
 
 func (r *rbdScenario) publishBlock(ctx context.Context) error {
@@ -68,8 +74,25 @@ func (r *rbdScenario) publishBlock(ctx context.Context) error {
 	return err
 }
 
-// checkBlock runs after the restart: the first half reads back through
-// the new plugin, the second half is written, and the whole is reported.
+// blockResumed waits for the writer to resume after the restart,
+// reports its stall, lets it write some more and stops it.
+func (r *rbdScenario) blockResumed(killed time.Time) error {
+	stall, err := r.block.writer.awaitResume("block", killed)
+	if err != nil {
+		return err
+	}
+	r.Timings["restart: block I/O stall (last write synced before SIGKILL to first after)"] = stall
+	r.block.res = r.block.writer.w.Finish()
+	if r.block.res.Err != nil {
+		return r.block.res.Err
+	}
+	r.Facts["block_writer_bytes_across_kill"] = r.block.res.Bytes
+	return nil
+}
+
+// checkBlock runs after the restart: what the writer wrote reads back
+// through the new plugin, the rest of the first blockBytes (if any) is
+// written, and the whole is reported.
 func (r *rbdScenario) checkBlock(ctx context.Context) error {
 	if _, err := r.p.node.NodeStageVolume(ctx, r.blockReq()); err != nil {
 		return fmt.Errorf("stage again: %w", err)
@@ -77,20 +100,24 @@ func (r *rbdScenario) checkBlock(ctx context.Context) error {
 	if err := r.publishBlock(ctx); err != nil {
 		return fmt.Errorf("publish again: %w", err)
 	}
-	back, err := directRead(bTarget, len(r.block.first), 0)
+	n := int(r.block.res.Bytes)
+	back, err := directRead(bTarget, n, 0)
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(back, r.block.first) {
-		return errors.New("the block volume reads other bytes after the restart")
+	if sum := sha256.Sum256(back); hex.EncodeToString(sum[:]) != r.block.res.Sum {
+		return errors.New("the block volume reads other bytes after the restart than the writer wrote")
 	}
-	second := make([]byte, blockBytes/2)
-	rand.Read(second)
-	if err := guestio.DirectIO(bTarget, second, blockBytes/2); err != nil {
-		return err
+	// The writer's chunks are 128 KiB: the rest starts aligned.
+	if rest := make([]byte, max(blockBytes-n, 0)); len(rest) > 0 {
+		rand.Read(rest)
+		if err := guestio.DirectIO(bTarget, rest, int64(n)); err != nil {
+			return err
+		}
+		back = append(back, rest...)
 	}
-	sum := sha256.Sum256(append(append([]byte{}, r.block.first...), second...))
-	fmt.Printf("BLOCK %s %d\n", hex.EncodeToString(sum[:]), blockBytes)
+	sum := sha256.Sum256(back)
+	fmt.Printf("BLOCK %s %d\n", hex.EncodeToString(sum[:]), len(back))
 	return r.healthy(ctx, r.block.vol)
 }
 

@@ -23,9 +23,7 @@ import (
 type rbdXFS struct {
 	vol, image string
 	sumX       string // the file written before the writer
-	writer     *guestio.StreamWriter
-	lastBefore time.Time // the writer's last synced chunk before the kill
-	resumed    chan time.Time
+	writer     heldWriter
 	res        guestio.Result
 }
 
@@ -77,43 +75,22 @@ func (r *rbdScenario) startXFS(ctx context.Context) error {
 	if r.xfs.sumX, err = guestio.WriteRandomFile(xTarget+"/X", 8*mib); err != nil {
 		return err
 	}
-	r.xfs.writer = startStreamWriter(xTarget + "/B")
-	if !r.xfs.writer.WaitProgress(4, 60*time.Second) {
+	r.xfs.writer.w = startStreamWriter(xTarget + "/B")
+	if !r.xfs.writer.w.WaitProgress(4, 60*time.Second) {
 		return errors.New("the xfs writer does not progress")
 	}
 	return nil
 }
 
-// watchXFSResume, called once the writer is known to be held, notes when
-// it syncs again.
-func (r *rbdScenario) watchXFSResume() {
-	r.xfs.resumed = make(chan time.Time, 1)
-	base := r.xfs.writer.Synced()
-	go func() {
-		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if r.xfs.writer.Synced() > base {
-				r.xfs.resumed <- time.Now()
-				return
-			}
-		}
-		close(r.xfs.resumed)
-	}()
-}
-
 // xfsResumed waits for the writer to resume after the restart, reports
 // its stall, lets it write some more and stops it.
 func (r *rbdScenario) xfsResumed(killed time.Time) error {
-	at, ok := <-r.xfs.resumed
-	if !ok {
-		return errors.New("the xfs writer is still blocked")
+	stall, err := r.xfs.writer.awaitResume("xfs", killed)
+	if err != nil {
+		return err
 	}
-	stall := at.Sub(r.xfs.lastBefore).Seconds()
 	r.Timings["restart: xfs I/O stall (last write synced before SIGKILL to first after)"] = stall
-	fmt.Printf("### xfs I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", stall, at.Sub(killed).Seconds())
-	if !r.xfs.writer.WaitProgress(3, 120*time.Second) {
-		return errors.New("the xfs writer is blocked again")
-	}
-	r.xfs.res = r.xfs.writer.Finish()
+	r.xfs.res = r.xfs.writer.w.Finish()
 	if r.xfs.res.Err != nil {
 		return r.xfs.res.Err
 	}

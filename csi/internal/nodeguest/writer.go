@@ -1,10 +1,57 @@
 package main
 
-import "github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
+import (
+	"fmt"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
+)
 
 // streamChunk is the size of each synced write of the scenario's writers.
 const streamChunk = 128 << 10
 
 func startStreamWriter(path string) *guestio.StreamWriter {
 	return guestio.StartStreamWriter(path, streamChunk)
+}
+
+// heldWriter is a writer the scenario watches across the plugin's
+// SIGKILL and restart.
+type heldWriter struct {
+	w          *guestio.StreamWriter
+	lastBefore time.Time // its last synced chunk before the kill
+	resumed    chan time.Time
+	resumedAt  time.Time // its first synced chunk after the restart
+}
+
+// watchResume, called once the writer is known to be held, notes when
+// it syncs again.
+func (h *heldWriter) watchResume() {
+	h.resumed = make(chan time.Time, 1)
+	base := h.w.Synced()
+	go func() {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if h.w.Synced() > base {
+				h.resumed <- time.Now()
+				return
+			}
+		}
+		close(h.resumed)
+	}()
+}
+
+// awaitResume waits for the writer to resume after the restart and
+// returns its stall: from its last chunk synced before the kill to the
+// first after. what names it in the console line.
+func (h *heldWriter) awaitResume(what string, killed time.Time) (float64, error) {
+	at, ok := <-h.resumed
+	if !ok {
+		return 0, fmt.Errorf("the %s writer is still blocked", what)
+	}
+	h.resumedAt = at
+	stall := at.Sub(h.lastBefore).Seconds()
+	fmt.Printf("### %s I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", what, stall, at.Sub(killed).Seconds())
+	if !h.w.WaitProgress(3, 120*time.Second) {
+		return 0, fmt.Errorf("the %s writer is blocked again", what)
+	}
+	return stall, nil
 }
