@@ -339,6 +339,11 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 
 func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
 	op := writeOp(x.Offset, gather(p, x))
+	if x.Offset == 0 && x.Length == h.layout.ObjectSize {
+		// librbd's rule: a write covering the whole object replaces it
+		// (WRITEFULL), which spares the OSD an overwrite in place.
+		op = writeFullOp(op.data)
+	}
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
 	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
 		return img.writeClone(ctx, om, h, x.ObjectNo, oid, op)
