@@ -87,7 +87,7 @@ func (r *Report) writeHeadline(b *bytes.Buffer) {
 		}
 		rt := ratio(va, vp)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", h.label, valueCell(va, unit),
-			valueCell(vp, unit)+" ("+p+")", ratioText(rt), targetCell(h, rt))
+			valueCell(vp, unit)+" ("+p+")", ratioText(rt, h.target), targetCell(h, rt))
 	}
 	if r.KernelVM != nil {
 		if v := r.KernelVM.rssAt(vmNodeVolumes); v > 0 {
@@ -121,10 +121,15 @@ func valueCell(v float64, unit string) string {
 	return num(v) + " " + unit
 }
 
-// ratioText is a ratio with two decimals and a ×.
-func ratioText(r float64) string {
+// ratioText is a ratio with two decimals and a ×, or three where two
+// would round it onto its target (0.998 is not 1.00 when the target is
+// 1.0 and the table says "not met").
+func ratioText(r, target float64) string {
 	if math.IsNaN(r) || math.IsInf(r, 0) {
 		return "–"
+	}
+	if target != 0 && r != target && math.Abs(r-target) < 0.005 {
+		return fmt.Sprintf("%.3f×", r)
 	}
 	return fmt.Sprintf("%.2f×", r)
 }

@@ -137,3 +137,22 @@ func TestHeadlineRBDCasesExist(t *testing.T) {
 		}
 	}
 }
+
+// A ratio just under its target must not print as the target itself.
+func TestRatioTextNearTarget(t *testing.T) {
+	for _, c := range []struct {
+		r, target float64
+		want      string
+	}{
+		{0.998, 1.0, "0.998×"},
+		{1.003, 1.0, "1.003×"},
+		{1.0, 1.0, "1.00×"},
+		{0.998, 0, "1.00×"},
+		{1.16, 1.2, "1.16×"},
+		{1.196, 1.2, "1.196×"},
+	} {
+		if got := ratioText(c.r, c.target); got != c.want {
+			t.Errorf("ratioText(%v, %v) = %q, want %q", c.r, c.target, got, c.want)
+		}
+	}
+}
