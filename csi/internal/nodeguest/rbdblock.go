@@ -77,17 +77,10 @@ func (r *rbdScenario) publishBlock(ctx context.Context) error {
 // blockResumed waits for the writer to resume after the restart,
 // reports its stall, lets it write some more and stops it.
 func (r *rbdScenario) blockResumed(killed time.Time) error {
-	stall, err := r.block.writer.awaitResume("block", killed)
-	if err != nil {
-		return err
-	}
-	r.Timings["restart: block I/O stall (last write synced before SIGKILL to first after)"] = stall
-	r.block.res = r.block.writer.w.Finish()
-	if r.block.res.Err != nil {
-		return r.block.res.Err
-	}
-	r.Facts["block_writer_bytes_across_kill"] = r.block.res.Bytes
-	return nil
+	var err error
+	r.block.res, err = r.block.writer.finish("block", killed, r.Timings, r.Facts,
+		"restart: block I/O stall (last write synced before SIGKILL to first after)", "block_writer_bytes_across_kill")
+	return err
 }
 
 // checkBlock runs after the restart: what the writer wrote reads back

@@ -226,19 +226,17 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}
 	var resB guestio.Result
 	if err := r.Step("blocked writes resume, nothing lost", func() error {
-		stall, err := ext4.awaitResume("ext4", killed)
+		var err error
+		resB, err = ext4.finish("ext4", killed, r.Timings, r.Facts,
+			"restart: I/O stall (last write synced before SIGKILL to first after)", "writer_bytes_across_kill")
+		if !ext4.resumedAt.IsZero() {
+			// The devices are reattached before the binary serves: writes
+			// may resume before its first Probe answer.
+			r.Timings["restart: SIGKILL to writes resumed"] = ext4.resumedAt.Sub(killed).Seconds()
+		}
 		if err != nil {
 			return err
 		}
-		r.Timings["restart: I/O stall (last write synced before SIGKILL to first after)"] = stall
-		// The devices are reattached before the binary serves: writes
-		// may resume before its first Probe answer.
-		r.Timings["restart: SIGKILL to writes resumed"] = ext4.resumedAt.Sub(killed).Seconds()
-		resB = writer.Finish()
-		if resB.Err != nil {
-			return resB.Err
-		}
-		r.Facts["writer_bytes_across_kill"] = resB.Bytes
 		if err := guestio.CheckSum(target1+"/A", sumA); err != nil {
 			return err
 		}

@@ -85,16 +85,12 @@ func (r *rbdScenario) startXFS(ctx context.Context) error {
 // xfsResumed waits for the writer to resume after the restart, reports
 // its stall, lets it write some more and stops it.
 func (r *rbdScenario) xfsResumed(killed time.Time) error {
-	stall, err := r.xfs.writer.awaitResume("xfs", killed)
+	var err error
+	r.xfs.res, err = r.xfs.writer.finish("xfs", killed, r.Timings, r.Facts,
+		"restart: xfs I/O stall (last write synced before SIGKILL to first after)", "xfs_writer_bytes_across_kill")
 	if err != nil {
 		return err
 	}
-	r.Timings["restart: xfs I/O stall (last write synced before SIGKILL to first after)"] = stall
-	r.xfs.res = r.xfs.writer.w.Finish()
-	if r.xfs.res.Err != nil {
-		return r.xfs.res.Err
-	}
-	r.Facts["xfs_writer_bytes_across_kill"] = r.xfs.res.Bytes
 	if err := guestio.CheckSum(xTarget+"/X", r.xfs.sumX); err != nil {
 		return err
 	}

@@ -55,3 +55,20 @@ func (h *heldWriter) awaitResume(what string, killed time.Time) (float64, error)
 	}
 	return stall, nil
 }
+
+// finish waits for the writer to resume (awaitResume), records its
+// stall under stallKey in timings, stops it and, if it wrote without
+// error, records its bytes across the kill under bytesKey in facts.
+func (h *heldWriter) finish(what string, killed time.Time, timings map[string]float64, facts map[string]any, stallKey, bytesKey string) (guestio.Result, error) {
+	stall, err := h.awaitResume(what, killed)
+	if err != nil {
+		return guestio.Result{}, err
+	}
+	timings[stallKey] = stall
+	res := h.w.Finish()
+	if res.Err != nil {
+		return res, res.Err
+	}
+	facts[bytesKey] = res.Bytes
+	return res, nil
+}
