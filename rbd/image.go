@@ -46,6 +46,9 @@ type OpenOptions struct {
 	// default the owner is blocklisted, so that a client that only lost
 	// its watch cannot keep writing.
 	NoBlocklist bool
+	// WriteAround turns on librbd's write-around cache (off by default;
+	// see WriteAround).
+	WriteAround WriteAround
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -78,6 +81,13 @@ type Image struct {
 	parent *Image         // clones: the parent at its snapshot
 
 	objLocks objectLocks
+
+	// wa is the write-around cache (nil when off); writes it
+	// acknowledged run on bg, which Close cancels once they had their
+	// chance to finish. Read-only images have neither.
+	wa       *writeAround
+	bg       context.Context
+	bgCancel context.CancelFunc
 
 	sizeMu   sync.Mutex
 	sizeSubs map[int]func(int64)
@@ -132,6 +142,10 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 	img := &Image{name: name, id: id, meta: o, data: o, opts: opts, snapID: noSnap,
 		readOnly: opts.ReadOnly || opts.Snapshot != "",
 		log:      log.With("image", name, "id", id)}
+	if !img.readOnly {
+		img.wa = newWriteAround(opts.WriteAround)
+		img.bg, img.bgCancel = context.WithCancel(context.Background())
+	}
 	h, err := loadHeader(ctx, o, id, img.readOnly)
 	if err != nil {
 		return nil, err
@@ -191,6 +205,13 @@ func (img *Image) CloseContext(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if err := img.wa.flush(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if img.bgCancel != nil {
+		img.bgCancel()
+	}
+	img.wa.close()
 	if img.lock != nil {
 		if err := img.lock.shutdown(ctx); err != nil {
 			errs = append(errs, err)

@@ -252,6 +252,9 @@ func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, 
 		return 0, io.EOF
 	}
 	n := min(uint64(len(p)), size-uint64(off))
+	if err := img.wa.settle(ctx, byteRange{uint64(off), uint64(off) + n}); err != nil {
+		return 0, err
+	}
 	exts := h.layout.MapExtents(uint64(off), n)
 	err = forEach(ctx, len(exts), func(ctx context.Context, i int) error {
 		return img.readObject(ctx, h, om, exts[i], uint64(off), p)
@@ -311,7 +314,9 @@ func fill(dst, data []byte) {
 }
 
 // WriteAtContext writes p at off. Writes past the end of the image fail
-// with ErrOutOfRange (resize first).
+// with ErrOutOfRange (resize first). With the write-around cache on, it
+// returns once the write is on its way (p may be reused at once); Flush
+// reports whether it landed.
 func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", ErrInvalid)
@@ -323,18 +328,39 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 	if err != nil {
 		return 0, err
 	}
-	defer done()
 	if uint64(off)+uint64(len(p)) > h.size {
+		done()
 		return 0, fmt.Errorf("%w: write of %d bytes at %d, image size %d", ErrOutOfRange, len(p), off, h.size)
 	}
-	exts := h.layout.MapExtents(uint64(off), uint64(len(p)))
-	err = forEach(ctx, len(exts), func(ctx context.Context, i int) error {
-		return img.writeObject(ctx, h, om, exts[i], uint64(off), p)
-	})
-	if err != nil {
+	if img.wa.active() {
+		seq, err := img.wa.admit(ctx, byteRange{uint64(off), uint64(off) + uint64(len(p))})
+		if err != nil {
+			done()
+			return 0, err
+		}
+		buf := img.wa.bufs.get(len(p))
+		copy(buf, p)
+		img.wa.workers.run(func() {
+			err := img.writeExtents(img.bg, h, om, buf, off)
+			done()
+			img.wa.complete(seq, err)
+			img.wa.bufs.put(buf)
+		})
+		return len(p), nil
+	}
+	defer done()
+	if err := img.writeExtents(ctx, h, om, p, off); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// writeExtents writes p at off, object by object, in parallel.
+func (img *Image) writeExtents(ctx context.Context, h *header, om *objectMap, p []byte, off int64) error {
+	exts := h.layout.MapExtents(uint64(off), uint64(len(p)))
+	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
+		return img.writeObject(ctx, h, om, exts[i], uint64(off), p)
+	})
 }
 
 func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
@@ -356,14 +382,16 @@ func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x s
 	})
 }
 
-// Flush returns once every write acknowledged so far is stable: writes
-// are acknowledged by the OSDs only once durable, and purerbd caches
-// nothing, so there is nothing to wait for.
+// Flush returns once every write acknowledged so far is stable. Without
+// the write-around cache there is nothing to wait for (the OSDs
+// acknowledge a write only once durable); with it, Flush waits for the
+// writes the cache acknowledged and returns an *ErrWriteBehind for the
+// first of them that failed since the last Flush.
 func (img *Image) Flush(ctx context.Context) error {
 	if img.closed.Load() {
 		return ErrClosed
 	}
-	return nil
+	return img.wa.flush(ctx)
 }
 
 // Discard deallocates [off, off+length): whole objects are removed, the
@@ -385,6 +413,9 @@ func (img *Image) Discard(ctx context.Context, off, length int64) error {
 		return nil
 	}
 	n := min(uint64(length), h.size-uint64(off))
+	if err := img.wa.settle(ctx, byteRange{uint64(off), uint64(off) + n}); err != nil {
+		return err
+	}
 	exts := h.layout.MapExtents(uint64(off), n)
 	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
 		return img.discardObject(ctx, h, om, exts[i])
