@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -772,6 +773,7 @@ const ioChunk = 4 << 20
 func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
 	fs := newFlagSet("import", c.stderr)
 	cf := addCreateFlags(fs)
+	cache := cacheFlag(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -812,19 +814,20 @@ func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
 		if err := rbd.Create(ctx, ioc, sp.name, uint64(initial), opts); err != nil {
 			return err
 		}
-		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{})
+		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{WriteAround: cliWriteAround(*cache)})
 		if err != nil {
 			return err
 		}
-		defer img.Close()
 		n, err := copyIn(ctx, img, in, size < 0)
-		if err != nil {
-			return err
+		if err == nil && size < 0 && img.Size() != n {
+			err = img.Resize(ctx, n)
 		}
-		if size < 0 && img.Size() != n {
-			return img.Resize(ctx, n)
+		// Close flushes the cache: a write that failed behind it is
+		// reported here
+		if cerr := img.Close(); err == nil {
+			err = cerr
 		}
-		return nil
+		return err
 	})
 }
 
@@ -965,6 +968,7 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 	threads := fs.Int("io-threads", 16, "concurrent I/Os")
 	total := fs.String("io-total", "1G", "total bytes")
 	pattern := fs.String("io-pattern", "seq", "seq or rand")
+	cache := cacheFlag(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -984,7 +988,11 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.withImage(ctx, sp, rbd.OpenOptions{ReadOnly: *ioType == "read"}, func(img *rbd.Image) error {
+	opts := rbd.OpenOptions{ReadOnly: *ioType == "read"}
+	if !opts.ReadOnly {
+		opts.WriteAround = cliWriteAround(*cache)
+	}
+	return c.withImage(ctx, sp, opts, func(img *rbd.Image) error {
 		size := img.Size()
 		if size < bs {
 			return fmt.Errorf("image smaller than one I/O")
@@ -993,16 +1001,18 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		var next, done, bytesDone atomic.Int64
 		var wg sync.WaitGroup
 		var firstErr atomic.Value
+		// as rbd bench: every write sends one random buffer, made before
+		// the clock starts; reads get a buffer each
+		seed := uint64(time.Now().UnixNano())
+		wbuf := make([]byte, bs)
+		fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
 		startT := time.Now()
 		for t := 0; t < max(*threads, 1); t++ {
 			wg.Add(1)
-			go func(seed uint64) {
+			go func(tseed uint64) {
 				defer wg.Done()
-				rng := rand.New(rand.NewPCG(seed, uint64(startT.UnixNano())))
-				buf := make([]byte, bs)
-				for i := range buf {
-					buf[i] = byte(rng.Uint32())
-				}
+				rng := rand.New(rand.NewPCG(tseed, seed))
+				rbuf := make([]byte, bs)
 				for {
 					i := next.Add(1) - 1
 					if i >= nOps || ctx.Err() != nil {
@@ -1017,9 +1027,9 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 					write := *ioType == "write" || (*ioType != "read" && rng.IntN(2) == 0)
 					var err error
 					if write {
-						_, err = img.WriteAtContext(ctx, buf, off)
+						_, err = img.WriteAtContext(ctx, wbuf, off)
 					} else {
-						_, err = img.ReadAtContext(ctx, buf, off)
+						_, err = img.ReadAtContext(ctx, rbuf, off)
 					}
 					if err != nil {
 						firstErr.CompareAndSwap(nil, err)
@@ -1031,10 +1041,14 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 			}(uint64(t))
 		}
 		wg.Wait()
-		elapsed := time.Since(startT)
 		if err, _ := firstErr.Load().(error); err != nil {
 			return err
 		}
+		// as rbd bench: the run ends when the writes are durable
+		if err := img.Flush(ctx); err != nil {
+			return err
+		}
+		elapsed := time.Since(startT)
 		secs := elapsed.Seconds()
 		fmt.Fprintf(c.stdout, "bench  type %s io_size %d io_threads %d bytes %d pattern %s\n",
 			*ioType, bs, *threads, bytesDone.Load(), *pattern)
@@ -1042,6 +1056,17 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 			secs, done.Load(), float64(done.Load())/secs, humanBytes(uint64(float64(bytesDone.Load())/secs)))
 		return nil
 	})
+}
+
+// fillRandom fills p from rng, eight bytes at a time.
+func fillRandom(p []byte, rng *rand.Rand) {
+	for len(p) >= 8 {
+		binary.LittleEndian.PutUint64(p, rng.Uint64())
+		p = p[8:]
+	}
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
 }
 
 // withImage opens sp's image and runs f.
