@@ -20,8 +20,9 @@ type rbdVariant struct {
 	features         string // for rbd create --image-feature; "" = librbd's defaults
 	full             bool   // the whole case matrix (else the reduced one)
 	// cache leaves librbd's cache at its default (on, writearound: writes
-	// complete once in the cache); otherwise rbd_cache = false, so that
-	// librbd, like purerbd, completes a write when the OSD has it.
+	// complete once in the cache) and turns purerbd's write-around cache
+	// on; otherwise rbd_cache = false, so that librbd, like purerbd,
+	// completes a write when the OSD has it.
 	cache bool
 }
 
@@ -85,7 +86,8 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 	if v.cache {
 		peer, cacheNote = "librbd-cache", "with librbd's default cache (Pacific: on, `rbd_cache_policy = writearound`: "+
 			"a write completes once it is in the client's cache, before the OSD has it; reads are not served "+
-			"from it)"
+			"from it), and purerbd with the same cache (`--write-around`: rbd.WriteAround, 24 MiB as librbd's "+
+			"`rbd_cache_max_dirty`)"
 		conf = c.Conf
 	}
 	sec := &Section{
@@ -130,7 +132,11 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 			smp.CPU, smp.RSS = cr.CPU, cr.RSS
 			return smp, err
 		}
-		return s.loadgen(ctx, c, []string{"--image", image}, cs.Params["rw"], cs.Params["bs"], qd, iops, nil)
+		var extra []string
+		if v.cache {
+			extra = []string{"--write-around"}
+		}
+		return s.loadgen(ctx, c, []string{"--image", image}, cs.Params["rw"], cs.Params["bs"], qd, iops, extra)
 	}
 	t0 := time.Now()
 	sec.LoadStart = loadavg()
@@ -206,8 +212,10 @@ func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		LatOf:      "not reported by these tools",
 		Method: fmt.Sprintf("`purerbd rbd bench` and `rbd bench` with the same `--io-type --io-size --io-threads "+
 			"--io-total --io-pattern` on a %s image with librbd's default features, filled first; each tool "+
-			"as shipped (librbd's cache on, writearound). These tools run a fixed amount of I/O and report "+
-			"only ops/s.", humanSize(imageSize)),
+			"as shipped: both with a write-around cache (librbd's default `rbd_cache`, writearound, 24 MiB "+
+			"dirty, on from the first write as the rbd tool sets it; purerbd's rbd.WriteAround with the same "+
+			"bound), so a write completes once sent and both tools flush before they stop the clock. These "+
+			"tools run a fixed amount of I/O and report only ops/s.", humanSize(imageSize)),
 	}
 	image := "bench-cli"
 	if err := s.makeImage(ctx, c, image, imageSize, ""); err != nil {

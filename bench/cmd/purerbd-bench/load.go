@@ -29,6 +29,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rw := fs.String("rw", "randread", "randread, randwrite, read or write")
 	bs := fs.String("bs", "4K", "request size (K, M suffixes)")
 	qd := fs.Int("qd", 32, "requests in flight")
+	writeAround := fs.Bool("write-around", false, "images: turn on the write-around cache (rbd.WriteAround with librbd's 24 MiB)")
 	runtime := fs.Duration("runtime", 3*time.Second, "how long to run")
 	size := fs.String("size", "", "region exercised (default: the image; objects: 1G)")
 	var prof profiles
@@ -61,7 +62,11 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var target loadgen.Target
 	if *image != "" {
-		img, err := rbd.Open(ctx, ioc, *image, rbd.OpenOptions{})
+		var wa rbd.WriteAround
+		if *writeAround {
+			wa.MaxDirty = rbd.DefaultMaxDirty
+		}
+		img, err := rbd.Open(ctx, ioc, *image, rbd.OpenOptions{WriteAround: wa})
 		if err != nil {
 			return err
 		}
