@@ -85,26 +85,32 @@ func (ss *session) setConn(c net.Conn) {
 	ss.setBuffers(c)
 }
 
-// setBuffers puts fresh buffers on c.
+// setBuffers puts fresh buffers on c, read and written with raw system
+// calls when c is a socket that allows them (see sockio.go).
 func (ss *session) setBuffers(c net.Conn) {
-	ss.rd = &connReader{c: c}
+	var r io.Reader = c
+	var w io.Writer = c
+	if rc := rawSocket(c); rc != nil {
+		r, w = newRawReader(rc), newRawWriter(rc)
+	}
+	ss.rd = &connReader{r: r}
 	ss.br = bufio.NewReaderSize(ss.rd, 64<<10)
-	ss.bw = bufio.NewWriterSize(c, 64<<10)
+	ss.bw = bufio.NewWriterSize(w, 64<<10)
 }
 
 // connReader is what a session's bufio.Reader reads from: the connection,
 // with a hook that runs whenever the buffer ran dry and the next read may
 // block, so that replies held back for batching go out first.
 type connReader struct {
-	c           net.Conn
-	beforeBlock func() // set by the goroutine that reads; may be nil
+	r           io.Reader // the connection
+	beforeBlock func()    // set by the goroutine that reads; may be nil
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
 	if r.beforeBlock != nil {
 		r.beforeBlock()
 	}
-	return r.c.Read(p)
+	return r.r.Read(p)
 }
 
 func (ss *session) isShuttingDown() bool {

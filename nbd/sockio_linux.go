@@ -1,0 +1,25 @@
+//go:build linux && !race
+
+package nbd
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// rawSyscalls: sockets are read and written with raw system calls.
+const rawSyscalls = true
+
+// sysRead is read(2) without the runtime's syscall bookkeeping; fd must be
+// non-blocking.
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(n), errno
+}
+
+// sysWrite is write(2) without the runtime's syscall bookkeeping; fd must
+// be non-blocking.
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	return int(n), errno
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package nbd
+
+import "syscall"
+
+// rawSyscalls: sockets go through net.Conn here.
+const rawSyscalls = false
+
+func sysRead(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
+func sysWrite(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
