@@ -40,21 +40,47 @@ type benchMeta struct {
 	Size    int    `json:"size"`
 }
 
-// benchStats collects the latencies of one run.
+// benchStats collects the latencies of one run as running figures (the
+// summary needs count, mean, deviation, extremes and the last one), so
+// that recording costs the same at the end of a long run as at its start.
 type benchStats struct {
-	mu        sync.Mutex
-	lat       []time.Duration
-	started   atomic.Int64
-	finished  atomic.Int64
-	bytesDone atomic.Int64
+	mu         sync.Mutex
+	n          int64
+	sum, sumSq float64 // seconds
+	minL, maxL time.Duration
+	last       time.Duration
+	started    atomic.Int64
+	finished   atomic.Int64
+	bytesDone  atomic.Int64
 }
 
 func (s *benchStats) record(d time.Duration, n int) {
+	sec := d.Seconds()
 	s.mu.Lock()
-	s.lat = append(s.lat, d)
+	if s.n == 0 || d < s.minL {
+		s.minL = d
+	}
+	s.maxL = max(s.maxL, d)
+	s.n++
+	s.sum += sec
+	s.sumSq += sec * sec
+	s.last = d
 	s.mu.Unlock()
 	s.finished.Add(1)
 	s.bytesDone.Add(int64(n))
+}
+
+// snapshot returns the count, mean and standard deviation (seconds), the
+// extremes and the last latency recorded.
+func (s *benchStats) snapshot() (n int64, mean, sd float64, minL, maxL, last time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return 0, 0, 0, 0, 0, 0
+	}
+	mean = s.sum / float64(s.n)
+	sd = math.Sqrt(max(0, s.sumSq/float64(s.n)-mean*mean))
+	return s.n, mean, sd, s.minL, s.maxL, s.last
 }
 
 func (c *radosCommand) metaName() string {
@@ -94,7 +120,7 @@ func (c *radosCommand) benchWrite(ctx context.Context, dur time.Duration) error 
 	}
 	var next atomic.Int64
 	st := &benchStats{}
-	elapsed, err := c.benchLoop(ctx, dur, st, func(ctx context.Context) (int, error) {
+	elapsed, err := c.benchLoop(ctx, dur, st, 0, func(ctx context.Context, _ []byte) (int, error) {
 		i := next.Add(1) - 1
 		return len(buf), c.io.WriteFull(ctx, fmt.Sprintf("%s_object%d", meta.Prefix, i), buf)
 	})
@@ -121,14 +147,13 @@ func (c *radosCommand) benchRead(ctx context.Context, dur time.Duration, random 
 	}
 	var next atomic.Int64
 	st := &benchStats{}
-	elapsed, err := c.benchLoop(ctx, dur, st, func(ctx context.Context) (int, error) {
+	elapsed, err := c.benchLoop(ctx, dur, st, meta.Size, func(ctx context.Context, buf []byte) (int, error) {
 		var i int64
 		if random {
 			i = rand.Int64N(meta.Objects)
 		} else if i = next.Add(1) - 1; i >= meta.Objects {
 			return 0, errBenchDone
 		}
-		buf := make([]byte, meta.Size)
 		n, err := c.io.Read(ctx, fmt.Sprintf("%s_object%d", meta.Prefix, i), buf, 0)
 		if err == nil && n != meta.Size {
 			err = fmt.Errorf("object %d: read %d bytes, want %d", i, n, meta.Size)
@@ -143,9 +168,10 @@ func (c *radosCommand) benchRead(ctx context.Context, dur time.Duration, random 
 var errBenchDone = errors.New("all objects read")
 
 // benchLoop runs op on c.bench.threads workers for dur, printing a line a
-// second as the rados tool does.
-func (c *radosCommand) benchLoop(ctx context.Context, dur time.Duration, st *benchStats,
-	op func(ctx context.Context) (int, error)) (time.Duration, error) {
+// second as the rados tool does; each worker passes op its own buffer of
+// bufSize bytes.
+func (c *radosCommand) benchLoop(ctx context.Context, dur time.Duration, st *benchStats, bufSize int,
+	op func(ctx context.Context, buf []byte) (int, error)) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
@@ -156,10 +182,11 @@ func (c *radosCommand) benchLoop(ctx context.Context, dur time.Duration, st *ben
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]byte, bufSize)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				st.started.Add(1)
 				t0 := time.Now()
-				n, err := op(ctx)
+				n, err := op(ctx, buf)
 				if err != nil {
 					if !errors.Is(err, errBenchDone) && ctx.Err() == nil {
 						firstErr.CompareAndSwap(nil, &err)
@@ -188,49 +215,19 @@ func (c *radosCommand) benchLoop(ctx context.Context, dur time.Duration, st *ben
 		case <-tick.C:
 		}
 		b := st.bytesDone.Load()
-		st.mu.Lock()
-		var last, sum time.Duration
-		if n := len(st.lat); n > 0 {
-			last = st.lat[n-1]
-			for _, l := range st.lat {
-				sum += l
-			}
-			sum /= time.Duration(n)
-		}
-		st.mu.Unlock()
+		_, mean, _, _, _, last := st.snapshot()
 		fin := st.finished.Load()
 		fmt.Fprintf(c.stdout, "%5d %7d %9d %9d %9.4f %9.4f %10.6f %11.6f\n", sec, st.started.Load()-fin,
 			st.started.Load(), fin, float64(b)/(1<<20)/float64(sec), float64(b-lastBytes)/(1<<20),
-			last.Seconds(), sum.Seconds())
+			last.Seconds(), mean)
 		lastBytes = b
 	}
 }
 
 // benchSummary prints the rados tool's summary lines.
 func (c *radosCommand) benchSummary(kind string, elapsed time.Duration, st *benchStats, size int) {
-	st.mu.Lock()
-	lat := st.lat
-	st.mu.Unlock()
-	n := len(lat)
+	n, avg, sd, minL, maxL, _ := st.snapshot()
 	secs := elapsed.Seconds()
-	var sum, maxL time.Duration
-	minL := time.Duration(math.MaxInt64)
-	for _, l := range lat {
-		sum += l
-		maxL = max(maxL, l)
-		minL = min(minL, l)
-	}
-	avg, sd := 0.0, 0.0
-	if n > 0 {
-		avg = (sum / time.Duration(n)).Seconds()
-		for _, l := range lat {
-			d := l.Seconds() - avg
-			sd += d * d
-		}
-		sd = math.Sqrt(sd / float64(n))
-	} else {
-		minL = 0
-	}
 	label := "Write"
 	made := "Total writes made:"
 	if kind == "read" {
