@@ -93,6 +93,10 @@ func (t *transmission) read(r *reply, req *request) {
 		}
 		return
 	}
+	if t.mem != nil {
+		t.readMemory(r, req)
+		return
+	}
 	r.buf = t.ss.srv.buffers.get(n)
 	r.data = *r.buf
 	if !t.structured {
@@ -151,6 +155,96 @@ func (t *transmission) read(r *reply, req *request) {
 		pos += int(e.Length)
 	}
 }
+
+// readMemory answers NBD_CMD_READ on a Memory served inline, finding its
+// holes without a BlockStatus call: they become hole chunks for a
+// structured reply without NBD_CMD_FLAG_DF, zeroes otherwise. The data of
+// a small read is copied from the chunks into the connection's write
+// buffer when the reply is written (before the next request is served).
+// A larger one is copied into a payload buffer first and sent from there
+// with writev: the kernel reading a payload buffer, which is reused, is
+// much cheaper on some virtual machines than reading chunk pages it has
+// not touched lately (a shadow page fault per page: 7 µs per 4 KiB, five
+// times the whole cost of the copy, measured here).
+func (t *transmission) readMemory(r *reply, req *request) {
+	var err error
+	t.pieces, err = t.mem.pieces(t.pieces[:0], int64(req.off), int(req.length))
+	defer func() {
+		clear(t.pieces)
+		t.pieces = t.pieces[:0]
+	}()
+	if err != nil {
+		t.replyError(r, req, err)
+		return
+	}
+	copied := req.length > maxExtRead
+	if copied {
+		r.buf = t.ss.srv.buffers.get(int(req.length))
+		r.data = *r.buf
+	}
+	// data adds the payload bytes p, found at pos in the request.
+	data := func(p []byte, pos int) {
+		if copied {
+			copy(r.data[pos:], p)
+			r.addData(pos, pos+len(p))
+		} else {
+			r.addExt(p)
+		}
+	}
+	if t.structured && req.flags&cmdFlagDF == 0 {
+		pos := 0
+		for i, p := range t.pieces {
+			flags := uint16(0)
+			if i == len(t.pieces)-1 {
+				flags = replyFlagDone
+			}
+			off := req.off + uint64(pos)
+			if p.data == nil {
+				r.holeChunk(req.cookie, flags, off, uint32(p.hole))
+				pos += p.hole
+				continue
+			}
+			r.chunk(req.cookie, flags, replyTypeOffsetData, uint32(8+len(p.data)))
+			var h [8]byte
+			binary.BigEndian.PutUint64(h[:], off)
+			r.addMeta(h[:])
+			data(p.data, pos)
+			pos += len(p.data)
+		}
+		return
+	}
+	if t.structured {
+		r.chunk(req.cookie, replyFlagDone, replyTypeOffsetData, 8+req.length)
+		var h [8]byte
+		binary.BigEndian.PutUint64(h[:], req.off)
+		r.addMeta(h[:])
+	} else {
+		r.simple(req.cookie, 0)
+	}
+	pos := 0
+	for _, p := range t.pieces {
+		if p.data != nil {
+			data(p.data, pos)
+			pos += len(p.data)
+			continue
+		}
+		if copied {
+			clear(r.data[pos : pos+p.hole])
+			r.addData(pos, pos+p.hole)
+			pos += p.hole
+			continue
+		}
+		if t.zeros == nil {
+			t.zeros = make([]byte, maxExtRead)
+		}
+		r.addExt(t.zeros[:p.hole]) // p.hole <= req.length <= maxExtRead
+		pos += p.hole
+	}
+}
+
+// maxExtRead is the largest read readMemory answers from the chunks
+// directly: the reply then always fits the write buffer.
+const maxExtRead = connWriterSize / 4
 
 // Limits on the extents gathered for one request.
 const (

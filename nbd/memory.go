@@ -163,6 +163,53 @@ func (m *Memory) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
 	return done, nil
 }
 
+// memPiece is one piece of a range of a Memory: bytes of its chunks, or
+// hole bytes that read as zeroes.
+type memPiece struct {
+	data []byte
+	hole int
+}
+
+// pieces appends to dst the pieces [off, off+n) is made of, neighbours of
+// one kind merged: allocated chunks as slices of their memory (adjacent
+// chunks of one segment are one slice), unallocated ones as holes. The
+// bytes are not copied and no lock is held: a reply sent from them while
+// another connection writes there may carry old and new bytes, which is
+// what overlapping requests in flight may get. A trim meanwhile makes the
+// pages read as zeroes; the mappings stay while m lives.
+func (m *Memory) pieces(dst []memPiece, off int64, n int) ([]memPiece, error) {
+	if err := m.check(off, n); err != nil {
+		return dst, err
+	}
+	first := len(dst)
+	var prev *memorySegment // segment of the last data piece, ending at prevEnd
+	prevEnd := 0
+	for done := 0; done < n; {
+		si, in, ci := locate(off + int64(done))
+		k := min(n-done, memoryChunkSize-in%memoryChunkSize)
+		done += k
+		s := m.segment(si)
+		if s != nil && !s.chunks[ci].allocated.Load() {
+			s = nil
+		}
+		last := len(dst) - 1
+		switch {
+		case s == nil && last >= first && dst[last].data == nil:
+			dst[last].hole += k
+		case s == nil:
+			dst = append(dst, memPiece{hole: k})
+		case last >= first && dst[last].data != nil && s == prev && in == prevEnd:
+			dst[last].data = s.data[in-len(dst[last].data) : in+k]
+		default:
+			dst = append(dst, memPiece{data: s.data[in : in+k]})
+		}
+		if s != nil {
+			prev, prevEnd = s, in+k
+		}
+	}
+	return dst, nil
+}
+
 // WriteAt copies into the chunks, allocating them as needed.
 func (m *Memory) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
 	if err := m.check(off, len(p)); err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
 
 // Memory keeps its data in 64 MiB segments; these tests cross a segment
@@ -156,5 +158,101 @@ func TestMemoryConcurrentChunks(t *testing.T) {
 	wg.Wait()
 	if got := m.AllocatedBytes(); got != 8*64<<10 {
 		t.Fatalf("allocated %d, want 8 chunks", got)
+	}
+}
+
+// TestMemoryReadsOverTheWire reads ranges made of holes and data, across a
+// segment boundary, small (answered from the chunks) and large (through a
+// payload buffer), with structured replies (holes as hole chunks, or one
+// data chunk with NBD_CMD_FLAG_DF) and simple ones, many in flight at
+// once; small writes (from the read buffer) and large ones go in between.
+func TestMemoryReadsOverTheWire(t *testing.T) {
+	ctx := context.Background()
+	srv, m := nbdtest.StartMemory(t, "", memSeg+1<<20)
+	const chunk = 64 << 10
+	// Data in [memSeg-128K, memSeg+64K) and [memSeg+128K, memSeg+192K).
+	want := make([]byte, memSeg+1<<20)
+	for _, r := range [][2]int{{memSeg - 2*chunk, memSeg + chunk}, {memSeg + 2*chunk, memSeg + 3*chunk}} {
+		rand.Read(want[r[0]:r[1]])
+		if _, err := m.WriteAt(ctx, want[r[0]:r[1]], int64(r[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type rd struct {
+		off, n        int
+		chunks, holes int // of a structured reply without DF: data runs may come in more chunks
+	}
+	reads := []rd{
+		{memSeg - 3*chunk, 7 * chunk, 5, 3}, // hole, data (across the segment boundary), hole, data, hole
+		{memSeg - 3*chunk, chunk, 1, 1},     // one hole
+		{memSeg - 2*chunk + 100, 4096, 1, 0},
+		{memSeg - 4096, 8192, 1, 0}, // data on both sides of the segment boundary
+		{memSeg + chunk - 4096, 8192, 2, 1},
+		{memSeg + 3*chunk, 4096, 1, 1},
+		{memSeg + chunk - 8192, 12 << 10, 2, 1},
+	}
+	check := func(c *nbdtest.Client, structured bool) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 3*len(reads))
+		for round := 0; round < 3; round++ {
+			for _, r := range reads {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, df := range []bool{false, true} {
+						p := make([]byte, r.n)
+						for i := range p {
+							p[i] = 0xaa
+						}
+						cmd := nbdtest.Cmd{Type: nbdtest.CmdRead, Offset: uint64(r.off), Length: uint32(r.n), Buf: p}
+						if df && structured {
+							cmd.Flags = nbdtest.CmdFlagDF
+						}
+						rep, err := c.Do(ctx, cmd)
+						switch {
+						case err != nil:
+							errs <- fmt.Errorf("read %d+%d: %w", r.off, r.n, err)
+						case !bytes.Equal(p, want[r.off:r.off+r.n]):
+							errs <- fmt.Errorf("read %d+%d (df %v): wrong bytes", r.off, r.n, df)
+						case !structured && !rep.Simple:
+							errs <- fmt.Errorf("read %d+%d: no simple reply", r.off, r.n)
+						case structured && df && (rep.Chunks != 1 || rep.Holes != 0):
+							errs <- fmt.Errorf("read %d+%d with DF: %d chunks, %d holes; want one data chunk", r.off, r.n, rep.Chunks, rep.Holes)
+						case structured && !df && (rep.Chunks < r.chunks || rep.Holes != r.holes):
+							errs <- fmt.Errorf("read %d+%d: %d chunks, %d holes; want %d or more, %d", r.off, r.n, rep.Chunks, rep.Holes, r.chunks, r.holes)
+						}
+					}
+				}()
+			}
+		}
+		// Writes in flight meanwhile, outside the ranges read: small ones
+		// and one over the read buffer.
+		for _, n := range []int{4096, 100, 3 * chunk} {
+			p := make([]byte, n)
+			rand.Read(p)
+			off := memSeg + 8*chunk
+			if err := c.WriteAt(ctx, p, int64(off), 0); err != nil {
+				t.Fatal(err)
+			}
+			copy(want[off:], p)
+			q := make([]byte, n)
+			if err := c.ReadAt(ctx, q, int64(off)); err != nil || !bytes.Equal(q, p) {
+				t.Fatalf("read back a %d-byte write: %v", n, err)
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+	for _, structured := range []bool{true, false} {
+		c, err := nbdtest.Dial(ctx, "unix", srv.Socket, nbdtest.Options{Structured: structured})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(c, structured)
+		c.Close()
 	}
 }

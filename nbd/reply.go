@@ -1,13 +1,12 @@
 package nbd
 
-import (
-	"bufio"
-	"encoding/binary"
-)
+import "encoding/binary"
 
 // reply is everything sent for one request, written as one unit by the
 // reply writer. Header bytes live in meta; payload bytes are slices of
-// data. parts lists what to write, in order.
+// data, or of memory outside the reply (ext: a Memory's chunks, for a
+// reply written before the next request is served). parts lists what to
+// write, in order.
 type reply struct {
 	meta  []byte
 	parts []part
@@ -20,10 +19,12 @@ type reply struct {
 type part struct {
 	fromData   bool
 	start, end int
+	ext        []byte // when set, the bytes to write
 }
 
 func (r *reply) reset() {
 	r.meta = r.meta[:0]
+	clear(r.parts)
 	r.parts = r.parts[:0]
 	r.data, r.buf, r.share, r.held = nil, nil, 0, false
 }
@@ -43,6 +44,13 @@ func (r *reply) addMeta(b []byte) {
 func (r *reply) addData(start, end int) {
 	if start < end {
 		r.parts = append(r.parts, part{fromData: true, start: start, end: end})
+	}
+}
+
+// addExt appends b, which must stay as it is until the reply is written.
+func (r *reply) addExt(b []byte) {
+	if len(b) > 0 {
+		r.parts = append(r.parts, part{ext: b})
 	}
 }
 
@@ -104,7 +112,8 @@ func (r *reply) holeChunk(cookie uint64, flags uint16, off uint64, size uint32) 
 // whenever no other reply is waiting. For an export served inline the
 // goroutine that reads requests writes the replies instead (writeInline).
 type replyWriter struct {
-	w       *bufio.Writer
+	w       *connWriter
+	vec     [][]byte // scratch for writeParts
 	in      chan *reply
 	done    chan struct{}
 	recycle func(*reply)
@@ -141,20 +150,25 @@ func (rw *replyWriter) write(r *reply) error {
 	return nil
 }
 
-// writeParts puts r into the buffer, which writes out only when full.
+// writeParts puts r into the buffer, or, when it does not fit, sends it
+// with what is buffered (in one writev on a raw socket, without copying
+// its payload).
 func (rw *replyWriter) writeParts(r *reply) error {
+	vec := rw.vec[:0]
 	for _, p := range r.parts {
-		var b []byte
-		if p.fromData {
-			b = r.data[p.start:p.end]
-		} else {
-			b = r.meta[p.start:p.end]
-		}
-		if _, err := rw.w.Write(b); err != nil {
-			return err
+		switch {
+		case p.ext != nil:
+			vec = append(vec, p.ext)
+		case p.fromData:
+			vec = append(vec, r.data[p.start:p.end])
+		default:
+			vec = append(vec, r.meta[p.start:p.end])
 		}
 	}
-	return nil
+	err := rw.w.WriteVec(vec)
+	clear(vec)
+	rw.vec = vec[:0]
+	return err
 }
 
 // writeInline writes r from the goroutine that reads requests, for an

@@ -95,19 +95,78 @@ func (r *rawReader) read(fd uintptr) bool {
 }
 
 // rawWriter writes to a socket with raw system calls. One goroutine
-// writes at a time (the session's bufio.Writer is its only caller).
+// writes at a time (the session's connWriter is its only caller).
 type rawWriter struct {
 	rc    syscall.RawConn
 	fn    func(fd uintptr) bool // w.write, bound once
+	fnv   func(fd uintptr) bool // w.writeVec, bound once
 	p     []byte
 	n     int
 	errno syscall.Errno
+	vec   [][]byte // what writev has left to send
+	iov   []iovec
 }
 
 func newRawWriter(rc syscall.RawConn) *rawWriter {
 	w := &rawWriter{rc: rc}
-	w.fn = w.write
+	w.fn, w.fnv = w.write, w.writeVec
 	return w
+}
+
+// maxIovecs is how many slices one writev takes (IOV_MAX on Linux).
+const maxIovecs = 1024
+
+// writev writes head and then the slices of vec, with as few system
+// calls as the socket's buffer allows.
+func (w *rawWriter) writev(head []byte, vec [][]byte) error {
+	w.vec = append(w.vec[:0], head)
+	w.vec = append(w.vec, vec...)
+	w.errno = 0
+	err := w.rc.Write(w.fnv)
+	clear(w.vec[:cap(w.vec)])
+	clear(w.iov[:cap(w.iov)])
+	w.vec = w.vec[:0]
+	if err == nil && w.errno != 0 {
+		err = os.NewSyscallError("writev", w.errno)
+	}
+	return err
+}
+
+// writeVec is the RawConn callback of writev: false means wait until
+// writable.
+func (w *rawWriter) writeVec(fd uintptr) bool {
+	for {
+		for len(w.vec) > 0 && len(w.vec[0]) == 0 {
+			w.vec = w.vec[1:]
+		}
+		if len(w.vec) == 0 {
+			return true
+		}
+		w.iov = w.iov[:0]
+		for _, b := range w.vec[:min(len(w.vec), maxIovecs)] {
+			if len(b) > 0 {
+				w.iov = append(w.iov, newIovec(b))
+			}
+		}
+		n, errno := sysWritev(fd, w.iov)
+		switch errno {
+		case 0:
+			for n > 0 {
+				k := min(n, len(w.vec[0]))
+				w.vec[0] = w.vec[0][k:]
+				n -= k
+				if len(w.vec[0]) == 0 {
+					w.vec = w.vec[1:]
+				}
+			}
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.errno = errno
+			return true
+		}
+	}
 }
 
 // Write writes all of p, waiting in the runtime poller whenever the

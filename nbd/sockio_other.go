@@ -7,5 +7,6 @@ import "syscall"
 // rawSyscalls: sockets go through net.Conn here.
 const rawSyscalls = false
 
-func sysRead(uintptr, []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
-func sysWrite(uintptr, []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
+func sysRead(uintptr, []byte) (int, syscall.Errno)    { return 0, syscall.ENOSYS }
+func sysWrite(uintptr, []byte) (int, syscall.Errno)   { return 0, syscall.ENOSYS }
+func sysWritev(uintptr, []iovec) (int, syscall.Errno) { return 0, syscall.ENOSYS }

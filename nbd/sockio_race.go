@@ -2,7 +2,10 @@
 
 package nbd
 
-import "syscall"
+import (
+	"syscall"
+	"unsafe"
+)
 
 // rawSyscalls: sockets are read and written through their RawConn, as
 // without the race detector, but with the syscall package's wrappers,
@@ -20,6 +23,23 @@ func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, err := syscall.Write(int(fd), p)
 	return max(n, 0), errnoOf(err)
+}
+
+// sysWritev writes the slices one by one, through syscall.Write for its
+// race annotations.
+func sysWritev(fd uintptr, iov []iovec) (int, syscall.Errno) {
+	total := 0
+	for _, v := range iov {
+		n, errno := sysWrite(fd, unsafe.Slice(v.Base, v.Len))
+		total += n
+		if errno != 0 || n < int(v.Len) {
+			if total > 0 {
+				return total, 0
+			}
+			return 0, errno
+		}
+	}
+	return total, 0
 }
 
 func errnoOf(err error) syscall.Errno {

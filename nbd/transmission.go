@@ -61,6 +61,12 @@ type transmission struct {
 	// requests. For backends that never block (Memory), this saves two
 	// goroutine hand-offs and a write per request.
 	inline bool
+	// mem is the export's Memory when served inline: reads are answered
+	// from its chunks without a copy (readMemory), with pieces and zeros
+	// as scratch.
+	mem    *Memory
+	pieces []memPiece
+	zeros  []byte
 
 	budget   *budget
 	writer   *replyWriter
@@ -88,6 +94,9 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 		kernel:      kernel,
 		inline:      exp.inline,
 		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes),
+	}
+	if t.inline {
+		t.mem, _ = exp.Backend.(*Memory)
 	}
 	t.replies.New = func() any { return new(reply) }
 	t.writer = &replyWriter{
@@ -383,6 +392,23 @@ func (t *transmission) dispatch(req *request) error {
 	}
 	if err := t.budget.acquire(t.ss.ctx, req.share); err != nil {
 		return fmt.Errorf("nbd transmission: wait for budget: %w", err)
+	}
+	if req.typ == cmdWrite && req.length > 0 && t.inline && int(req.length) <= t.br.Size() {
+		// Served inline: the payload is written from the read buffer and
+		// dropped from it afterwards, never copied to a payload buffer.
+		data, err := t.br.Peek(int(req.length))
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // as io.ReadFull says
+			}
+			t.budget.release(req.share)
+			return fmt.Errorf("nbd transmission: read WRITE payload: %w", err)
+		}
+		req.data = data
+		t.handlers.Add(1)
+		t.handle(req)
+		_, err = t.br.Discard(len(data))
+		return err
 	}
 	if req.typ == cmdWrite && req.length > 0 {
 		req.buf = t.ss.srv.buffers.get(int(req.length))

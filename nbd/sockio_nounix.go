@@ -1,0 +1,8 @@
+//go:build !unix
+
+package nbd
+
+// iovec is never used here: sockets go through net.Conn.
+type iovec struct{}
+
+func newIovec([]byte) iovec { return iovec{} }

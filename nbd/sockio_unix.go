@@ -1,0 +1,16 @@
+//go:build unix
+
+package nbd
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+type iovec = syscall.Iovec
+
+func newIovec(b []byte) iovec {
+	v := iovec{Base: unsafe.SliceData(b)}
+	v.SetLen(len(b))
+	return v
+}
