@@ -112,6 +112,18 @@ func readAll(t *testing.T, img *Image) []byte {
 	return b
 }
 
+// checkBothWays closes img after checking that purerbd reads want, then
+// that librbd does too (rbd export) and that its object map checks out.
+func checkBothWays(t *testing.T, img *Image, spec string, want []byte) {
+	t.Helper()
+	mustEqual(t, "purerbd read", readAll(t, img), want)
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "rbd export", rbdExport(t, spec), want)
+	rbdCLI(t, "object-map", "check", spec)
+}
+
 func mustEqual(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -657,12 +669,7 @@ func TestSnapshotObjectMaps(t *testing.T) {
 	if err := img.RollbackSnapshot(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "purerbd read after rollback", readAll(t, img), v1)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "rbd export after rollback", rbdExport(t, spec), v1)
-	rbdCLI(t, "object-map", "check", spec)
+	checkBothWays(t, img, spec, v1)
 	if info := rbdInfo(t, spec); fmt.Sprint(info["flags"]) != "[]" {
 		t.Errorf("flags: %v", info["flags"])
 	}
@@ -770,12 +777,7 @@ func TestWritesKeepLibrbdSnapshots(t *testing.T) {
 	if err := img.RollbackSnapshot(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "purerbd read after rollback", readAll(t, img), v1)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "rbd export after rollback", rbdExport(t, spec), v1)
-	rbdCLI(t, "object-map", "check", spec)
+	checkBothWays(t, img, spec, v1)
 }
 
 // TestBreakDeadOwnersLock: a client holding the lock disappears; the next
@@ -951,12 +953,7 @@ func TestConcurrentIO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustEqual(t, "purerbd read", readAll(t, img), model)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "rbd export", rbdExport(t, spec), model)
-	rbdCLI(t, "object-map", "check", spec)
+	checkBothWays(t, img, spec, model)
 }
 
 // TestNotifySize sees size changes made by purerbd and by rbd resize.

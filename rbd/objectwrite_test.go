@@ -165,12 +165,7 @@ func TestConcurrentWritesIntoOneObject(t *testing.T) {
 	clear(model[8<<20 : 12<<20])
 	writeChunks(ctx, t, img, model, []int{8<<20 + chunk, 8<<20 + 5*chunk, 12<<20 - chunk, 12 << 20}, chunk,
 		func(i int) bool { return i == 2 })
-	mustEqual(t, "purerbd read", readAll(t, img), model)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rbdCLI(t, "object-map", "check", spec)
-	mustEqual(t, "rbd export", rbdExport(t, spec), model)
+	checkBothWays(t, img, spec, model)
 }
 
 // TestConcurrentCopyup writes and discards concurrently into a clone's

@@ -98,12 +98,7 @@ func TestWriteAroundModel(t *testing.T) {
 	if maxDirty > 1<<20+256*512 {
 		t.Errorf("%d bytes in flight, over MaxDirty", maxDirty)
 	}
-	mustEqual(t, "purerbd read", readAll(t, img), model)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "rbd export", rbdExport(t, spec), model)
-	rbdCLI(t, "object-map", "check", spec)
+	checkBothWays(t, img, spec, model)
 }
 
 // TestWriteAroundAheadOfOSD stops the OSD: writes are acknowledged until
@@ -166,12 +161,7 @@ func TestWriteAroundAheadOfOSD(t *testing.T) {
 	if err := img.Flush(ctx); err != nil {
 		t.Fatalf("flush after the OSD came back: %v", err)
 	}
-	mustEqual(t, "purerbd read", readAll(t, img), model)
-	if err := img.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustEqual(t, "rbd export", rbdExport(t, spec), model)
-	rbdCLI(t, "object-map", "check", spec)
+	checkBothWays(t, img, spec, model)
 }
 
 // TestWriteAroundFailureReported makes the OSD refuse a write the cache
