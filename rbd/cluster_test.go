@@ -433,6 +433,12 @@ func TestObjectMapCheck(t *testing.T) {
 // TestExclusiveLockHandover writes with purerbd while rbd bench writes to
 // the same image: the lock goes back and forth, nothing is lost.
 func TestExclusiveLockHandover(t *testing.T) {
+	t.Run("writethrough", func(t *testing.T) { testExclusiveLockHandover(t, WriteAround{}) })
+	// the lock goes only once every write the cache acknowledged landed
+	t.Run("write-around", func(t *testing.T) { testExclusiveLockHandover(t, WriteAround{MaxDirty: DefaultMaxDirty}) })
+}
+
+func testExclusiveLockHandover(t *testing.T, wa WriteAround) {
 	ctx := ctxT(t)
 	name := imageName(t)
 	spec := "rbd/" + name
@@ -440,7 +446,7 @@ func TestExclusiveLockHandover(t *testing.T) {
 	if err := Create(ctx, testPool(t), name, size, CreateOptions{Order: 20}); err != nil {
 		t.Fatal(err)
 	}
-	img := openT(t, name, OpenOptions{})
+	img := openT(t, name, OpenOptions{WriteAround: wa})
 	r := rand.New(rand.NewPCG(1, 1))
 	mine := make([]byte, 8<<20) // purerbd owns [8M,16M), bench writes [0,4M)
 	if _, err := img.WriteAtContext(ctx, mine, 8<<20); err != nil {
