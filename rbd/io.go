@@ -333,20 +333,22 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 		return 0, fmt.Errorf("%w: write of %d bytes at %d, image size %d", ErrOutOfRange, len(p), off, h.size)
 	}
 	if img.wa.active() {
-		seq, err := img.wa.admit(ctx, byteRange{uint64(off), uint64(off) + uint64(len(p))})
+		seq, early, err := img.wa.admit(ctx, byteRange{uint64(off), uint64(off) + uint64(len(p))})
 		if err != nil {
 			done()
 			return 0, err
 		}
-		buf := img.wa.bufs.get(len(p))
-		copy(buf, p)
-		img.wa.workers.run(func() {
-			err := img.writeExtents(img.bg, h, om, buf, off)
-			done()
-			img.wa.complete(seq, err)
-			img.wa.bufs.put(buf)
-		})
-		return len(p), nil
+		if early {
+			buf := img.wa.bufs.get(len(p))
+			copy(buf, p)
+			img.wa.workers.run(func() {
+				err := img.writeExtents(img.bg, h, om, buf, off)
+				done()
+				img.wa.complete(seq, err)
+				img.wa.bufs.put(buf)
+			})
+			return len(p), nil
+		}
 	}
 	defer done()
 	if err := img.writeExtents(ctx, h, om, p, off); err != nil {

@@ -15,9 +15,10 @@ const DefaultMaxDirty = 24 << 20
 // WriteAround configures librbd's write-around cache (rbd_cache = true,
 // rbd_cache_policy = writearound, librbd's default policy): a write
 // returns as soon as it has been handed to the OSDs, while fewer than
-// MaxDirty bytes are unacknowledged, and Flush returns once every write
-// acknowledged before it is durable, reporting the first write that
-// failed. Reads and discards of a range wait for the writes in flight to
+// MaxDirty bytes are unacknowledged (beyond that, writes return when the
+// OSDs acknowledged them, as without the cache), and Flush returns once
+// every write acknowledged before it is durable, reporting the first
+// write that failed. Reads and discards of a range wait for the writes in flight to
 // it, and a write overlapping one in flight waits for it, so the image
 // reads and ends as if every write had completed when it returned.
 //
@@ -153,17 +154,23 @@ func (w *writeAround) waitLocked(ctx context.Context) error {
 	return err
 }
 
-// admit waits until a write of s may be acknowledged (nothing in flight
-// overlaps it, and it fits under MaxDirty or nothing is in flight) and
-// registers it, returning its sequence number.
-func (w *writeAround) admit(ctx context.Context, s byteRange) (uint64, error) {
+// admit waits until no write in flight overlaps s, then registers s as
+// acknowledged ahead of the OSDs if it fits under MaxDirty (or nothing is
+// in flight) and returns its sequence number with early true. A write
+// that does not fit is not held back, as librbd holds it: it goes to the
+// OSDs at once and its caller waits for them (early false), so the cache
+// never has fewer writes in flight than no cache would.
+func (w *writeAround) admit(ctx context.Context, s byteRange) (seq uint64, early bool, err error) {
 	n := int64(s.end - s.off)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.overlapsLocked(s) || (w.dirty > 0 && w.dirty+n > w.maxDirty) {
+	for w.overlapsLocked(s) {
 		if err := w.waitLocked(ctx); err != nil {
-			return 0, fmt.Errorf("rbd: waiting for the write-around cache: %w", err)
+			return 0, false, fmt.Errorf("rbd: waiting for the write-around cache: %w", err)
 		}
+	}
+	if w.dirty > 0 && w.dirty+n > w.maxDirty {
+		return 0, false, nil
 	}
 	w.seq++
 	w.inflight[w.seq] = s
@@ -172,7 +179,7 @@ func (w *writeAround) admit(ctx context.Context, s byteRange) (uint64, error) {
 	}
 	w.order = append(w.order, w.seq)
 	w.dirty += n
-	return w.seq, nil
+	return w.seq, true, nil
 }
 
 // complete retires the write admitted as seq; err is its outcome.

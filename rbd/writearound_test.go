@@ -102,8 +102,9 @@ func TestWriteAroundModel(t *testing.T) {
 }
 
 // TestWriteAroundAheadOfOSD stops the OSD: writes are acknowledged until
-// MaxDirty bytes wait for it, then block; reads of those ranges and Flush
-// wait for the OSD; once it is back everything lands.
+// MaxDirty bytes wait for it, then wait for the OSD themselves, as
+// without the cache; reads of those ranges and Flush wait for the OSD;
+// once it is back everything lands.
 func TestWriteAroundAheadOfOSD(t *testing.T) {
 	ctx := ctxT(t)
 	name := imageName(t)
