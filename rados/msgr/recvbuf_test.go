@@ -94,13 +94,13 @@ func TestRecvInto(t *testing.T) {
 		t.Error("a withdrawn buffer was used")
 	}
 
-	// Withdrawn while the output of a larger command (three values,
+	// Withdrawn while the output of a larger command (enough values for
 	// more than one chunk) arrives into the buffer: the proxy pauses the
 	// monitor's bytes inside the first chunk. Resumed within the grace,
 	// the reader finishes the chunk, reads the rest into scratch memory,
 	// drops the message and the connection lives on; left paused, the
 	// connection fails.
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= dataChunk/len(value)+2; i++ {
 		if _, err := cluster.Ceph(ctx, "config-key", "set", fmt.Sprintf("purerbd-recvinto-%d", i), "-i", file); err != nil {
 			t.Fatal(err)
 		}
@@ -116,9 +116,9 @@ func TestRecvInto(t *testing.T) {
 	}
 	withdrawPaused := func(tid uint64, resume bool) []byte {
 		t.Helper()
-		held := make([]byte, 1<<20)
+		held := make([]byte, 4*dataChunk)
 		c.RecvInto(tid, msgMonCommandAck, held)
-		hold := p.forwarded.Load() + dataChunk/2 // in the first chunk
+		hold := p.forwarded.Load() + 64<<10 // in the first chunk (dataChunk is larger)
 		p.holdAt.Store(hold)
 		if err := dump(tid); err != nil {
 			t.Fatal(err)
