@@ -96,7 +96,7 @@ func newWriteAround(o WriteAround) *writeAround {
 		buckets:  make(map[uint64][]flight),
 		changed:  make(chan struct{}),
 		bufs:     bufferPool{limit: o.MaxDirty},
-		workers:  newWorkerPool(),
+		workers:  newWorkerPool(int(o.MaxDirty >> minBufShift)),
 	}
 }
 
@@ -321,7 +321,8 @@ func (p *bufferPool) put(b []byte) {
 // chain every time, and thousands of 4 KiB writes acknowledged at once
 // would each get one (librbd's objecter likewise keeps at most
 // objecter_inflight_ops in flight). Writes beyond that wait in jobs,
-// already acknowledged.
+// already acknowledged; a caller blocks on a full queue only with writes
+// under 4 KiB.
 type workerPool struct {
 	jobs chan func()
 	stop chan struct{}
@@ -338,8 +339,10 @@ const (
 	workerIdle = 2 * time.Second
 )
 
-func newWorkerPool() workerPool {
-	return workerPool{jobs: make(chan func(), 1024), stop: make(chan struct{})}
+// newWorkerPool makes a pool whose queue holds queue writes without
+// blocking their callers: as many 4 KiB writes as MaxDirty allows.
+func newWorkerPool(queue int) workerPool {
+	return workerPool{jobs: make(chan func(), max(queue, 1024)), stop: make(chan struct{})}
 }
 
 // run runs job on an idle worker, on a new one while there are fewer
