@@ -1009,22 +1009,25 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		startT := time.Now()
 		for t := 0; t < max(*threads, 1); t++ {
 			wg.Add(1)
-			go func(tseed uint64) {
+			go func() {
 				defer wg.Done()
-				rng := rand.New(rand.NewPCG(tseed, seed))
 				rbuf := make([]byte, bs)
 				for {
 					i := next.Add(1) - 1
 					if i >= nOps || ctx.Err() != nil {
 						return
 					}
+					// I/O i is the same on every run, as rbd bench's
+					// are (it draws from rand() unseeded): repeated runs
+					// rewrite the same blocks, and their figures compare
+					h := benchHash(uint64(i))
 					var off int64
 					if *pattern == "rand" {
-						off = rng.Int64N(size/bs) * bs
+						off = int64(h%uint64(size/bs)) * bs
 					} else {
 						off = (i * bs) % (size / bs * bs)
 					}
-					write := *ioType == "write" || (*ioType != "read" && rng.IntN(2) == 0)
+					write := *ioType == "write" || (*ioType != "read" && h>>63 == 0)
 					var err error
 					if write {
 						_, err = img.WriteAtContext(ctx, wbuf, off)
@@ -1038,7 +1041,7 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 					done.Add(1)
 					bytesDone.Add(bs)
 				}
-			}(uint64(t))
+			}()
 		}
 		wg.Wait()
 		if err, _ := firstErr.Load().(error); err != nil {
@@ -1056,6 +1059,15 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 			secs, done.Load(), float64(done.Load())/secs, humanBytes(uint64(float64(bytesDone.Load())/secs)))
 		return nil
 	})
+}
+
+// benchHash is SplitMix64's output function: I/O i of a bench run draws
+// its offset (and, reading and writing, its direction) from benchHash(i).
+func benchHash(i uint64) uint64 {
+	z := i*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
 }
 
 // fillRandom fills p from rng, eight bytes at a time.
