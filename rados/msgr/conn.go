@@ -343,7 +343,6 @@ func (c *Conn) handleFrame(f frame) error {
 		c.inSeq.Store(m.Seq)
 		if f.dropped {
 			c.log.Debug("msgr: dropped a message whose receive buffer was withdrawn", "type", m.Type, "tid", m.Tid)
-			c.poke()
 			return nil
 		}
 		m.Front, m.Middle, m.Data = f.segs[1], f.segs[2], f.segs[3]
@@ -361,7 +360,10 @@ func (c *Conn) handleFrame(f frame) error {
 			c.lastRx.Store(time.Now().UnixNano())
 			c.stalled.Store(false)
 		}
-		c.poke()
+		// No ACK frame: a lossy client's acknowledgements ride in the
+		// ack_seq of its next message, as Ceph's (ProtocolV2 counts
+		// ack_left only for lossless policies); a frame per reply would
+		// cost the OSD a read and a wake-up per operation.
 	case tagKeepalive2:
 		ts, err := decodeStamp("KEEPALIVE2", f.segs[0])
 		if err != nil {
@@ -415,7 +417,7 @@ func (c *Conn) writeLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
-	var outSeq, acked uint64
+	var outSeq uint64
 	var batch []*sendReq
 	for {
 		var err error
@@ -435,9 +437,6 @@ func (c *Conn) writeLoop() {
 				c.addMessage(r.m, outSeq, ack)
 			}
 			err = c.writeBatch()
-			if err == nil {
-				acked = ack
-			}
 			for _, r := range batch {
 				r.done <- err
 			}
@@ -445,11 +444,6 @@ func (c *Conn) writeLoop() {
 		case <-c.wake:
 			if ts := c.kaReply.Swap(nil); ts != nil {
 				err = c.writeControl(tagKeepalive2Ack, encodeStamp(*ts))
-			}
-			if in := c.inSeq.Load(); err == nil && in > acked {
-				if err = c.writeControl(tagAck, encodeU64(in)); err == nil {
-					acked = in
-				}
 			}
 		case now := <-tick:
 			if lt := c.cfg.LivenessTimeout; lt > 0 && !c.stalled.Load() && now.Sub(time.Unix(0, c.lastRx.Load())) > lt {

@@ -137,13 +137,7 @@ func decodeServerIdent(p []byte) (serverIdent, error) {
 	return s, controlErr("SERVER_IDENT", d)
 }
 
-// encodeU64 is the payload of ACK, IDENT_MISSING_FEATURES, RETRY...
-func encodeU64(v uint64) []byte {
-	e := denc.NewEncoder(make([]byte, 0, 8))
-	e.U64(v)
-	return e.Bytes()
-}
-
+// decodeU64 reads the payload of ACK, IDENT_MISSING_FEATURES, RETRY...
 func decodeU64(what string, p []byte) (uint64, error) {
 	d := denc.NewDecoder(p)
 	v := d.U64(what)
