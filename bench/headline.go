@@ -20,7 +20,8 @@ type headlineRow struct {
 }
 
 // headlineRows are the comparisons the report starts with, in order. The
-// targets are those of issue #10 (ratios purerbd/peer, same run).
+// targets are those of issue #10 (ratios purerbd/peer, same run), and
+// issue #5's for the rbd bench CLI pair.
 func headlineRows() []headlineRow {
 	return []headlineRow{
 		{label: "rbd 4K randwrite QD32", section: "rbd-memstore", cas: "4k randwrite QD32", target: 1.2},
@@ -29,6 +30,10 @@ func headlineRows() []headlineRow {
 		{label: "rbd 4M read", section: "rbd-memstore", cas: "4M seq read QD16", target: 1.0},
 		{label: "rbd 4K randwrite QD32 client CPU/op", section: "rbd-memstore", cas: "4k randwrite QD32", target: 0.8, cpu: true},
 		{label: "rbd 4K randread QD32 client CPU/op", section: "rbd-memstore", cas: "4k randread QD32", target: 0.8, cpu: true},
+		{label: "rbd bench CLI 4K randwrite t32", section: "rbd-cli", cas: "4K rand write t32 (16M total)", target: 1.0},
+		{label: "rbd bench CLI 4K randread t32", section: "rbd-cli", cas: "4K rand read t32 (16M total)", target: 1.0},
+		{label: "rbd bench CLI 4M write t16", section: "rbd-cli", cas: "4M seq write t16 (512M total)", target: 1.0},
+		{label: "rbd bench CLI 4M read t16", section: "rbd-cli", cas: "4M seq read t16 (512M total)", target: 1.0},
 		{label: "nbd-rbd 4K randwrite QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randwrite QD32", target: 1.5},
 		{label: "nbd-rbd 4K randread QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randread QD32", target: 1.5},
 		{label: "nbd-memory 4K randread QD32 vs nbdkit", section: "nbd-memory", cas: "4k randread QD32", target: 1.2},

@@ -123,7 +123,8 @@ func TestReportStartsWithHeadline(t *testing.T) {
 }
 
 // TestHeadlineRBDCasesExist ties the headline's RBD rows to the case
-// names the RBD sections really generate in full mode, so that a renamed
+// names the RBD sections (and the rbd bench CLI pair) really generate in
+// full mode, so that a renamed
 // case cannot silently turn a row into "not measured".
 func TestHeadlineRBDCasesExist(t *testing.T) {
 	s := &suite{cfg: Config{}.withDefaults()}
@@ -131,8 +132,17 @@ func TestHeadlineRBDCasesExist(t *testing.T) {
 	for _, c := range s.rbdCases(true) {
 		names[c.Name] = true
 	}
+	cli := map[string]bool{}
+	for _, c := range s.rbdCLICases(1 << 30) { // the full run's image
+		cli[c.Name] = true
+	}
 	for _, h := range headlineRows() {
-		if strings.HasPrefix(h.section, "rbd-") && h.section != "rbd-nbd" && !names[h.cas] {
+		switch {
+		case h.section == "rbd-cli":
+			if !cli[h.cas] {
+				t.Errorf("headline row %q: no case %q in the full rbd bench CLI pair", h.label, h.cas)
+			}
+		case strings.HasPrefix(h.section, "rbd-") && h.section != "rbd-nbd" && !names[h.cas]:
 			t.Errorf("headline row %q: no case %q in the full RBD matrix", h.label, h.cas)
 		}
 	}

@@ -200,6 +200,28 @@ func (s *suite) loadgen(ctx context.Context, c *cluster, target []string, rw, bs
 	return smp, nil
 }
 
+// rbdCLICases are the rbd bench CLI pair's cases (issue #5's four in
+// full mode) on an image of imageSize bytes.
+func (s *suite) rbdCLICases(imageSize int64) []*Case {
+	var cs []*Case
+	small := pick(s.cfg, "16M", "8M")
+	big := humanSize(min(imageSize, 512<<20))
+	type cliCase struct{ typ, bs, threads, total, pattern, unit string }
+	for _, k := range pick(s.cfg, []cliCase{
+		{"write", "4K", "32", small, "rand", "IOPS"},
+		{"read", "4K", "32", small, "rand", "IOPS"},
+		{"write", "4M", "16", big, "seq", "MiB/s"},
+		{"read", "4M", "16", big, "seq", "MiB/s"},
+	}, []cliCase{
+		{"write", "4K", "32", small, "rand", "IOPS"},
+		{"write", "4M", "16", big, "seq", "MiB/s"},
+	}) {
+		cs = append(cs, newCase(fmt.Sprintf("%s %s %s t%s (%s total)", k.bs, k.pattern, k.typ, k.threads, k.total),
+			k.unit, "", 0, "type", k.typ, "bs", k.bs, "threads", k.threads, "total", k.total, "pattern", k.pattern))
+	}
+	return cs
+}
+
 // rbdCLI compares the shipped tools: `purerbd rbd bench` against `rbd
 // bench`, same arguments, fixed amount of I/O.
 func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Section {
@@ -222,21 +244,7 @@ func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		sec.Skipped = "creating the image: " + err.Error()
 		return sec
 	}
-	small := pick(s.cfg, "16M", "8M")
-	big := humanSize(min(imageSize, 512<<20))
-	type cliCase struct{ typ, bs, threads, total, pattern, unit string }
-	for _, k := range pick(s.cfg, []cliCase{
-		{"write", "4K", "32", small, "rand", "IOPS"},
-		{"read", "4K", "32", small, "rand", "IOPS"},
-		{"write", "4M", "16", big, "seq", "MiB/s"},
-		{"read", "4M", "16", big, "seq", "MiB/s"},
-	}, []cliCase{
-		{"write", "4K", "32", small, "rand", "IOPS"},
-		{"write", "4M", "16", big, "seq", "MiB/s"},
-	}) {
-		sec.Cases = append(sec.Cases, newCase(fmt.Sprintf("%s %s %s t%s (%s total)", k.bs, k.pattern, k.typ, k.threads, k.total),
-			k.unit, "", 0, "type", k.typ, "bs", k.bs, "threads", k.threads, "total", k.total, "pattern", k.pattern))
-	}
+	sec.Cases = s.rbdCLICases(imageSize)
 	run := func(ctx context.Context, who string, cs *Case) (Sample, error) {
 		args := []string{"bench", "--io-type", cs.Params["type"], "--io-size", cs.Params["bs"], "--io-threads",
 			cs.Params["threads"], "--io-total", cs.Params["total"], "--io-pattern", cs.Params["pattern"], "rbd/" + image}
