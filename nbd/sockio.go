@@ -103,7 +103,8 @@ type rawWriter struct {
 	p     []byte
 	n     int
 	errno syscall.Errno
-	vec   [][]byte // what writev has left to send
+	all   [][]byte // what writev was given, kept for its capacity
+	vec   [][]byte // what of it is left to send
 	iov   []iovec
 }
 
@@ -119,13 +120,13 @@ const maxIovecs = 1024
 // writev writes head and then the slices of vec, with as few system
 // calls as the socket's buffer allows.
 func (w *rawWriter) writev(head []byte, vec [][]byte) error {
-	w.vec = append(w.vec[:0], head)
-	w.vec = append(w.vec, vec...)
-	w.errno = 0
+	w.all = append(w.all[:0], head)
+	w.all = append(w.all, vec...)
+	w.vec, w.errno = w.all, 0
 	err := w.rc.Write(w.fnv)
-	clear(w.vec[:cap(w.vec)])
-	clear(w.iov[:cap(w.iov)])
-	w.vec = w.vec[:0]
+	clear(w.all)
+	clear(w.iov)
+	w.all, w.vec, w.iov = w.all[:0], nil, w.iov[:0]
 	if err == nil && w.errno != 0 {
 		err = os.NewSyscallError("writev", w.errno)
 	}
