@@ -2,7 +2,7 @@
 // purerbd's components and their established peers (nbdkit and qemu-nbd
 // for NBD, librados' `rados bench` and fio's rados engine, librbd's
 // `rbd bench` and fio's rbd engine) against the same targets on the same
-// machine in the same run, interleaving the contenders (A B A B ...)
+// machine in the same run, interleaving the contenders (A B, B A ...)
 // over several repetitions, and writes a Markdown report with medians,
 // min–max spread, the ratio purerbd/peer, client CPU per GiB and per
 // million operations, peak RSS and latency percentiles, plus SVG plots

@@ -75,7 +75,7 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 		m.Start.UTC().Format("2006-01-02 15:04 MST"), r.Elapsed.Round(time.Second), mode)
 	r.writeHeadline(b)
 	b.WriteString("How to read it: every comparison runs purerbd and its peer on the same target, one after the " +
-		"other (A B A B ...), ")
+		"other, who goes first alternating (A B, B A, A B ...), ")
 	fmt.Fprintf(b, "%d times each, with %s per time-based run (%s for the NBD jobs). Tables give the **median** and the spread "+
 		"(min–max) of the repetitions, and the **ratio of medians purerbd/peer**: for throughput above 1 "+
 		"means purerbd is faster; for CPU per GiB, per million operations and latency, below 1 means purerbd "+

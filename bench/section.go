@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -88,12 +89,15 @@ const runTimeout = 2 * time.Minute
 type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
 
 // interleave runs every case reps times, each repetition alternating the
-// contenders (A B A B ...), so that a drift in the machine's load hits
-// both. A failed run is recorded on the case and the suite carries on.
+// contenders, so that a drift in the machine's load hits both. Who goes
+// first alternates too (A B, B A, A B ... from one case or repetition to
+// the next): an OSD still settling after an image was filled, or a load
+// that eases, would otherwise favour whoever always runs second. A
+// failed run is recorded on the case and the suite carries on.
 func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, run runner) error {
 	for rep := 1; rep <= reps; rep++ {
-		for _, c := range s.Cases {
-			for _, who := range s.Contenders {
+		for i, c := range s.Cases {
+			for _, who := range runOrder(s.Contenders, rep+i) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -110,6 +114,17 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 		}
 	}
 	return nil
+}
+
+// runOrder is the contenders in order for turn k: as given for odd k,
+// reversed for even k.
+func runOrder(contenders []string, k int) []string {
+	if k%2 == 1 {
+		return contenders
+	}
+	r := slices.Clone(contenders)
+	slices.Reverse(r)
+	return r
 }
 
 // record adds one run's sample to a case.

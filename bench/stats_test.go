@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -71,5 +72,18 @@ func TestSlugAndNines(t *testing.T) {
 	}
 	if n := nines(99.9); math.Abs(n-3) > 1e-9 {
 		t.Errorf("nines(99.9) = %v", n)
+	}
+}
+
+// TestRunOrderAlternates: who runs first alternates from turn to turn.
+func TestRunOrderAlternates(t *testing.T) {
+	c := []string{"purerbd", "librbd"}
+	for k, want := range [][]string{{"purerbd", "librbd"}, {"librbd", "purerbd"}, {"purerbd", "librbd"}} {
+		if got := runOrder(c, k+1); !slices.Equal(got, want) {
+			t.Errorf("turn %d: %v, want %v", k+1, got, want)
+		}
+	}
+	if !slices.Equal(c, []string{"purerbd", "librbd"}) {
+		t.Errorf("runOrder changed its argument: %v", c)
 	}
 }
