@@ -82,12 +82,9 @@ type Image struct {
 
 	objLocks objectLocks
 
-	// wa is the write-around cache (nil when off); writes it
-	// acknowledged run on bg, which Close cancels once they had their
-	// chance to finish. Read-only images have neither.
-	wa       *writeAround
-	bg       context.Context
-	bgCancel context.CancelFunc
+	// wa is the write-around cache: nil when off, and for read-only
+	// images.
+	wa *writeAround
 
 	sizeMu   sync.Mutex
 	sizeSubs map[int]func(int64)
@@ -144,7 +141,6 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 		log:      log.With("image", name, "id", id)}
 	if !img.readOnly {
 		img.wa = newWriteAround(opts.WriteAround)
-		img.bg, img.bgCancel = context.WithCancel(context.Background())
 	}
 	h, err := loadHeader(ctx, o, id, img.readOnly)
 	if err != nil {
@@ -207,9 +203,6 @@ func (img *Image) CloseContext(ctx context.Context) error {
 	var errs []error
 	if err := img.wa.flush(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if img.bgCancel != nil {
-		img.bgCancel()
 	}
 	img.wa.close()
 	if img.lock != nil {

@@ -342,7 +342,7 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 			buf := img.wa.bufs.get(len(p))
 			copy(buf, p)
 			img.wa.workers.run(func() {
-				err := img.writeExtents(img.bg, h, om, buf, off)
+				err := img.writeExtents(img.wa.bg, h, om, buf, off)
 				done()
 				img.wa.complete(seq, err)
 				img.wa.bufs.put(buf)

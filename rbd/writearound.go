@@ -72,6 +72,12 @@ type writeAround struct {
 	waiters  int                  // goroutines waiting on changed
 	changed  chan struct{}        // closed (and replaced) when a write completes and someone waits
 
+	// bg is the context the acknowledged writes run on: their callers'
+	// contexts may end once they returned. close cancels it, after
+	// Close's flush had its chance.
+	bg       context.Context
+	bgCancel context.CancelFunc
+
 	bufs    bufferPool
 	workers workerPool
 }
@@ -89,7 +95,10 @@ func newWriteAround(o WriteAround) *writeAround {
 	if o.MaxDirty <= 0 {
 		return nil
 	}
+	bg, cancel := context.WithCancel(context.Background())
 	return &writeAround{
+		bg:       bg,
+		bgCancel: cancel,
 		maxDirty: o.MaxDirty,
 		enabled:  !o.WritethroughUntilFlush,
 		inflight: make(map[uint64]byteRange),
@@ -251,9 +260,11 @@ func (w *writeAround) flush(ctx context.Context) error {
 	return err
 }
 
-// close stops the idle workers; call it once nothing is in flight.
+// close cancels the writes still in flight (Close calls it after its
+// flush), stops the idle workers and drops the kept buffers.
 func (w *writeAround) close() {
 	if w != nil {
+		w.bgCancel()
 		w.workers.close()
 		w.bufs.mu.Lock()
 		w.bufs.free, w.bufs.kept = nil, 0
