@@ -24,7 +24,12 @@ type cluster struct {
 // heartbeat grace is raised too: a PG's read lease is 0.8 of it, and an
 // OSD starved of CPU for longer than its lease (seen on this busy machine
 // with bluestore) marks its PGs laggy, which a single-OSD cluster never
-// clears: every op then waits "for readable" forever.
+// clears: every op then waits "for readable" forever. memstore keeps
+// object data in pages (memstore_page_set) rather than as one buffer
+// list per object: a buffer list gains a piece with every small write,
+// and each write walks all of the object's pieces, so the OSD's cost per
+// 4 KiB write grew with everything written before it (2-3x within one
+// section) and the figures depended on which client had written first.
 func (s *suite) startCluster(ctx context.Context, store string) (*cluster, error) {
 	if t := haveTools("ceph-mon", "ceph-osd", "ceph", "rados", "rbd"); t != "" {
 		return nil, fmt.Errorf("%s is not installed (make deps)", t)
@@ -32,7 +37,7 @@ func (s *suite) startCluster(ctx context.Context, store string) (*cluster, error
 	t0 := time.Now()
 	c, err := cephcluster.Start(ctx, cephcluster.Options{
 		OSDs: 1, ObjectStore: store, Pool: "rbd", PGNum: 32,
-		Conf: map[string]string{"memstore_device_bytes": "17179869184", "osd_heartbeat_grace": "120"},
+		Conf: map[string]string{"memstore_device_bytes": "17179869184", "osd_heartbeat_grace": "120", "memstore_page_set": "true"},
 	})
 	if err != nil {
 		return nil, err

@@ -1017,10 +1017,11 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 					if i >= nOps || ctx.Err() != nil {
 						return
 					}
-					// I/O i is the same on every run, as rbd bench's
-					// are (it draws from rand() unseeded): repeated runs
-					// rewrite the same blocks, and their figures compare
-					h := benchHash(uint64(i))
+					// I/O i draws from a hash of the run's seed and i:
+					// each run picks fresh blocks, as rbd bench does (it
+					// seeds rand() with the time), and the pick costs no
+					// lock between the threads
+					h := benchHash(seed + uint64(i))
 					var off int64
 					if *pattern == "rand" {
 						off = int64(h%uint64(size/bs)) * bs
@@ -1062,7 +1063,8 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 }
 
 // benchHash is SplitMix64's output function: I/O i of a bench run draws
-// its offset (and, reading and writing, its direction) from benchHash(i).
+// its offset (and, reading and writing, its direction) from
+// benchHash(seed+i).
 func benchHash(i uint64) uint64 {
 	z := i*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
