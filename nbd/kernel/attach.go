@@ -181,7 +181,7 @@ func attach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, err
 		d.abort()
 		return nil, err
 	}
-	d.index, d.conns = index, cfg.Conns
+	d.index = index
 	d.log = d.log.With("device", d.Path())
 	d.start()
 	d.log.Info("nbd: attached", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)), "cookie", cookie)
@@ -258,7 +258,9 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 	d.log = d.log.With("device", d.Path())
 	deadline := time.Now().Add(reattachRetry)
 	for {
-		accepted, err := d.offerSockets(ctx, cfg, newSize)
+		accepted, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
+			Size: newSize, Timeout: cfg.Timeout, DeadConnTimeout: cfg.DeadConnTimeout,
+		})
 		if err != nil {
 			d.abort()
 			return nil, err
@@ -280,25 +282,20 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 		newSize = 0
 	}
 	d.start()
-	d.log.Info("nbd: reattached", "conns", d.conns, "offered", cfg.Conns, "cookie", cfg.Cookie)
+	d.log.Info("nbd: reattached", "conns", d.Conns(), "offered", cfg.Conns, "cookie", cfg.Cookie)
 	return d, nil
 }
 
-// offerSockets sends one RECONFIGURE with cfg.Conns fresh sockets and
-// serves those the kernel kept; it returns how many that was.
-func (d *Device) offerSockets(ctx context.Context, cfg AttachConfig, size uint64) (int, error) {
-	pairs, err := newSocketPairs(cfg.Conns)
+// offerSockets sends one RECONFIGURE of the device, with req's settings
+// and n fresh sockets, and serves those the kernel kept (one per dead
+// connection); it returns how many that was.
+func (d *Device) offerSockets(ctx context.Context, n int, req ReconfigureRequest) (int, error) {
+	pairs, err := newSocketPairs(n)
 	if err != nil {
 		return 0, err
 	}
-	err = d.client.Reconfigure(ctx, ReconfigureRequest{
-		Index:             d.index,
-		Size:              size,
-		Timeout:           cfg.Timeout,
-		DeadConnTimeout:   cfg.DeadConnTimeout,
-		Sockets:           kernelEnds(pairs),
-		BackendIdentifier: d.cookie,
-	})
+	req.Index, req.Sockets, req.BackendIdentifier = d.index, kernelEnds(pairs), d.cookie
+	err = d.client.Reconfigure(ctx, req)
 	closeKernelEnds(pairs)
 	if err != nil {
 		closePairs(pairs)
@@ -319,6 +316,5 @@ func (d *Device) offerSockets(ctx context.Context, cfg AttachConfig, size uint64
 		accepted++
 	}
 	closePairs(pairs)
-	d.conns += accepted
 	return accepted, nil
 }

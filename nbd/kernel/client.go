@@ -17,6 +17,7 @@ type Client struct {
 	family genl.Family
 	sys    sysfs
 	log    *slog.Logger
+	trace  func(sent bool, datagram []byte)
 }
 
 // ClientConfig configures a Client. The zero value is fine.
@@ -48,7 +49,7 @@ func Open(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("nbd generic netlink family version %d, want %d or later", fam.Version, familyVersion)
 	}
-	c := &Client{conn: conn, family: fam, sys: sysfs(cfg.SysfsRoot), log: cfg.Logger}
+	c := &Client{conn: conn, family: fam, sys: sysfs(cfg.SysfsRoot), log: cfg.Logger, trace: cfg.Trace}
 	if c.sys == "" {
 		c.sys = "/sys"
 	}

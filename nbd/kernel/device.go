@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
@@ -24,7 +25,11 @@ type Device struct {
 	log       *slog.Logger
 
 	index int
-	conns int
+	live  atomic.Int32 // connections being served
+
+	healCtx    context.Context    // the healer's; ends with serveCtx or when no connection is left
+	healCancel context.CancelFunc // ends healCtx
+	stopHeal   func()             // ends the healer and waits for it
 
 	serveCtx    context.Context // outlives the Attach call; ends with the device
 	cancelServe context.CancelFunc
@@ -56,19 +61,28 @@ func newDevice(client *Client, cfg AttachConfig, cookie string) (*Device, error)
 		blockSize:  int64(cfg.BlockSize),
 		log:        cfg.Logger,
 		index:      AnyIndex,
-		conns:      0,
 		done:       make(chan struct{}),
 		notifyDone: make(chan struct{}),
 	}
 	d.serveCtx, d.cancelServe = context.WithCancel(context.Background())
+	d.healCtx, d.healCancel = context.WithCancel(d.serveCtx)
+	d.stopHeal = d.healCancel
 	return d, nil
 }
 
 // serve starts serving one kernel connection.
 func (d *Device) serve(c net.Conn) {
 	d.wg.Add(1)
+	d.live.Add(1)
 	go func() {
 		defer d.wg.Done()
+		defer func() {
+			if d.live.Add(-1) == 0 {
+				// Nothing left to heal: the device was disconnected, or
+				// released, or lost every connection at once.
+				d.healCancel()
+			}
+		}()
 		err := d.srv.ServeTransmission(d.serveCtx, c, d.export)
 		if err != nil && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 			d.log.Warn("nbd: kernel connection failed", "err", err)
@@ -83,6 +97,7 @@ func (d *Device) serve(c net.Conn) {
 
 // start runs the bookkeeping of a device the kernel accepted.
 func (d *Device) start() {
+	d.startHealer()
 	go func() {
 		d.wg.Wait()
 		close(d.done)
@@ -155,8 +170,8 @@ func (d *Device) Cookie() string { return d.cookie }
 // with Reattach: it has a cookie the kernel knows.
 func (d *Device) Reattachable() bool { return d.cookie != "" }
 
-// Conns returns the number of connections this process serves.
-func (d *Device) Conns() int { return d.conns }
+// Conns returns the number of connections this process serves now.
+func (d *Device) Conns() int { return int(d.live.Load()) }
 
 // Done is closed when serving has ended: after Detach or Release, or when
 // the kernel dropped every connection (someone else disconnected the
@@ -213,6 +228,7 @@ func (d *Device) Resize(ctx context.Context, size int64) error {
 // once nothing holds it open; unmount first. If ctx ends first the
 // connections are cut.
 func (d *Device) Detach(ctx context.Context) error {
+	d.stopHeal()
 	d.stopNotify()
 	if err := d.client.Disconnect(ctx, d.index); err != nil {
 		return err
@@ -235,6 +251,7 @@ func (d *Device) Detach(ctx context.Context) error {
 // already sent but the server had not read is resent only when it times
 // out (AttachConfig.Timeout), so a release under load can stall that long.
 func (d *Device) Release(ctx context.Context) error {
+	d.stopHeal()
 	d.stopNotify()
 	err := d.srv.Shutdown(ctx)
 	d.close()

@@ -11,9 +11,17 @@
 // connection timeout has not run out. Device.Resize changes the size
 // online, Device.Detach disconnects (NBD_CMD_DISCONNECT).
 //
+// A served device also replaces connections the kernel gives up on by
+// itself: when a request outlives the request timeout, the kernel shuts
+// that request's connection, resends the request on another and
+// announces the dead link (NBD_CMD_LINK_DEAD on the family's multicast
+// group); the device answers with a fresh socket (RECONFIGURE), so a slow
+// backend costs time, never a queue.
+//
 // Client is the low-level interface to the family (CONNECT, RECONFIGURE,
-// DISCONNECT, STATUS) plus what sysfs tells about a device; LoadModule
-// loads nbd.ko without a modprobe binary.
+// DISCONNECT, STATUS, LINK_DEAD notifications through LinkWatcher) plus
+// what sysfs tells about a device; LoadModule loads nbd.ko without a
+// modprobe binary.
 //
 // Everything here needs CAP_SYS_ADMIN. On kernels older than 5.14 devices
 // attach without a cookie and cannot be reattached (Device.Reattachable,

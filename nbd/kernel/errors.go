@@ -33,6 +33,10 @@ var (
 	// by a reattach: it replaces only dead connections, so another server
 	// still serves the device.
 	ErrNoDeadConnection = errors.New("nbd device has no dead connection to replace (is its old server still running?)")
+
+	// ErrNotificationsLost means the kernel dropped link notifications
+	// before LinkWatcher read them (its socket's buffer was full).
+	ErrNotificationsLost = errors.New("nbd link notifications lost")
 )
 
 // OpError is a failed netlink command on a device. It unwraps to the

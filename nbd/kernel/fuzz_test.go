@@ -42,3 +42,24 @@ func FuzzParseConnectReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseLinkDead feeds multicast datagrams to the LINK_DEAD decoder.
+func FuzzParseLinkDead(f *testing.F) {
+	f.Add(unhex(f, cap61LinkDead1))
+	f.Add(unhex(f, cap61Status))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, err := genl.ParseMessages(b)
+		if err != nil {
+			return
+		}
+		l, err := parseLinkDead(msgs)
+		if err != nil {
+			return
+		}
+		for _, i := range l {
+			if i < 0 {
+				t.Fatalf("negative index %d", i)
+			}
+		}
+	})
+}

@@ -17,7 +17,12 @@ const (
 	cmdConnect     = 1
 	cmdDisconnect  = 2
 	cmdReconfigure = 3
+	cmdLinkDead    = 4 // a notification: the kernel declared a connection dead
 	cmdStatus      = 5
+
+	// mcastGroup is the family's multicast group, which carries
+	// cmdLinkDead.
+	mcastGroup = "nbd_mc_group"
 
 	attrIndex             = 1
 	attrSizeBytes         = 2
@@ -232,32 +237,58 @@ func encodeIndex(index int) ([]byte, error) {
 
 // parseConnectReply finds the device index in a CONNECT's reply.
 func parseConnectReply(msgs []genl.Message) (int, error) {
+	l, err := parseIndexes(msgs, cmdConnect)
+	if err != nil {
+		return 0, fmt.Errorf("connect reply: %w", err)
+	}
+	if len(l) == 0 {
+		return 0, errors.New("connect reply carries no device index")
+	}
+	return l[0], nil
+}
+
+// parseLinkDead returns the devices that LINK_DEAD notifications among
+// msgs name.
+func parseLinkDead(msgs []genl.Message) ([]int, error) {
+	l, err := parseIndexes(msgs, cmdLinkDead)
+	if err != nil {
+		return nil, fmt.Errorf("link dead notification: %w", err)
+	}
+	return l, nil
+}
+
+// parseIndexes returns the device index of each message of command cmd
+// among msgs (messages without one are skipped).
+func parseIndexes(msgs []genl.Message, cmd uint8) ([]int, error) {
+	var l []int
 	for _, m := range msgs {
 		g, err := m.Genl()
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if g.Cmd != cmdConnect {
+		if g.Cmd != cmd {
 			continue
 		}
 		attrs, err := genl.ParseAttrs(g.Attrs)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		for _, a := range attrs {
-			if a.Type == attrIndex {
-				v, err := a.Uint32()
-				if err != nil {
-					return 0, err
-				}
-				if v > math.MaxInt32 {
-					return 0, fmt.Errorf("connect reply: index %d out of range", v)
-				}
-				return int(v), nil
+			if a.Type != attrIndex {
+				continue
 			}
+			v, err := a.Uint32()
+			if err != nil {
+				return nil, err
+			}
+			if v > math.MaxInt32 {
+				return nil, fmt.Errorf("index %d out of range", v)
+			}
+			l = append(l, int(v))
+			break
 		}
 	}
-	return 0, errors.New("connect reply carries no device index")
+	return l, nil
 }
 
 // parseStatusReply decodes the device list of a STATUS reply.

@@ -284,3 +284,22 @@ func TestAttachConfigCheck(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+func TestLinkDeadNotification(t *testing.T) {
+	l, err := parseLinkDead(messages(t, cap61LinkDead1))
+	if err != nil || len(l) != 1 || l[0] != 1 {
+		t.Errorf("LINK_DEAD for nbd1 decoded as %v, %v", l, err)
+	}
+	// Other commands are not notifications of dead links.
+	if l, err := parseLinkDead(messages(t, cap61ConnectRep, cap61Status)); err != nil || len(l) != 0 {
+		t.Errorf("CONNECT and STATUS replies decoded as LINK_DEAD: %v, %v", l, err)
+	}
+	// An index of the wrong size is an error, not a device.
+	var e genl.Encoder
+	e.Uint16(attrIndex, 3)
+	attrs, _ := e.Bytes()
+	m := genl.Message{Header: genl.Header{Type: 0x20}, Payload: append([]byte{cmdLinkDead, 1, 0, 0}, attrs...)}
+	if l, err := parseLinkDead([]genl.Message{m}); err == nil {
+		t.Errorf("a 2-byte index accepted: %v", l)
+	}
+}

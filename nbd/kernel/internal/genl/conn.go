@@ -104,47 +104,59 @@ func (c *Conn) Execute(ctx context.Context, req Request) ([]Message, error) {
 // await collects the answers to request seq up to its acknowledgement
 // (or NLMSG_DONE for a dump).
 func (c *Conn) await(ctx context.Context, seq uint32, dump bool) ([]Message, error) {
+	var replies []Message
+	err := c.bounded(ctx, func() error {
+		for {
+			d, err := c.receive()
+			if err != nil {
+				return err
+			}
+			msgs, err := ParseMessages(d)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if m.Header.Seq != seq {
+					continue // an answer to an earlier, abandoned exchange
+				}
+				switch m.Header.Type {
+				case typeError:
+					return ParseAck(m)
+				case typeNoop:
+				case typeDone:
+					if dump {
+						return nil
+					}
+				default:
+					replies = append(replies, m)
+				}
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return replies, nil
+}
+
+// bounded runs read, which reads from the socket, so that the end of ctx
+// interrupts it; it returns ctx's error when that is why read failed.
+func (c *Conn) bounded(ctx context.Context, read func() error) error {
 	stop := context.AfterFunc(ctx, func() { c.f.SetReadDeadline(time.Unix(1, 0)) })
 	defer func() {
 		if !stop() {
 			// The deadline was set after ctx ended; clear it for the next
-			// exchange.
+			// read.
 			c.f.SetReadDeadline(time.Time{})
 		}
 	}()
-	var replies []Message
-	for {
-		d, err := c.receive()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
+	if err := read(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		msgs, err := ParseMessages(d)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			if m.Header.Seq != seq {
-				continue // an answer to an earlier, abandoned exchange
-			}
-			switch m.Header.Type {
-			case typeError:
-				if err := ParseAck(m); err != nil {
-					return nil, err
-				}
-				return replies, nil
-			case typeNoop:
-			case typeDone:
-				if dump {
-					return replies, nil
-				}
-			default:
-				replies = append(replies, m)
-			}
-		}
+		return err
 	}
+	return nil
 }
 
 func (c *Conn) send(b []byte) error {

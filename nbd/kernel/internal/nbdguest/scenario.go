@@ -88,6 +88,9 @@ func (s *scenario) run(ctx context.Context) error {
 	if err := s.Step("read-only, no cookie, destroy on disconnect", func() error { return s.readOnlyDestroy(ctx) }); err != nil {
 		return err
 	}
+	if err := s.Step("dropped connections replaced", func() error { return s.healDroppedConnections(ctx) }); err != nil {
+		return err
+	}
 	return s.reattachScenario(ctx)
 }
 
