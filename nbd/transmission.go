@@ -117,6 +117,16 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 
 	err := t.readLoop()
 	ss.rd.beforeBlock = nil
+	if t.kernel && err != nil && !t.isReadShut() {
+		// The kernel gave up on this connection (a request on it timed
+		// out, or the device went away) rather than handing it over:
+		// it resends what it sent here on another connection, and no
+		// answer from here reaches it. A request still waiting for its
+		// backend must not land after the resent copy and the writes
+		// that follow it, so the backend calls are cancelled (one
+		// already at the OSDs is ordered before the resend there).
+		ss.cancel()
+	}
 
 	t.handlers.Wait()
 	close(t.writer.in)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -20,14 +22,48 @@ import (
 const healStalls = fileConns + 2
 
 // stallingMemory is a Memory export whose first read at each armed
-// offset waits for stall before it is served.
+// offset waits for stall before it is served, and whose first write at
+// the armed write offset waits for writeStall, then lands unless its
+// context ended (as an OSD request not yet sent would).
 type stallingMemory struct {
 	*nbd.Memory
-	stall time.Duration
+	stall, writeStall time.Duration
 
-	mu    sync.Mutex
-	armed map[int64]bool
-	hits  int
+	mu         sync.Mutex
+	armed      map[int64]bool
+	hits       int
+	writeArmed int64 // -1: none
+	writeDone  chan error
+}
+
+func (m *stallingMemory) armWrite(off int64) {
+	m.mu.Lock()
+	m.writeArmed, m.writeDone = off, make(chan error, 1)
+	m.mu.Unlock()
+}
+
+func (m *stallingMemory) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	stall := m.writeArmed == off
+	done := m.writeDone
+	if stall {
+		m.writeArmed = -1
+	}
+	m.mu.Unlock()
+	if !stall {
+		return m.Memory.WriteAt(ctx, p, off)
+	}
+	select {
+	case <-time.After(m.writeStall):
+	case <-ctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		done <- err
+		return 0, err
+	}
+	n, err := m.Memory.WriteAt(ctx, p, off)
+	done <- err
+	return n, err
 }
 
 func (m *stallingMemory) arm(off int64) {
@@ -66,7 +102,8 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	back := &stallingMemory{Memory: mem, stall: 3 * time.Second, armed: map[int64]bool{}}
+	back := &stallingMemory{Memory: mem, stall: 3 * time.Second, writeStall: 6 * time.Second,
+		armed: map[int64]bool{}, writeArmed: -1}
 	dev, err := kernel.Attach(ctx, kernel.AttachConfig{
 		Backend: back, BlockSize: 4096, Conns: fileConns, Cookie: "heal-0001",
 		Index: kernel.AnyIndex, Timeout: time.Second, Logger: logger("scenario"),
@@ -103,10 +140,49 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.Facts["heal_replaced_connections"] = timeouts
+	if err := s.abandonedWrite(dev, back); err != nil {
+		return err
+	}
 	if err := dev.Detach(ctx); err != nil {
 		return err
 	}
 	return s.waitFree(ctx, idx)
+}
+
+// abandonedWrite stalls one write past the request timeout: the kernel
+// resends it on another connection, and a newer write to the same block
+// completes while the first copy still waits in the backend. That copy
+// must never land: the server cancels what is in flight on a connection
+// the kernel gave up on.
+func (s *scenario) abandonedWrite(dev *kernel.Device, back *stallingMemory) error {
+	const off = 12 * mib
+	older, newer := make([]byte, 64<<10), make([]byte, 64<<10)
+	rand.Read(older)
+	rand.Read(newer)
+	back.armWrite(off)
+	if err := guestio.DirectIO(dev.Path(), older, off); err != nil {
+		return fmt.Errorf("stalled write: %w", err)
+	}
+	if err := guestio.DirectIO(dev.Path(), newer, off); err != nil {
+		return fmt.Errorf("newer write: %w", err)
+	}
+	select {
+	case err := <-back.writeDone:
+		fmt.Printf("    the stalled first copy of the write ended with: %v\n", err)
+		if err == nil {
+			return errors.New("the write the kernel gave up on landed after a newer one")
+		}
+	case <-time.After(2 * back.writeStall):
+		return errors.New("the stalled write never returned")
+	}
+	got := make([]byte, len(newer))
+	if _, err := back.Memory.ReadAt(context.Background(), got, off); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, newer) {
+		return errors.New("the block holds other bytes than the newest write")
+	}
+	return nil
 }
 
 // traceLinkDead prints the LINK_DEAD notifications received, in hex:
