@@ -10,6 +10,10 @@ import (
 // healTimeout bounds one replacement of a dead connection.
 const healTimeout = 30 * time.Second
 
+// MsgConnectionReplaced is the message of the record a Device logs (at
+// warning level) each time it replaced a connection the kernel dropped.
+const MsgConnectionReplaced = "nbd: the kernel dropped a connection (a request outlived its timeout, or the connection broke); replaced it"
+
 // startHealer watches the kernel's LINK_DEAD notifications for this
 // device and hands the kernel a fresh socket for each connection it
 // declares dead, for as long as the device is served. The kernel drops a
@@ -64,6 +68,6 @@ func (d *Device) replaceDead(ctx context.Context) {
 	case n == 0:
 		d.log.Info("nbd: the kernel dropped a connection but took no replacement (already replaced)")
 	default:
-		d.log.Warn("nbd: the kernel dropped a connection (a request outlived its timeout, or the connection broke); replaced it", "conns", d.Conns())
+		d.log.Warn(MsgConnectionReplaced, "conns", d.Conns())
 	}
 }

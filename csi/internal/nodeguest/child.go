@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -71,7 +72,7 @@ func startPlugin(ctx context.Context, name string, args ...string) (*plugin, err
 }
 
 // expect waits for a line that starts with word and returns its fields.
-func (p *plugin) expect(ctx context.Context, word string) ([]string, error) {
+func (p *plugin) expect(ctx context.Context, words ...string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	for {
@@ -79,13 +80,13 @@ func (p *plugin) expect(ctx context.Context, word string) ([]string, error) {
 		case l, ok := <-p.lines:
 			if !ok {
 				err := p.cmd.Wait()
-				return nil, fmt.Errorf("%s exited (%v) before saying %q", p.name, err, word)
+				return nil, fmt.Errorf("%s exited (%v) before saying %q", p.name, err, words)
 			}
-			if f := strings.Fields(l); len(f) > 0 && f[0] == word {
+			if f := strings.Fields(l); len(f) > 0 && slices.Contains(words, f[0]) {
 				return f, nil
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: no %q: %w", p.name, word, ctx.Err())
+			return nil, fmt.Errorf("%s: no %q: %w", p.name, words, ctx.Err())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
 // runPlugin is the node plugin of "scenario", its images files (which
@@ -87,12 +88,16 @@ func runPlugin(ctx context.Context, args []string) error {
 }
 
 // announce passes records on and prints "reattached" on stdout for the
-// node's "device reattached" record.
+// node's "device reattached" record, "replaced" for a device's
+// kernel.MsgConnectionReplaced.
 type announce struct{ slog.Handler }
 
 func (a announce) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "device reattached" {
+	switch r.Message {
+	case "device reattached":
 		fmt.Println("reattached")
+	case kernel.MsgConnectionReplaced:
+		fmt.Println("replaced")
 	}
 	return a.Handler.Handle(ctx, r)
 }

@@ -362,8 +362,8 @@ func (s *scenario) run(ctx context.Context) error {
 	if err := s.Step("block volume: stage, publish, O_DIRECT I/O, stats", func() error { return s.blockVolume(ctx) }); err != nil {
 		return err
 	}
-	if err := s.Step("block volume: cluster stalls past the request timeout, watchdog reattaches", func() error {
-		return s.stallAndReattach(ctx)
+	if err := s.Step("block volume: cluster stalls past the request timeout, the device recovers", func() error {
+		return s.stallAndRecover(ctx)
 	}); err != nil {
 		return err
 	}
@@ -609,11 +609,11 @@ func (s *scenario) restartWithoutAccess(ctx context.Context, sumA string) error 
 	return guestio.CheckSum(target1+"/A", sumA)
 }
 
-// stallAndReattach holds all I/O longer than the kernel's request
+// stallAndRecover holds all I/O longer than the kernel's request
 // timeout while reads are in flight on every connection: the kernel
-// gives up on the connections, the plugin's watchdog hands it new ones,
-// and the reads complete.
-func (s *scenario) stallAndReattach(ctx context.Context) error {
+// gives up on the connections, the device (or, once none is left, the
+// plugin's watchdog) hands it new ones, and the reads complete.
+func (s *scenario) stallAndRecover(ctx context.Context) error {
 	want := make([]byte, mib)
 	f, err := os.Open(imagePath("csi-vol-blk"))
 	if err != nil {
@@ -643,9 +643,15 @@ func (s *scenario) stallAndReattach(ctx context.Context) error {
 		}
 	}
 	s.Timings["stall: reads held, then done"] = time.Since(start).Seconds()
-	if _, err := s.p.expect(ctx, "reattached"); err != nil {
+	// The kernel gave up on the connections whose requests timed out:
+	// either the device replaced them at the kernel's LINK_DEAD
+	// notices, or, when every connection's session had ended first, the
+	// node's watchdog reattached the device.
+	ev, err := s.p.expect(ctx, "replaced", "reattached")
+	if err != nil {
 		return err
 	}
+	s.Facts["stall_recovered_by"] = ev[0]
 	// The device works on.
 	data := make([]byte, mib)
 	rand.Read(data)
