@@ -25,18 +25,18 @@ func (t *transmission) handle(req *request) {
 	case cmdWrite:
 		err = t.write(req)
 	case cmdFlush:
-		err = t.exp.caps.flush(t.ss.ctx)
+		err = t.exp.caps.flush(t.ctx)
 	case cmdTrim:
-		err = t.exp.caps.trim(t.ss.ctx, int64(req.off), int64(req.length))
+		err = t.exp.caps.trim(t.ctx, int64(req.off), int64(req.length))
 	case cmdWriteZeroes:
 		err = t.writeZeroes(req)
 	case cmdCache:
 		if c := t.exp.caps.cache; c != nil {
-			err = c.Cache(t.ss.ctx, int64(req.off), int64(req.length))
+			err = c.Cache(t.ctx, int64(req.off), int64(req.length))
 		}
 	}
 	if err == nil && req.flags&cmdFlagFUA != 0 && req.typ != cmdFlush && t.exp.caps.flush != nil {
-		err = t.exp.caps.flush(t.ss.ctx)
+		err = t.exp.caps.flush(t.ctx)
 	}
 	if err != nil {
 		t.replyError(r, req, err)
@@ -59,7 +59,7 @@ func (t *transmission) replyError(r *reply, req *request, err error) {
 }
 
 func (t *transmission) write(req *request) error {
-	n, err := t.exp.Backend.WriteAt(t.ss.ctx, req.data, int64(req.off))
+	n, err := t.exp.Backend.WriteAt(t.ctx, req.data, int64(req.off))
 	if err == nil && n < len(req.data) {
 		err = io.ErrShortWrite
 	}
@@ -69,7 +69,7 @@ func (t *transmission) write(req *request) error {
 // readFull reads p at off from the backend; a short read that ends with
 // io.EOF (or no error) is completed with zeroes.
 func (t *transmission) readFull(p []byte, off int64) error {
-	n, err := t.exp.Backend.ReadAt(t.ss.ctx, p, off)
+	n, err := t.exp.Backend.ReadAt(t.ctx, p, off)
 	if n < len(p) && (err == nil || errors.Is(err, io.EOF)) {
 		clear(p[n:])
 		return nil
@@ -263,7 +263,7 @@ func (t *transmission) extents(off, length int64, clip bool) ([]Extent, error) {
 	var out []Extent
 	pos := off
 	for calls := 0; pos < end && calls < maxExtentCalls && len(out) < maxExtents; calls++ {
-		got, err := t.exp.caps.status.BlockStatus(t.ss.ctx, pos, end-pos)
+		got, err := t.exp.caps.status.BlockStatus(t.ctx, pos, end-pos)
 		if err != nil {
 			return nil, err
 		}
@@ -347,13 +347,13 @@ func (t *transmission) writeZeroes(req *request) error {
 		flags |= ZeroFast
 	}
 	if z := t.exp.caps.zero; z != nil {
-		return z.Zero(t.ss.ctx, int64(req.off), int64(req.length), flags)
+		return z.Zero(t.ctx, int64(req.off), int64(req.length), flags)
 	}
 	if z := t.exp.caps.zeroHole; z != nil && flags&ZeroNoHole == 0 {
-		return z(t.ss.ctx, int64(req.off), int64(req.length))
+		return z(t.ctx, int64(req.off), int64(req.length))
 	}
 	if flags&ZeroFast != 0 {
 		return ErrFastZeroUnsupported
 	}
-	return writeZeroBuffers(t.ss.ctx, t.exp.Backend, &t.ss.srv.buffers, int64(req.off), int64(req.length))
+	return writeZeroBuffers(t.ctx, t.exp.Backend, &t.ss.srv.buffers, int64(req.off), int64(req.length))
 }

@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,7 +51,11 @@ const maxDiscardedWrite = 2 * DefaultMaxPayload
 
 // transmission is the transmission phase of one connection.
 type transmission struct {
-	ss          *session
+	ss *session
+	// ctx is what backend calls run under: the session's, cancelled
+	// early when the kernel gives up on the connection.
+	ctx         context.Context
+	cancel      context.CancelFunc
 	exp         *exportState
 	br          *bufio.Reader
 	structured  bool
@@ -95,6 +100,8 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 		inline:      exp.inline,
 		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes),
 	}
+	t.ctx, t.cancel = context.WithCancel(ss.ctx)
+	defer t.cancel()
 	if t.inline {
 		t.mem, _ = exp.Backend.(*Memory)
 	}
@@ -120,12 +127,13 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	if t.kernel && err != nil && !t.isReadShut() {
 		// The kernel gave up on this connection (a request on it timed
 		// out, or the device went away) rather than handing it over:
-		// it resends what it sent here on another connection, and no
-		// answer from here reaches it. A request still waiting for its
-		// backend must not land after the resent copy and the writes
-		// that follow it, so the backend calls are cancelled (one
-		// already at the OSDs is ordered before the resend there).
-		ss.cancel()
+		// it resends what it sent here on another connection. A request
+		// still waiting for its backend must not land after the resent
+		// copy and the writes that follow it, so the backend calls are
+		// cancelled (one already at the OSDs is ordered before the
+		// resend there); whatever can still be answered is, with the
+		// cancellation's error.
+		t.cancel()
 	}
 
 	t.handlers.Wait()
