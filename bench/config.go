@@ -34,7 +34,7 @@ type Config struct {
 	// Only restricts the run to these sections; empty runs all.
 	Only []string
 	// Reps is the number of repetitions per contender and case (at least
-	// 3; default 3, and 5 from the command).
+	// 3; default 3).
 	Reps int
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
