@@ -72,6 +72,13 @@ func (m *stallingMemory) arm(off int64) {
 	m.mu.Unlock()
 }
 
+// stalledReads is how many reads were held back.
+func (m *stallingMemory) stalledReads() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hits
+}
+
 func (m *stallingMemory) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	m.mu.Lock()
 	stall := m.armed[off]
@@ -113,7 +120,8 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 		return err
 	}
 	idx := dev.Index()
-	timeoutsBefore := countDmesg("nbd" + fmt.Sprint(idx) + ": Connection timed out")
+	timedOut := fmt.Sprintf("nbd%d: Connection timed out", idx)
+	timeoutsBefore := countDmesg(timedOut)
 	t := time.Now()
 	for i := range healStalls {
 		off := int64(i+1) * mib
@@ -125,13 +133,14 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 		}
 	}
 	s.Timings["heal: stalled reads, each past the timeout"] = time.Since(t).Seconds()
-	timeouts := countDmesg("nbd"+fmt.Sprint(idx)+": Connection timed out") - timeoutsBefore
-	fmt.Printf("    nbd%d: %d reads stalled, kernel timed out %d requests\n", idx, back.hits, timeouts)
-	if back.hits != healStalls || timeouts < healStalls {
-		return fmt.Errorf("%d stalls hit the backend and the kernel timed out %d requests, want %d of each", back.hits, timeouts, healStalls)
+	timeouts := countDmesg(timedOut) - timeoutsBefore
+	stalled := back.stalledReads()
+	fmt.Printf("    nbd%d: %d reads stalled, kernel timed out %d requests\n", idx, stalled, timeouts)
+	if stalled != healStalls || timeouts < healStalls {
+		return fmt.Errorf("%d stalls hit the backend and the kernel timed out %d requests, want %d of each", stalled, timeouts, healStalls)
 	}
-	// Every stalled request's old connection ends once its late reply
-	// finds the socket shut; the replacements stay.
+	// Every stalled request's old connection ends once the server has
+	// cancelled the request's backend call; the replacements stay.
 	deadline := time.Now().Add(20 * time.Second)
 	for dev.Conns() != fileConns {
 		if time.Now().After(deadline) {
