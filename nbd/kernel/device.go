@@ -76,21 +76,21 @@ func (d *Device) serve(c net.Conn) {
 	d.live.Add(1)
 	go func() {
 		defer d.wg.Done()
-		defer func() {
-			if d.live.Add(-1) == 0 {
-				// Nothing left to heal: the device was disconnected, or
-				// released, or lost every connection at once.
-				d.healCancel()
-			}
-		}()
 		err := d.srv.ServeTransmission(d.serveCtx, c, d.export)
 		if err != nil && !errors.Is(err, nbd.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 			d.log.Warn("nbd: kernel connection failed", "err", err)
-			d.errMu.Lock()
-			if d.err == nil {
-				d.err = err
-			}
-			d.errMu.Unlock()
+		} else {
+			err = nil
+		}
+		d.errMu.Lock()
+		defer d.errMu.Unlock()
+		if d.live.Add(-1) == 0 {
+			// The last connection says why serving ended: one that failed
+			// earlier while others went on (and was perhaps replaced) does
+			// not. Nothing is left to heal: the device was disconnected,
+			// or released, or lost every connection at once.
+			d.err = err
+			d.healCancel()
 		}
 	}()
 }
@@ -178,8 +178,9 @@ func (d *Device) Conns() int { return int(d.live.Load()) }
 // device).
 func (d *Device) Done() <-chan struct{} { return d.done }
 
-// Err returns why serving ended, when a connection failed rather than
-// being closed in order.
+// Err returns why serving ended, when the last connection failed rather
+// than being closed in order; nil while serving goes on, and for a
+// failed connection that others outlived.
 func (d *Device) Err() error {
 	d.errMu.Lock()
 	defer d.errMu.Unlock()

@@ -155,6 +155,11 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 	if err := dev.Detach(ctx); err != nil {
 		return err
 	}
+	// The dropped connections were replaced and the detach was orderly:
+	// serving did not end on a failure.
+	if err := dev.Err(); err != nil {
+		return fmt.Errorf("after an orderly detach the device reports a failure: %w", err)
+	}
 	return s.waitFree(ctx, idx)
 }
 
