@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,4 +102,29 @@ func (s *suite) closeCluster(c *cluster) {
 	if err := c.Close(); err != nil {
 		s.log.Warn("bench: cluster close", "err", err)
 	}
+}
+
+// logOSDSpace logs what the cluster's OSD reports as used and as its size
+// (osd.0's perf counters), after the named section: a memstore OSD holds
+// everything in memory and refuses writes once it reports itself full,
+// so a run that leaves data behind shows here first.
+func (s *suite) logOSDSpace(ctx context.Context, c *cluster, after string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := c.Ceph(ctx, "daemon", "osd.0", "perf", "dump")
+	if err != nil {
+		s.log.Warn("bench: OSD space", "after", after, "err", err)
+		return
+	}
+	var d struct {
+		OSD struct {
+			Used  int64 `json:"stat_bytes_used"`
+			Total int64 `json:"stat_bytes"`
+		} `json:"osd"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		s.log.Warn("bench: OSD space", "after", after, "err", err)
+		return
+	}
+	s.log.Info("bench: OSD space", "after", after, "used_mib", d.OSD.Used>>20, "size_mib", d.OSD.Total>>20)
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // rbdVariant is one image configuration the RBD workloads run on.
@@ -138,12 +137,7 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 		}
 		return s.loadgen(ctx, c, []string{"--image", image}, cs.Params["rw"], cs.Params["bs"], qd, iops, extra)
 	}
-	t0 := time.Now()
-	sec.LoadStart = loadavg()
-	if err := sec.interleave(ctx, s.log, s.cfg.Reps, run); err != nil {
-		sec.Notes = append(sec.Notes, "interrupted: "+err.Error())
-	}
-	sec.LoadEnd, sec.Elapsed = loadavg(), time.Since(t0)
+	sec.interleave(ctx, s.log, s.cfg.Reps, run)
 	if _, err := s.tool(ctx, c, "rbd", "rm", "--no-progress", "rbd/"+image); err != nil {
 		s.log.Warn("bench: removing image", "image", image, "err", err)
 	}
@@ -266,16 +260,11 @@ func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		smp.CPU, smp.RSS = cr.CPU, cr.RSS
 		return smp, err
 	}
-	t0 := time.Now()
-	sec.LoadStart = loadavg()
 	// these runs are short (a fixed amount of I/O, about a second at
 	// 4 KiB): two more repetitions than the rest steady the medians
 	reps := s.cfg.Reps + 2
 	sec.Notes = append(sec.Notes, fmt.Sprintf("%d repetitions per contender and case here (short runs).", reps))
-	if err := sec.interleave(ctx, s.log, reps, run); err != nil {
-		sec.Notes = append(sec.Notes, "interrupted: "+err.Error())
-	}
-	sec.LoadEnd, sec.Elapsed = loadavg(), time.Since(t0)
+	sec.interleave(ctx, s.log, reps, run)
 	if _, err := s.tool(ctx, c, "rbd", "rm", "--no-progress", "rbd/"+image); err != nil {
 		s.log.Warn("bench: removing image", "image", image, "err", err)
 	}

@@ -151,6 +151,7 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			if s.cfg.wants(SectionRados) {
 				s.log.Info("bench: RADOS objects")
 				rep.Sections = append(rep.Sections, s.radosBench(ctx, c))
+				s.logOSDSpace(ctx, c, SectionRados)
 			}
 			if s.cfg.wants(SectionRBD) {
 				s.log.Info("bench: RBD, default features")
@@ -169,6 +170,7 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 						id: "layering", features: "layering", short: "RBD no lock/objmap",
 						title: "RBD image I/O (memstore, layering only: no exclusive-lock, no object-map): purerbd vs librbd",
 					}, imageSize))
+					s.logOSDSpace(ctx, c, SectionRBD)
 				} else {
 					rep.Missing = append(rep.Missing, "RBD against librbd's default cache, and without "+
 						"exclusive-lock/object-map: full mode only")
@@ -177,14 +179,17 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			if s.cfg.wants(SectionRBDCLI) {
 				s.log.Info("bench: rbd bench CLIs")
 				rep.Sections = append(rep.Sections, s.rbdCLI(ctx, c, imageSize))
+				s.logOSDSpace(ctx, c, SectionRBDCLI)
 			}
 			if s.cfg.wants(SectionRBDNBD) {
 				s.log.Info("bench: RBD over NBD vs qemu-nbd")
 				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize))
+				s.logOSDSpace(ctx, c, SectionRBDNBD)
 			}
 			if s.cfg.wants(SectionCSI) {
 				s.log.Info("bench: CSI control plane")
 				rep.CSI = s.controlPlane(ctx, c)
+				s.logOSDSpace(ctx, c, SectionCSI)
 			}
 			if s.cfg.wants(SectionProfile) {
 				s.log.Info("bench: profiles")

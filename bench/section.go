@@ -93,13 +93,19 @@ type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
 // first alternates too (A B, B A, A B ... from one case or repetition to
 // the next): an OSD still settling after an image was filled, or a load
 // that eases, would otherwise favour whoever always runs second. A
-// failed run is recorded on the case and the suite carries on.
-func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, run runner) error {
+// failed run is recorded on the case and the suite carries on; a
+// cancelled context ends the section with a note. The section records
+// the load average before and after and how long it took.
+func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, run runner) {
+	t0 := time.Now()
+	s.LoadStart = loadavg()
+	defer func() { s.LoadEnd, s.Elapsed = loadavg(), time.Since(t0) }()
 	for rep := 1; rep <= reps; rep++ {
 		for i, c := range s.Cases {
 			for _, who := range runOrder(s.Contenders, rep+i) {
 				if err := ctx.Err(); err != nil {
-					return err
+					s.Notes = append(s.Notes, "interrupted: "+err.Error())
+					return
 				}
 				rctx, cancel := context.WithTimeout(ctx, runTimeout)
 				smp, err := run(rctx, who, c)
@@ -113,7 +119,6 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 			}
 		}
 	}
-	return nil
 }
 
 // runOrder is the contenders in order for turn k: as given for odd k,

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -166,9 +165,9 @@ func TestNodeRBDInVM(t *testing.T) {
 	if strings.Contains(res.Console, cluster.AdminKey) {
 		t.Error("the key appeared on the guest's console")
 	}
-	results := res.Lines("RESULT ")
-	if err != nil || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
-		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s\ncluster logs:%s", err, res.ExitCode, res.Console, cluster.LogTails(15))
+	sc, serr := res.Scenario()
+	if err != nil || serr != nil {
+		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s\ncluster logs:%s", err, res.ExitCode, serr, res.Console, cluster.LogTails(15))
 	}
 	checkBinaryTests(t, res)
 	if res.ExitCode != 0 {
@@ -273,25 +272,10 @@ func TestNodeRBDInVM(t *testing.T) {
 	}
 	tCheck := time.Since(t2)
 
-	var r struct {
-		Timings map[string]float64 `json:"timings_s"`
-		Facts   map[string]any     `json:"facts"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(results[0], "ok ")), &r); err != nil {
-		t.Fatalf("result line %q: %v", results[0], err)
-	}
 	t.Logf("build nodeguest %.1fs; cluster in %s at %s up in %.1fs (boot %.1fs)", tBuild.Seconds(), ns.Name, cluster.MonHost(), tCluster.Seconds(), cluster.Started.Seconds())
 	t.Logf("VM: boot to init %.2fs, network up %.2fs, whole run %.1fs (wall); host export + e2fsck + debugfs %.1fs",
 		res.Boot.Seconds(), res.NetUp.Seconds(), res.Wall.Seconds(), tCheck.Seconds())
-	names := make([]string, 0, len(r.Timings))
-	for n := range r.Timings {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		t.Logf("  %-70s %7.3fs", n, r.Timings[n])
-	}
-	t.Logf("  facts: %v", r.Facts)
+	sc.Log(t)
 	if os.Getenv("NODE_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
 	}

@@ -2,11 +2,9 @@ package csi_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -54,27 +52,12 @@ func TestNodeInVM(t *testing.T) {
 	if res == nil {
 		t.Fatal(err)
 	}
-	results := res.Lines("RESULT ")
-	if err != nil || res.ExitCode != 0 || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
-		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
-	}
-	var r struct {
-		Timings map[string]float64 `json:"timings_s"`
-		Facts   map[string]any     `json:"facts"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(results[0], "ok ")), &r); err != nil {
-		t.Fatalf("result line %q: %v", results[0], err)
+	sc, serr := res.Scenario()
+	if err != nil || res.ExitCode != 0 || serr != nil {
+		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
 	}
 	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
-	names := make([]string, 0, len(r.Timings))
-	for n := range r.Timings {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		t.Logf("  %-55s %7.3fs", n, r.Timings[n])
-	}
-	t.Logf("  facts: %v", r.Facts)
+	sc.Log(t)
 	if os.Getenv("NODE_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
 	}

@@ -53,7 +53,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	size, err := parseSize(*imageSize)
+	size, err := rbdSize(*imageSize, 1)
 	if err != nil {
 		return fmt.Errorf("-image-size: %w", err)
 	}

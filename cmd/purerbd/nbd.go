@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -119,7 +118,7 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var backend nbd.Backend
 	switch {
 	case *memory != "":
-		size, err := parseSize(*memory)
+		size, err := rbdSize(*memory, 1)
 		if err != nil {
 			return fmt.Errorf("--memory: %w", err)
 		}
@@ -205,32 +204,6 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		err = nil
 	}
 	return err
-}
-
-// parseSize reads a byte count with an optional binary suffix (K, M, G,
-// T; "1G" is 1 GiB).
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch strings.ToUpper(s[n-1:]) {
-		case "K":
-			mult = 1 << 10
-		case "M":
-			mult = 1 << 20
-		case "G":
-			mult = 1 << 30
-		case "T":
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			s = s[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }
 
 // hasFlag reports whether args hold -name or --name (with or without

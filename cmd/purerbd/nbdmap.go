@@ -78,7 +78,7 @@ func parseMapArgs(args []string, stderr io.Writer) (mapFlags, error) {
 			return m, errors.New("--memory and --file take no image, --snap or --exclusive")
 		}
 		if *memory != "" {
-			if m.memory, err = parseSize(*memory); err != nil || m.memory == 0 {
+			if m.memory, err = rbdSize(*memory, 1); err != nil || m.memory == 0 {
 				return m, fmt.Errorf("--memory %q: want a size such as 64M", *memory)
 			}
 		}

@@ -2,9 +2,7 @@ package kernel_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -44,27 +42,12 @@ func TestKernelInVM(t *testing.T) {
 	if res == nil {
 		t.Fatal(err)
 	}
-	results := res.Lines("RESULT ")
-	if err != nil || res.ExitCode != 0 || len(results) != 1 || !strings.HasPrefix(results[0], "ok ") {
-		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
-	}
-	var r struct {
-		Timings map[string]float64 `json:"timings_s"`
-		Facts   map[string]any     `json:"facts"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(results[0], "ok ")), &r); err != nil {
-		t.Fatalf("result line %q: %v", results[0], err)
+	sc, serr := res.Scenario()
+	if err != nil || res.ExitCode != 0 || serr != nil {
+		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
 	}
 	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
-	names := make([]string, 0, len(r.Timings))
-	for n := range r.Timings {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		t.Logf("  %-45s %7.3fs", n, r.Timings[n])
-	}
-	t.Logf("  facts: %v", r.Facts)
+	sc.Log(t)
 	if os.Getenv("NBD_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
 	}

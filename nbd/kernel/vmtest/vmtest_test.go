@@ -160,3 +160,24 @@ func TestResultLines(t *testing.T) {
 		t.Errorf("%q", l)
 	}
 }
+
+func TestResultScenario(t *testing.T) {
+	ok := &Result{Console: "boot\nRESULT ok {\"timings_s\":{\"mount\":1.5},\"facts\":{\"conns\":4}}\nvmtest: exit=0\n"}
+	sc, err := ok.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Timings["mount"] != 1.5 || sc.Facts["conns"] != float64(4) {
+		t.Errorf("decoded %+v", sc)
+	}
+	for name, console := range map[string]string{
+		"none":     "boot\nvmtest: exit=1\n",
+		"fail":     "RESULT fail mount: EIO\n",
+		"two":      "RESULT ok {}\nRESULT ok {}\n",
+		"bad json": "RESULT ok {\"timings_s\":\n",
+	} {
+		if sc, err := (&Result{Console: console}).Scenario(); err == nil {
+			t.Errorf("%s: accepted as %+v", name, sc)
+		}
+	}
+}
