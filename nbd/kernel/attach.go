@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBlockSize is the logical block size of attached devices unless
@@ -53,6 +54,14 @@ type AttachConfig struct {
 	Index int
 	// DestroyOnDisconnect removes /dev/nbdN when it is disconnected.
 	DestroyOnDisconnect bool
+	// Ioctl attaches through the nbd driver's ioctls even where the
+	// netlink family exists. Attach falls back to them by itself on
+	// kernels without the family (before Linux 4.12). Such a device has
+	// no cookie and cannot be reattached or released, ignores
+	// DeadConnTimeout and DestroyOnDisconnect, needs a free existing
+	// /dev/nbdN (the module's nbds_max), and a connection the kernel
+	// drops is not replaced.
+	Ioctl bool
 	// Server tunes the NBD server (in-flight limits, logger); its Exports
 	// are ignored.
 	Server nbd.Config
@@ -109,12 +118,24 @@ func (cfg *AttachConfig) check(reattach bool) error {
 // On a kernel without backend cookies the device is attached without its
 // cookie and Reattachable reports false. A cookie already carried by
 // another device is refused with ErrCookieInUse (reattach that device).
+//
+// Without the nbd netlink family (a kernel before 4.12, with nbd loaded),
+// or with cfg.Ioctl, the device is attached through ioctls instead (see
+// AttachConfig.Ioctl for what that loses).
 func Attach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	if err := cfg.check(false); err != nil {
 		return nil, fmt.Errorf("nbd attach: %w", err)
 	}
+	if cfg.Ioctl {
+		return attachIoctl(ctx, cfg)
+	}
 	client, err := Open(ctx, cfg.Client)
 	if err != nil {
+		if useIoctl(&cfg, err) {
+			cfg.Logger.Warn("nbd: the kernel has no nbd netlink family (Linux before 4.12): attaching through ioctls; " +
+				"the device cannot be reattached after this process ends, and connections the kernel drops are not replaced")
+			return attachIoctl(ctx, cfg)
+		}
 		return nil, fmt.Errorf("nbd attach: %w", err)
 	}
 	d, err := attach(ctx, client, cfg)
@@ -207,6 +228,9 @@ func Reattach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	}
 	client, err := Open(ctx, cfg.Client)
 	if err != nil {
+		if useIoctl(&cfg, err) {
+			err = fmt.Errorf("%w (no nbd netlink family: a kernel before 4.12 has only the ioctl interface)", ErrReattachUnsupported)
+		}
 		return nil, fmt.Errorf("nbd reattach: %w", err)
 	}
 	d, err := reattach(ctx, client, cfg)
@@ -317,4 +341,110 @@ func (d *Device) offerSockets(ctx context.Context, n int, req ReconfigureRequest
 	}
 	closePairs(pairs)
 	return accepted, nil
+}
+
+// attachIoctl attaches through the nbd driver's ioctls: on a free
+// /dev/nbdN (cfg.Index, or the first the kernel does not run), whose
+// setup thread then blocks in NBD_DO_IT for as long as the device runs.
+func attachIoctl(ctx context.Context, cfg AttachConfig) (*Device, error) {
+	d, err := attachIoctlDevice(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nbd attach (ioctl interface): %w", err)
+	}
+	return d, nil
+}
+
+func attachIoctlDevice(ctx context.Context, cfg AttachConfig) (*Device, error) {
+	flags := serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)
+	if cfg.Conns > 1 && flags&FlagCanMultiConn == 0 {
+		return nil, fmt.Errorf("%d connections need a backend coherent across connections (nbd.MultiConnCoherent)", cfg.Conns)
+	}
+	if cfg.Cookie != "" {
+		cfg.Logger.Warn("nbd: the ioctl interface has no backend cookie: attaching without one, reattach will not be possible", "cookie", cfg.Cookie)
+	}
+	if cfg.DeadConnTimeout > 0 {
+		cfg.Logger.Warn("nbd: the ioctl interface has no dead connection timeout: I/O fails as soon as the server goes", "dead_conn_timeout", cfg.DeadConnTimeout)
+	}
+	sys := sysfs(cfg.Client.SysfsRoot)
+	if sys == "" {
+		sys = "/sys"
+	}
+	candidates := []int{cfg.Index}
+	if cfg.Index == AnyIndex {
+		free, err := sys.freeIndexes()
+		if err != nil {
+			return nil, err
+		}
+		if len(free) == 0 {
+			return nil, errors.New("no free nbd device (the ioctl interface cannot add devices: load nbd with a larger nbds_max)")
+		}
+		candidates = free
+	}
+	d, err := newDevice(nil, cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	setup := ioctlSetup{size: uint64(cfg.Size), blockSize: uint64(cfg.BlockSize), timeout: cfg.Timeout, flags: flags}
+	var (
+		ioc   *ioctlDevice
+		pairs []socketPair
+	)
+	for _, index := range candidates {
+		if pairs, err = newSocketPairs(cfg.Conns); err != nil {
+			d.abort()
+			return nil, err
+		}
+		setup.sockets = kernelEnds(pairs)
+		ioc, err = startIoctl(devPath(index), setup)
+		closeKernelEnds(pairs) // the kernel holds its own references
+		if err == nil {
+			d.index = index
+			break
+		}
+		closePairs(pairs)
+		// Another process set the device up meanwhile (EBUSY), or it is
+		// a netlink device (EINVAL): try the next.
+		if cfg.Index != AnyIndex || !(errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EINVAL)) {
+			d.abort()
+			return nil, err
+		}
+	}
+	if ioc == nil {
+		d.abort()
+		return nil, fmt.Errorf("every free nbd device was taken meanwhile: %w", err)
+	}
+	d.ioc = ioc
+	d.log = d.log.With("device", d.Path())
+	// Done waits for the kernel to let go of the device too.
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		<-ioc.ended
+		d.errMu.Lock()
+		if d.err == nil {
+			d.err = ioc.err
+		}
+		d.errMu.Unlock()
+	}()
+	// Undo a device that never ran: NBD_DO_IT returns once its
+	// connections are closed.
+	fail := func(err error) (*Device, error) {
+		_ = ioc.disconnect()
+		closePairs(pairs)
+		d.abort()
+		return nil, err
+	}
+	for i := range pairs {
+		c, err := pairs[i].serverConn()
+		if err != nil {
+			return fail(err)
+		}
+		d.serve(c)
+	}
+	if err := ioc.waitRunning(ctx, sys, d.index); err != nil {
+		return fail(err)
+	}
+	d.start()
+	d.log.Info("nbd: attached through ioctls", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)))
+	return d, nil
 }

@@ -16,7 +16,8 @@ import (
 
 // Device is an nbd device served by this process.
 type Device struct {
-	client    *Client
+	client    *Client      // nil when attached through ioctls
+	ioc       *ioctlDevice // set when attached through ioctls
 	srv       *nbd.Server
 	export    *nbd.Export
 	backend   nbd.Backend
@@ -89,7 +90,9 @@ func (d *Device) serve(c net.Conn) {
 			// earlier while others went on (and was perhaps replaced) does
 			// not. Nothing is left to heal: the device was disconnected,
 			// or released, or lost every connection at once.
-			d.err = err
+			if err != nil {
+				d.err = err
+			}
 			d.healCancel()
 		}
 	}()
@@ -97,7 +100,9 @@ func (d *Device) serve(c net.Conn) {
 
 // start runs the bookkeeping of a device the kernel accepted.
 func (d *Device) start() {
-	d.startHealer()
+	if d.client != nil {
+		d.startHealer()
+	}
 	go func() {
 		d.wg.Wait()
 		close(d.done)
@@ -146,6 +151,14 @@ func (d *Device) pushSize(ctx context.Context) error {
 	if size <= 0 || size%d.blockSize != 0 {
 		return fmt.Errorf("backend size %d is not a positive multiple of the block size %d", size, d.blockSize)
 	}
+	return d.setKernelSize(ctx, size)
+}
+
+// setKernelSize tells the kernel the device's new size.
+func (d *Device) setKernelSize(ctx context.Context, size int64) error {
+	if d.ioc != nil {
+		return d.ioc.setSize(uint64(size))
+	}
 	return d.client.Reconfigure(ctx, ReconfigureRequest{Index: d.index, Size: uint64(size), BackendIdentifier: d.cookie})
 }
 
@@ -169,6 +182,16 @@ func (d *Device) Cookie() string { return d.cookie }
 // Reattachable reports whether a later process can take the device over
 // with Reattach: it has a cookie the kernel knows.
 func (d *Device) Reattachable() bool { return d.cookie != "" }
+
+// Interface names how the device was attached: "netlink" (the nbd generic
+// netlink family), or "ioctl" on kernels without it (no cookie, no
+// reattach, dropped connections are not replaced).
+func (d *Device) Interface() string {
+	if d.ioc != nil {
+		return "ioctl"
+	}
+	return "netlink"
+}
 
 // Conns returns the number of connections this process serves now.
 func (d *Device) Conns() int { return int(d.live.Load()) }
@@ -208,9 +231,7 @@ func (d *Device) Resize(ctx context.Context, size int64) error {
 		}
 		return r.Resize(ctx, size)
 	}
-	tellKernel := func() error {
-		return d.client.Reconfigure(ctx, ReconfigureRequest{Index: d.index, Size: uint64(size), BackendIdentifier: d.cookie})
-	}
+	tellKernel := func() error { return d.setKernelSize(ctx, size) }
 	steps := []func() error{resizeBackend, tellKernel}
 	if size < cur {
 		steps[0], steps[1] = tellKernel, resizeBackend
@@ -231,7 +252,11 @@ func (d *Device) Resize(ctx context.Context, size int64) error {
 func (d *Device) Detach(ctx context.Context) error {
 	d.stopHeal()
 	d.stopNotify()
-	if err := d.client.Disconnect(ctx, d.index); err != nil {
+	if d.ioc != nil {
+		if err := d.ioc.disconnect(); err != nil {
+			return fmt.Errorf("nbd detach %s: %w", d.Path(), err)
+		}
+	} else if err := d.client.Disconnect(ctx, d.index); err != nil {
 		return err
 	}
 	select {
@@ -251,7 +276,14 @@ func (d *Device) Detach(ctx context.Context) error {
 // I/O for up to the dead connection timeout. A request the kernel had
 // already sent but the server had not read is resent only when it times
 // out (AttachConfig.Timeout), so a release under load can stall that long.
+//
+// A device attached through ioctls cannot be released: the kernel ends it
+// with its last connection. Release then changes nothing and returns
+// ErrReattachUnsupported.
 func (d *Device) Release(ctx context.Context) error {
+	if d.ioc != nil {
+		return fmt.Errorf("nbd release %s (attached through ioctls): %w", d.Path(), ErrReattachUnsupported)
+	}
 	d.stopHeal()
 	d.stopNotify()
 	err := d.srv.Shutdown(ctx)
@@ -263,12 +295,16 @@ func (d *Device) Release(ctx context.Context) error {
 	return nil
 }
 
-// close ends serving and closes the netlink client.
+// close ends serving and closes the netlink client. A device attached
+// through ioctls ends with its connections: the kernel's NBD_DO_IT
+// returns once they are closed, and Done waits for that.
 func (d *Device) close() {
 	d.closeOnce.Do(func() {
 		d.cancelServe()
 		d.srv.Close()
 		<-d.done
-		d.client.Close()
+		if d.client != nil {
+			d.client.Close()
+		}
 	})
 }

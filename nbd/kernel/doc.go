@@ -25,5 +25,10 @@
 //
 // Everything here needs CAP_SYS_ADMIN. On kernels older than 5.14 devices
 // attach without a cookie and cannot be reattached (Device.Reattachable,
-// ErrReattachUnsupported).
+// ErrReattachUnsupported). Kernels older than 4.12 have no nbd netlink
+// family at all: Attach then falls back to the driver's ioctls
+// (NBD_SET_SOCK, NBD_DO_IT on a thread of its own, NBD_DISCONNECT),
+// which give no cookie, no reattach, no release and no replacement of
+// dropped connections, and says so in its log (AttachConfig.Ioctl forces
+// that path where netlink exists).
 package kernel

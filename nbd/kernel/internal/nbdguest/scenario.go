@@ -85,6 +85,9 @@ func (s *scenario) run(ctx context.Context) error {
 	if err := s.Step("memory backend in process", func() error { return s.memoryInProcess(ctx) }); err != nil {
 		return err
 	}
+	if err := s.Step("ioctl interface (the fallback without netlink)", func() error { return s.ioctlInterface(ctx) }); err != nil {
+		return err
+	}
 	if err := s.Step("read-only, no cookie, destroy on disconnect", func() error { return s.readOnlyDestroy(ctx) }); err != nil {
 		return err
 	}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
+)
+
+// ioctlInterface attaches a Memory export through the nbd driver's ioctls,
+// the fallback for kernels without the netlink family, over two
+// connections: the kernel must show the size, block size and queues
+// asked for, I/O through /dev/nbdN must reach the backend, an online
+// resize must show, Release must refuse (no reattach without netlink)
+// and leave the device working, and Detach must free it.
+func (s *scenario) ioctlInterface(ctx context.Context) error {
+	mem, err := nbd.NewMemory(32 * mib)
+	if err != nil {
+		return err
+	}
+	setupErrs := []string{"Cannot use ioctl interface on a netlink controlled device", "Device being setup by another task"}
+	before := make([]int, len(setupErrs))
+	for i, m := range setupErrs {
+		before[i] = countDmesg(m)
+	}
+	dev, err := kernel.Attach(ctx, kernel.AttachConfig{
+		Backend: mem, BlockSize: 4096, Conns: 2, Cookie: "ioctl-0001", Ioctl: true,
+		Index: kernel.AnyIndex, Timeout: 30 * time.Second, Logger: logger("scenario"),
+	})
+	if err != nil {
+		return err
+	}
+	idx := dev.Index()
+	fmt.Printf("    attached %s through %s, conns=%d\n", dev.Path(), dev.Interface(), dev.Conns())
+	if dev.Interface() != "ioctl" || dev.Reattachable() || dev.Cookie() != "" {
+		return fmt.Errorf("interface %q, reattachable %v, cookie %q: want ioctl, no cookie", dev.Interface(), dev.Reattachable(), dev.Cookie())
+	}
+	if err := expectSysfs(idx, map[string]string{
+		"size": strconv.Itoa(32 * mib / 512), "queue/logical_block_size": "4096", "ro": "0",
+	}); err != nil {
+		return err
+	}
+	// Only a netlink CONNECT with an identifier makes the backend file.
+	if _, err := os.Stat(fmt.Sprintf("/sys/block/nbd%d/backend", idx)); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("nbd%d has a backend attribute (%v): no cookie expected through ioctls", idx, err)
+	}
+	if n, err := s.client.Connections(idx); err != nil || n != 2 {
+		return fmt.Errorf("hardware queues %d, %v; want 2", n, err)
+	}
+	if st, ok, err := s.client.DeviceStatus(ctx, idx); err != nil || !ok || !st.Connected {
+		return fmt.Errorf("netlink STATUS of the ioctl device: %+v %v %v", st, ok, err)
+	}
+	t := time.Now()
+	data := make([]byte, 8*mib)
+	rand.Read(data)
+	if err := guestio.DirectIO(dev.Path(), data, 4*mib); err != nil {
+		return err
+	}
+	s.Timings["ioctl: 8 MiB O_DIRECT write+read"] = time.Since(t).Seconds()
+	back := make([]byte, len(data))
+	if _, err := mem.ReadAt(ctx, back, 4*mib); err != nil {
+		return err
+	}
+	if sha256.Sum256(back) != sha256.Sum256(data) {
+		return errors.New("backend holds other bytes than written through /dev/nbd")
+	}
+	if err := dev.Resize(ctx, 48*mib); err != nil {
+		return err
+	}
+	if err := expectSysfs(idx, map[string]string{"size": strconv.Itoa(48 * mib / 512)}); err != nil {
+		return fmt.Errorf("after resize: %w", err)
+	}
+	if err := dev.Release(ctx); !errors.Is(err, kernel.ErrReattachUnsupported) {
+		return fmt.Errorf("release of an ioctl device: %v, want ErrReattachUnsupported", err)
+	}
+	// Still served after the refused release, at the new end too.
+	tail := make([]byte, 1*mib)
+	rand.Read(tail)
+	if err := guestio.DirectIO(dev.Path(), tail, 47*mib); err != nil {
+		return fmt.Errorf("after the refused release: %w", err)
+	}
+	t = time.Now()
+	if err := dev.Detach(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-dev.Done():
+	case <-time.After(10 * time.Second):
+		return errors.New("Done not closed after Detach")
+	}
+	if err := dev.Err(); err != nil {
+		return fmt.Errorf("after an orderly detach: %w", err)
+	}
+	if err := s.waitFree(ctx, idx); err != nil {
+		return err
+	}
+	if _, err := os.Stat(fmt.Sprintf("/sys/block/nbd%d/pid", idx)); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("nbd%d still has a pid attribute after detach (%v)", idx, err)
+	}
+	s.Timings["ioctl: detach until free"] = time.Since(t).Seconds()
+	for i, m := range setupErrs {
+		if n := countDmesg(m) - before[i]; n > 0 {
+			return fmt.Errorf("the kernel logged %q %d times", m, n)
+		}
+	}
+	return nil
+}
