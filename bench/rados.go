@@ -74,8 +74,12 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 	t0 := time.Now()
 	sec.LoadStart = loadavg()
 	for rep := 1; rep <= s.cfg.Reps && ctx.Err() == nil; rep++ {
-		for _, g := range groups {
-			for _, who := range sec.Contenders {
+		for gi, g := range groups {
+			// Who goes first alternates, as in interleave: the first
+			// writer after a group of small objects makes the memstore
+			// OSD grow its memory for 4 MiB objects, which the next one
+			// finds ready (0.41x when purerbd always went first).
+			for _, who := range runOrder(sec.Contenders, rep+gi) {
 				rctx, cancel := context.WithTimeout(ctx, runTimeout)
 				smp, err := run(rctx, who, g.write, g.read)
 				cancel()

@@ -148,11 +148,6 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 		}
 		rep.Clusters = append(rep.Clusters, info)
 		if err == nil {
-			if s.cfg.wants(SectionRados) {
-				s.log.Info("bench: RADOS objects")
-				rep.Sections = append(rep.Sections, s.radosBench(ctx, c))
-				s.logOSDSpace(ctx, c, SectionRados)
-			}
 			if s.cfg.wants(SectionRBD) {
 				s.log.Info("bench: RBD, default features")
 				rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
@@ -194,6 +189,15 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			if s.cfg.wants(SectionProfile) {
 				s.log.Info("bench: profiles")
 				rep.Profiles = s.profiles(ctx, c, imageSize)
+			}
+			// Last: removing tens of thousands of small objects has been
+			// seen to drive the memstore OSD's used-bytes counter below
+			// zero (findings row 16), after which it reports itself full
+			// and refuses every write; nothing runs after this section.
+			if s.cfg.wants(SectionRados) {
+				s.log.Info("bench: RADOS objects")
+				rep.Sections = append(rep.Sections, s.radosBench(ctx, c))
+				s.logOSDSpace(ctx, c, SectionRados)
 			}
 			s.closeCluster(c)
 		}
