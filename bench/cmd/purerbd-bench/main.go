@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("purerbd-bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 7 min, half of it the kernel-vm section's VM)")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
-	reps := fs.Int("reps", 3, "repetitions per contender and case (at least 3)")
+	reps := fs.Int("reps", 5, "repetitions per contender and case (at least 3)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
 	report := fs.String("report", "bench", "directory for report.md and the SVG plots")
 	work := fs.String("work", "bench/out", "scratch directory (binaries, sockets, profiles, logs)")
