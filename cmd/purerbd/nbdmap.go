@@ -232,6 +232,14 @@ func runNBDUnmap(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	c, err := kernel.Open(ctx, kernel.ClientConfig{})
+	if kernel.IoctlOnly(err, "") {
+		// A kernel before 4.12: devices there are attached through
+		// ioctls, and have no cookies.
+		if *cookie != "" {
+			return errors.New("this kernel has no nbd netlink interface: its devices carry no cookie; give /dev/nbdN")
+		}
+		return kernel.DisconnectIoctl(index)
+	}
 	if err != nil {
 		return err
 	}

@@ -43,18 +43,32 @@ type ioctlSetup struct {
 	sockets         []int
 }
 
-// useIoctl says whether the ioctl interface is all there is: Open found
-// no nbd netlink family although nbd is loaded (a kernel before 4.12).
+// useIoctl says whether the ioctl interface is all there is for cfg.
 func useIoctl(cfg *AttachConfig, openErr error) bool {
+	return IoctlOnly(openErr, cfg.Client.SysfsRoot)
+}
+
+// IoctlOnly reports whether openErr, an error of Open, means that the
+// kernel has nbd loaded but no nbd netlink family (a kernel before 4.12),
+// so that only the ioctl interface works. sysfsRoot "" means /sys.
+func IoctlOnly(openErr error, sysfsRoot string) bool {
 	if !errors.Is(openErr, ErrNotLoaded) {
 		return false
 	}
-	root := cfg.Client.SysfsRoot
-	if root == "" {
-		root = "/sys"
+	if sysfsRoot == "" {
+		sysfsRoot = "/sys"
 	}
-	_, err := os.Stat(filepath.Join(root, "module", "nbd"))
+	_, err := os.Stat(filepath.Join(sysfsRoot, "module", "nbd"))
 	return err == nil
+}
+
+// DisconnectIoctl asks the kernel to disconnect /dev/nbdN through the
+// ioctl interface (NBD_DISCONNECT), from any process: how to unmap a
+// device attached through ioctls (see IoctlOnly) from outside the
+// process serving it. The kernel refuses devices made through netlink.
+func DisconnectIoctl(index int) error {
+	d := &ioctlDevice{path: devPath(index)}
+	return d.disconnect()
 }
 
 // ioctlDevice is the kernel side of a device attached through ioctls: the

@@ -94,10 +94,38 @@ func (s *scenario) ioctlInterface(ctx context.Context) error {
 		return fmt.Errorf("nbd%d still has a pid attribute after detach (%v)", idx, err)
 	}
 	s.Timings["ioctl: detach until free"] = time.Since(t).Seconds()
+	if err := s.ioctlUnmapElsewhere(ctx, mem); err != nil {
+		return fmt.Errorf("unmapped by another party: %w", err)
+	}
 	for i, m := range setupErrs {
 		if n := countDmesg(m) - before[i]; n > 0 {
 			return fmt.Errorf("the kernel logged %q %d times", m, n)
 		}
 	}
 	return nil
+}
+
+// ioctlUnmapElsewhere attaches mem through ioctls again and disconnects
+// it the way `purerbd device unmap` does on a kernel without netlink
+// (kernel.DisconnectIoctl): the serving device sees its end as an
+// orderly one, and the device is freed.
+func (s *scenario) ioctlUnmapElsewhere(ctx context.Context, mem *nbd.Memory) error {
+	dev, err := kernel.Attach(ctx, kernel.AttachConfig{
+		Backend: mem, BlockSize: 4096, Ioctl: true, Index: kernel.AnyIndex, Logger: logger("scenario"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := kernel.DisconnectIoctl(dev.Index()); err != nil {
+		return err
+	}
+	select {
+	case <-dev.Done():
+	case <-time.After(10 * time.Second):
+		return errors.New("Done not closed after NBD_DISCONNECT")
+	}
+	if err := dev.Err(); err != nil {
+		return fmt.Errorf("after NBD_DISCONNECT: %w", err)
+	}
+	return s.waitFree(ctx, dev.Index())
 }
