@@ -79,15 +79,7 @@ func (s *scenario) ioctlInterface(ctx context.Context) error {
 	if err := dev.Detach(ctx); err != nil {
 		return err
 	}
-	select {
-	case <-dev.Done():
-	case <-time.After(10 * time.Second):
-		return errors.New("Done not closed after Detach")
-	}
-	if err := dev.Err(); err != nil {
-		return fmt.Errorf("after an orderly detach: %w", err)
-	}
-	if err := s.waitFree(ctx, idx); err != nil {
+	if err := s.endedInOrder(ctx, dev, "Detach"); err != nil {
 		return err
 	}
 	if _, err := os.Stat(fmt.Sprintf("/sys/block/nbd%d/pid", idx)); !errors.Is(err, os.ErrNotExist) {
@@ -119,13 +111,19 @@ func (s *scenario) ioctlUnmapElsewhere(ctx context.Context, mem *nbd.Memory) err
 	if err := kernel.DisconnectIoctl(dev.Index()); err != nil {
 		return err
 	}
+	return s.endedInOrder(ctx, dev, "NBD_DISCONNECT")
+}
+
+// endedInOrder checks that dev stopped serving after an orderly
+// disconnect (what), without an error, and that the kernel freed it.
+func (s *scenario) endedInOrder(ctx context.Context, dev *kernel.Device, what string) error {
 	select {
 	case <-dev.Done():
 	case <-time.After(10 * time.Second):
-		return errors.New("Done not closed after NBD_DISCONNECT")
+		return fmt.Errorf("Done not closed after %s", what)
 	}
 	if err := dev.Err(); err != nil {
-		return fmt.Errorf("after NBD_DISCONNECT: %w", err)
+		return fmt.Errorf("after %s: %w", what, err)
 	}
 	return s.waitFree(ctx, dev.Index())
 }
