@@ -441,7 +441,7 @@ func attachIoctlDevice(ctx context.Context, cfg AttachConfig) (*Device, error) {
 		}
 		d.serve(c)
 	}
-	if err := ioc.waitRunning(ctx, sys, d.index); err != nil {
+	if err := ioc.waitRunning(ctx, sys, d.index, cfg.Size); err != nil {
 		return fail(err)
 	}
 	d.start()

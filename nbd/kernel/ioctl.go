@@ -161,16 +161,20 @@ func configureIoctl(fd int, s ioctlSetup) error {
 	return nil
 }
 
-// waitRunning waits until the kernel shows the device running (its pid
-// attribute appears when NBD_DO_IT has started it) or it ended.
-func (d *ioctlDevice) waitRunning(ctx context.Context, sys sysfs, index int) error {
+// waitRunning waits until the kernel shows the device running with its
+// size, or it ended. NBD_DO_IT makes the pid attribute before it starts
+// the receivers and sets the capacity last, so the pid alone is too early:
+// a reader could still see an empty disk.
+func (d *ioctlDevice) waitRunning(ctx context.Context, sys sysfs, index int, size int64) error {
 	ctx, cancel := context.WithTimeout(ctx, ioctlStartTimeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if sys.running(index) {
-			return nil
+			if n, err := sys.size(index); err == nil && n == size {
+				return nil
+			}
 		}
 		select {
 		case <-d.ended:
