@@ -365,10 +365,7 @@ func attachIoctlDevice(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	if cfg.DeadConnTimeout > 0 {
 		cfg.Logger.Warn("nbd: the ioctl interface has no dead connection timeout: I/O fails as soon as the server goes", "dead_conn_timeout", cfg.DeadConnTimeout)
 	}
-	sys := sysfs(cfg.Client.SysfsRoot)
-	if sys == "" {
-		sys = "/sys"
-	}
+	sys := sysfsAt(cfg.Client.SysfsRoot)
 	candidates := []int{cfg.Index}
 	if cfg.Index == AnyIndex {
 		free, err := sys.freeIndexes()

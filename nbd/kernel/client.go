@@ -49,10 +49,7 @@ func Open(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("nbd generic netlink family version %d, want %d or later", fam.Version, familyVersion)
 	}
-	c := &Client{conn: conn, family: fam, sys: sysfs(cfg.SysfsRoot), log: cfg.Logger, trace: cfg.Trace}
-	if c.sys == "" {
-		c.sys = "/sys"
-	}
+	c := &Client{conn: conn, family: fam, sys: sysfsAt(cfg.SysfsRoot), log: cfg.Logger, trace: cfg.Trace}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

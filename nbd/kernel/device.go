@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,7 +172,7 @@ func (d *Device) abort() {
 func (d *Device) Index() int { return d.index }
 
 // Path returns /dev/nbdN.
-func (d *Device) Path() string { return "/dev/nbd" + strconv.Itoa(d.index) }
+func (d *Device) Path() string { return devPath(d.index) }
 
 // Cookie returns the backend cookie the kernel knows the device by, empty
 // when it has none.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -55,11 +54,8 @@ func IoctlOnly(openErr error, sysfsRoot string) bool {
 	if !errors.Is(openErr, ErrNotLoaded) {
 		return false
 	}
-	if sysfsRoot == "" {
-		sysfsRoot = "/sys"
-	}
-	_, err := os.Stat(filepath.Join(sysfsRoot, "module", "nbd"))
-	return err == nil
+	loaded, err := sysfsAt(sysfsRoot).nbdLoaded()
+	return err == nil && loaded
 }
 
 // DisconnectIoctl asks the kernel to disconnect /dev/nbdN through the

@@ -2,11 +2,7 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -44,14 +40,10 @@ func LoadModule(ctx context.Context, cfg ModuleConfig) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	sys := cfg.SysfsRoot
-	if sys == "" {
-		sys = "/sys"
-	}
-	if _, err := os.Stat(filepath.Join(sys, "module", "nbd")); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if loaded, err := sysfsAt(cfg.SysfsRoot).nbdLoaded(); err != nil {
 		return fmt.Errorf("load nbd module: %w", err)
+	} else if loaded {
+		return nil
 	}
 	var opts []kmod.Option
 	if cfg.RootDir != "" {

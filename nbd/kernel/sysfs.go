@@ -13,6 +13,26 @@ import (
 // sysfs reads nbd device attributes under a sysfs mount point.
 type sysfs string
 
+// sysfsAt is the sysfs mounted at root, "" meaning /sys.
+func sysfsAt(root string) sysfs {
+	if root == "" {
+		return "/sys"
+	}
+	return sysfs(root)
+}
+
+// nbdLoaded reports whether the nbd module is loaded (or built in).
+func (s sysfs) nbdLoaded() (bool, error) {
+	_, err := os.Stat(filepath.Join(string(s), "module", "nbd"))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
 func (s sysfs) dev(index int, name string) string {
 	return filepath.Join(string(s), "block", "nbd"+strconv.Itoa(index), name)
 }
