@@ -267,7 +267,8 @@ type mappedDevice struct {
 	Conns  int    `json:"connections"`
 }
 
-// runNBDList lists the connected nbd devices.
+// runNBDList lists the nbd devices the kernel runs (through netlink or
+// ioctls).
 func runNBDList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nbd list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -278,29 +279,13 @@ func runNBDList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 || (*format != "plain" && *format != "json") {
 		return errors.New("usage: purerbd nbd list [--format plain|json]")
 	}
-	var list []mappedDevice
-	c, err := kernel.Open(ctx, kernel.ClientConfig{})
-	switch {
-	case errors.Is(err, kernel.ErrNotLoaded):
-		// no module, no device
-	case err != nil:
+	devs, err := kernel.List("")
+	if err != nil {
 		return err
-	default:
-		defer c.Close()
-		sts, err := c.Status(ctx)
-		if err != nil {
-			return err
-		}
-		for _, st := range sts {
-			if !st.Connected {
-				continue
-			}
-			d := mappedDevice{Device: fmt.Sprintf("/dev/nbd%d", st.Index)}
-			d.Cookie, _ = c.Cookie(st.Index)
-			d.Size, _ = c.DeviceSize(st.Index)
-			d.Conns, _ = c.Connections(st.Index)
-			list = append(list, d)
-		}
+	}
+	var list []mappedDevice
+	for _, d := range devs {
+		list = append(list, mappedDevice{Device: d.Path(), Cookie: d.Cookie, Size: d.Size, Conns: d.Connections})
 	}
 	return printMapped(stdout, list, *format)
 }

@@ -20,8 +20,9 @@
 //
 // Client is the low-level interface to the family (CONNECT, RECONFIGURE,
 // DISCONNECT, STATUS, LINK_DEAD notifications through LinkWatcher) plus
-// what sysfs tells about a device; LoadModule loads nbd.ko without a
-// modprobe binary.
+// what sysfs tells about a device; List lists the running devices from
+// sysfs alone, whichever interface made them; LoadModule loads nbd.ko
+// without a modprobe binary.
 //
 // Everything here needs CAP_SYS_ADMIN. On kernels older than 5.14 devices
 // attach without a cookie and cannot be reattached (Device.Reattachable,

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,7 +54,8 @@ func (s sysfs) backend(index int) (string, error) {
 	return strings.TrimSuffix(string(b), "\n"), nil
 }
 
-// devices lists the indexes of the nbd block devices.
+// devices lists the indexes of the nbd block devices in numeric order
+// (the directory's order is lexical: nbd10 before nbd2).
 func (s sysfs) devices() ([]int, error) {
 	ents, err := os.ReadDir(filepath.Join(string(s), "block"))
 	if err != nil {
@@ -69,6 +71,7 @@ func (s sysfs) devices() ([]int, error) {
 			l = append(l, i)
 		}
 	}
+	slices.Sort(l)
 	return l, nil
 }
 

@@ -51,8 +51,10 @@ func (s *scenario) ioctlInterface(ctx context.Context) error {
 	if _, err := os.Stat(fmt.Sprintf("/sys/block/nbd%d/backend", idx)); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("nbd%d has a backend attribute (%v): no cookie expected through ioctls", idx, err)
 	}
-	if n, err := s.client.Connections(idx); err != nil || n != 2 {
-		return fmt.Errorf("hardware queues %d, %v; want 2", n, err)
+	// listed as running, with its two queues and no cookie, from sysfs
+	// alone: what `purerbd device list` shows on a kernel without netlink
+	if m, err := listed(idx); err != nil || m != (kernel.Mapped{Index: idx, Size: 32 * mib, Connections: 2}) {
+		return fmt.Errorf("kernel.List: %+v, %v; want size 32 MiB, 2 connections, no cookie", m, err)
 	}
 	if st, ok, err := s.client.DeviceStatus(ctx, idx); err != nil || !ok || !st.Connected {
 		return fmt.Errorf("netlink STATUS of the ioctl device: %+v %v %v", st, ok, err)
@@ -86,6 +88,9 @@ func (s *scenario) ioctlInterface(ctx context.Context) error {
 		return fmt.Errorf("nbd%d still has a pid attribute after detach (%v)", idx, err)
 	}
 	s.Timings["ioctl: detach until free"] = time.Since(t).Seconds()
+	if m, err := listed(idx); err == nil || !errors.Is(err, errNotListed) {
+		return fmt.Errorf("kernel.List after detach: %+v, %v; want the device gone", m, err)
+	}
 	if err := s.ioctlUnmapElsewhere(ctx, mem); err != nil {
 		return fmt.Errorf("unmapped by another party: %w", err)
 	}
@@ -126,4 +131,21 @@ func (s *scenario) endedInOrder(ctx context.Context, dev *kernel.Device, what st
 		return fmt.Errorf("after %s: %w", what, err)
 	}
 	return s.waitFree(ctx, dev.Index())
+}
+
+// errNotListed: kernel.List does not show the device.
+var errNotListed = errors.New("not listed")
+
+// listed returns device idx as kernel.List shows it.
+func listed(idx int) (kernel.Mapped, error) {
+	l, err := kernel.List("")
+	if err != nil {
+		return kernel.Mapped{}, err
+	}
+	for _, m := range l {
+		if m.Index == idx {
+			return m, nil
+		}
+	}
+	return kernel.Mapped{}, fmt.Errorf("nbd%d: %w (list %+v)", idx, errNotListed, l)
 }
