@@ -227,18 +227,22 @@ func ioctl(fd int, req, arg uintptr) error {
 // freeIndexes lists the nbd devices the kernel is not running, in index
 // order: candidates for an ioctl attach, which cannot ask the kernel for
 // a free one.
-func (s sysfs) freeIndexes() ([]int, error) {
+func (s sysfs) freeIndexes() ([]int, error) { return s.devicesRunning(false) }
+
+// devicesRunning lists, in index order, the nbd devices the kernel runs
+// (running true) or those it does not.
+func (s sysfs) devicesRunning(running bool) ([]int, error) {
 	l, err := s.devices()
 	if err != nil {
 		return nil, err
 	}
-	var free []int
+	var out []int
 	for _, i := range l {
-		if !s.running(i) {
-			free = append(free, i)
+		if s.running(i) == running {
+			out = append(out, i)
 		}
 	}
-	return free, nil
+	return out, nil
 }
 
 // running reports whether the kernel runs /dev/nbdN: it has a pid

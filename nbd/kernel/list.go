@@ -41,15 +41,12 @@ func List(sysfsRoot string) ([]Mapped, error) {
 	if !loaded {
 		return nil, nil
 	}
-	idx, err := sys.devices()
+	idx, err := sys.devicesRunning(true)
 	if err != nil {
 		return nil, err
 	}
 	var l []Mapped
 	for _, i := range idx {
-		if !sys.running(i) {
-			continue
-		}
 		m, err := sys.mapped(i)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // freed meanwhile
