@@ -28,10 +28,10 @@ func (m Mapped) Path() string { return devPath(m.Index) }
 // devices with a pid attribute, which the kernel makes when it starts a
 // device and removes when it frees it. It needs no netlink family, so it
 // works on kernels that have only the ioctl interface, and it does not
-// count a device that merely is open (netlink STATUS reports a device
-// "connected" while any process holds it open with a configuration,
-// which on kernels with the ioctl interface opening alone makes). A
-// kernel without nbd loaded has none.
+// count a device that merely is open: netlink STATUS reports a device
+// "connected" while its configuration has a reference, and opening an
+// unconfigured /dev/nbdN (as udev's probes do) makes one (nbd_open in
+// drivers/block/nbd.c). A kernel without nbd loaded has none.
 func List(sysfsRoot string) ([]Mapped, error) {
 	sys := sysfsAt(sysfsRoot)
 	loaded, err := sys.nbdLoaded()
