@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 TESTFUZZTIME ?= 3s
 
 # Debian packages the tests need (installed by `make deps`, skipping those present)
-DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common python3-rados \
+DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 python3-rados \
 	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd \
 	linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
 

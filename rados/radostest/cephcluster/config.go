@@ -75,7 +75,15 @@ func (c *Cluster) writeConf() error {
 		// OSD heartbeats on loopback: detect a killed OSD quickly
 		"osd heartbeat grace":    "8",
 		"osd heartbeat interval": "2",
-		"mgr initial modules":    "iostat",
+		// short PG logs and dup lists (1000 entries each, not up to
+		// 10000 and 3000): a test cluster needs no long history, and a
+		// busy one-OSD cluster with tens of PGs would otherwise lose
+		// half its write rate within minutes as they fill (Pacific's
+		// calc_trim_to_aggressive walks the log; the entries and their
+		// indexes grow to hundreds of MB; bench findings row 18)
+		"osd max pg log entries":  "1000",
+		"osd pg log dups tracked": "1000",
+		"mgr initial modules":     "iostat",
 	}
 	switch o.Mode {
 	case ModeDefault:

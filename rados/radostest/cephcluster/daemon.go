@@ -50,6 +50,9 @@ func (c *Cluster) spawn(name, bin string, args ...string) error {
 	cmd := c.command(context.Background(), d.bin, append([]string{"-f", "-c", c.Conf}, d.args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = c.Dir
+	if c.preload != "" {
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+c.preload)
+	}
 	// Own process group (a terminal's Ctrl-C reaches us, not the daemons:
 	// we stop them in order), and SIGKILL if we die without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -3,8 +3,10 @@ package cephcluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -69,6 +71,20 @@ func (c *Cluster) command(ctx context.Context, bin string, args ...string) *exec
 		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Options.Netns, bin}, args...)...)
 	}
 	return exec.CommandContext(ctx, bin, args...)
+}
+
+// findTCMalloc returns the path of libtcmalloc.so.4 where Debian-like
+// (multiarch) or Fedora-like systems install it, or an error naming the
+// package that does.
+func findTCMalloc() (string, error) {
+	for _, g := range []string{"/usr/lib/*-linux-gnu/libtcmalloc.so.4", "/usr/lib64/libtcmalloc.so.4", "/usr/lib/libtcmalloc.so.4"} {
+		if m, _ := filepath.Glob(g); len(m) > 0 {
+			return m[0], nil
+		}
+	}
+	return "", errors.New("cephcluster: libtcmalloc.so.4 not found, which the daemons run with " +
+		"(as Ceph's own packages link it); install it with `make deps` (apt-get install libgoogle-perftools4) " +
+		"or set Options.GlibcMalloc")
 }
 
 // checkBinaries fails with the Debian package names when a tool is missing.
