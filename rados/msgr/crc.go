@@ -10,3 +10,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func crc32c(seed uint32, p []byte) uint32 {
 	return ^crc32.Update(^seed, castagnoli, p)
 }
+
+// segmentCRC is the crc msgr2 sends for a frame segment in crc mode.
+func segmentCRC(seg []byte) uint32 { return crc32c(^uint32(0), seg) }

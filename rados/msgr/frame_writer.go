@@ -63,6 +63,12 @@ func (fw *frameWriter) build(tag uint8, segs *[maxSegments][]byte) net.Buffers {
 // are referenced, not copied, in crc mode. Frames of a batch must go
 // out in the order they were added (secure mode numbers them).
 func (fw *frameWriter) add(tag uint8, segs *[maxSegments][]byte) {
+	fw.addSummed(tag, segs, nil)
+}
+
+// addSummed is add with the crcs of segments 1-3 computed beforehand
+// (segmentCRC), or nil to compute them here. Only crc mode uses them.
+func (fw *frameWriter) addSummed(tag uint8, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32) {
 	var pr preamble
 	pr.tag = tag
 	for i := range segs {
@@ -72,11 +78,11 @@ func (fw *frameWriter) add(tag uint8, segs *[maxSegments][]byte) {
 	if fw.tx != nil {
 		fw.addSecure(&pr, segs)
 	} else {
-		fw.addPlain(&pr, segs)
+		fw.addPlain(&pr, segs, crcs)
 	}
 }
 
-func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte) {
+func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32) {
 	n := len(segs[0])
 	hlen := preambleLen + n + crcLen
 	if !pr.hasTail() {
@@ -92,8 +98,12 @@ func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte) {
 	ep[0] = lateStatusComplete
 	for i := 1; i < maxSegments; i++ {
 		c := uint32(0)
-		if i < pr.nseg {
-			c = crc32c(^uint32(0), segs[i])
+		switch {
+		case i >= pr.nseg:
+		case crcs != nil:
+			c = crcs[i-1]
+		default:
+			c = segmentCRC(segs[i])
 		}
 		binary.LittleEndian.PutUint32(ep[1+4*(i-1):], c)
 		if len(segs[i]) > 0 {
