@@ -3,7 +3,6 @@ package rbd
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"sync"
 	"time"
 )
@@ -266,64 +265,8 @@ func (w *writeAround) close() {
 	if w != nil {
 		w.bgCancel()
 		w.workers.close()
-		w.bufs.mu.Lock()
-		w.bufs.free, w.bufs.kept = nil, 0
-		w.bufs.mu.Unlock()
+		w.bufs.drop()
 	}
-}
-
-// bufferPool recycles the copies of acknowledged writes' data, in
-// power-of-two size classes from 4 KiB, keeping at most limit bytes
-// between writes (a sync.Pool would hand large buffers back to the
-// garbage collector, and fresh memory costs page faults and zeroing on
-// every reuse).
-type bufferPool struct {
-	mu    sync.Mutex
-	free  [][][]byte // by class
-	kept  int64
-	limit int64
-}
-
-const minBufShift = 12
-
-func bufClass(n int) int {
-	if n <= 1<<minBufShift {
-		return 0
-	}
-	return bits.Len(uint(n-1)) - minBufShift
-}
-
-func (p *bufferPool) get(n int) []byte {
-	c := bufClass(n)
-	p.mu.Lock()
-	if c < len(p.free) {
-		if l := len(p.free[c]); l > 0 {
-			b := p.free[c][l-1]
-			p.free[c] = p.free[c][:l-1]
-			p.kept -= int64(cap(b))
-			p.mu.Unlock()
-			return b[:n]
-		}
-	}
-	p.mu.Unlock()
-	return make([]byte, n, 1<<(c+minBufShift))
-}
-
-func (p *bufferPool) put(b []byte) {
-	c := bufClass(cap(b))
-	if cap(b) != 1<<(c+minBufShift) {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.kept+int64(cap(b)) > p.limit {
-		return
-	}
-	for len(p.free) <= c {
-		p.free = append(p.free, nil)
-	}
-	p.free[c] = append(p.free[c], b[:cap(b)])
-	p.kept += int64(cap(b))
 }
 
 // workerPool runs the writes the cache acknowledged on at most max
