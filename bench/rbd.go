@@ -198,11 +198,14 @@ func (s *suite) loadgen(ctx context.Context, c *cluster, target []string, rw, bs
 // full mode) on an image of imageSize bytes.
 func (s *suite) rbdCLICases(imageSize int64) []*Case {
 	var cs []*Case
-	// 4 KiB: 64 MiB is well past the 24 MiB both write-around caches
-	// acknowledge ahead of the OSD, so a run measures the steady state
-	// rather than how fast one burst drains
-	small := pick(s.cfg, "64M", "8M")
-	big := humanSize(min(imageSize, 512<<20))
+	// 4 KiB: 256 MiB (65536 I/Os, seconds at this OSD's rate) is well
+	// past the 24 MiB both write-around caches acknowledge ahead of the
+	// OSD, so a run measures the steady state rather than how fast one
+	// burst drains; 4 MiB: twice the image, wrapping around, so that a
+	// run lasts seconds too rather than a few tenths in which start-up
+	// transients weigh as much as the transfer
+	small := pick(s.cfg, "256M", "8M")
+	big := humanSize(pick(s.cfg, 2*imageSize, imageSize))
 	type cliCase struct{ typ, bs, threads, total, pattern, unit string }
 	for _, k := range pick(s.cfg, []cliCase{
 		{"write", "4K", "16", small, "rand", "IOPS"},
