@@ -132,14 +132,19 @@ func TestHeadlineRBDCasesExist(t *testing.T) {
 	for _, c := range s.rbdCases(true) {
 		names[c.Name] = true
 	}
-	cli := map[string]bool{}
-	for _, c := range s.rbdCLICases(1 << 30) { // the full run's image
-		cli[c.Name] = true
+	cli := s.rbdCLICases(1 << 30) // the full run's image
+	inCLI := func(cas string) bool {
+		for _, c := range cli {
+			if caseMatches(c.Name, cas) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, h := range headlineRows() {
 		switch {
 		case h.section == "rbd-cli":
-			if !cli[h.cas] {
+			if !inCLI(h.cas) {
 				t.Errorf("headline row %q: no case %q in the full rbd bench CLI pair", h.label, h.cas)
 			}
 		case strings.HasPrefix(h.section, "rbd-") && h.section != "rbd-nbd" && !names[h.cas]:
@@ -164,5 +169,23 @@ func TestRatioTextNearTarget(t *testing.T) {
 		if got := ratioText(c.r, c.target); got != c.want {
 			t.Errorf("ratioText(%v, %v) = %q, want %q", c.r, c.target, got, c.want)
 		}
+	}
+}
+
+func TestFindCaseByNameOrPrefix(t *testing.T) {
+	r := &Report{Sections: []*Section{
+		{ID: "rbd-cli", Contenders: []string{"purerbd", "librbd"}, Cases: []*Case{
+			synthCase("4K rand write t16 (256M total)", "IOPS", []float64{1}, []float64{1}, 1, 1),
+			synthCase("4K rand write t160", "IOPS", []float64{1}, []float64{1}, 1, 1),
+		}},
+	}}
+	if _, c := r.findCase("rbd-cli", "4K rand write t16"); c == nil || c.Name != "4K rand write t16 (256M total)" {
+		t.Errorf("prefix before \" (\": got %v", c)
+	}
+	if _, c := r.findCase("rbd-cli", "4K rand write t160"); c == nil || c.Name != "4K rand write t160" {
+		t.Errorf("exact name: got %v", c)
+	}
+	if _, c := r.findCase("rbd-cli", "4K rand write t1"); c != nil {
+		t.Errorf("a bare prefix matched %q", c.Name)
 	}
 }
