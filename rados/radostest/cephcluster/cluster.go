@@ -96,6 +96,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := checkBinaries(opts); err != nil {
 		return nil, err
 	}
+	preload := ""
+	if !opts.GlibcMalloc {
+		if preload, err = findTCMalloc(); err != nil {
+			return nil, err
+		}
+	}
 	opts = withDefaults(opts)
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -116,11 +122,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Options:      opts,
 		daemons:      map[string]*daemon{},
 	}
-	if !opts.GlibcMalloc {
-		if c.preload, err = findTCMalloc(); err != nil {
-			return nil, err
-		}
-	}
+	c.preload = preload
 	defer func() {
 		if err != nil {
 			c.Options.KeepDir = true // keep logs for whoever reads the error
