@@ -76,6 +76,11 @@ type transmission struct {
 	budget   *budget
 	writer   *replyWriter
 	handlers sync.WaitGroup
+	// idle hands a request to a handler goroutine waiting for one
+	// (unbuffered: a send succeeds only when one waits); stopIdle, closed
+	// when the transmission ends, sends the waiting ones home.
+	idle     chan *request
+	stopIdle chan struct{}
 	replies  sync.Pool
 	draining bool // shutting down: new requests get NBD_ESHUTDOWN
 	mu       sync.Mutex
@@ -99,6 +104,8 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 		kernel:      kernel,
 		inline:      exp.inline,
 		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes),
+		idle:        make(chan *request),
+		stopIdle:    make(chan struct{}),
 	}
 	t.ctx, t.cancel = context.WithCancel(ss.ctx)
 	defer t.cancel()
@@ -137,6 +144,7 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	}
 
 	t.handlers.Wait()
+	close(t.stopIdle)
 	close(t.writer.in)
 	<-t.writer.done
 	if err == nil && t.writer.err != nil {
@@ -443,8 +451,36 @@ func (t *transmission) dispatch(req *request) error {
 		return nil
 	}
 	r := *req
-	go t.handle(&r)
+	select {
+	case t.idle <- &r:
+	default:
+		go t.handler(&r)
+	}
 	return nil
+}
+
+// handlerIdle is how long a handler goroutine waits for another request
+// before it ends.
+const handlerIdle = 2 * time.Second
+
+// handler handles req, then the requests dispatch hands it while it
+// waits. A goroutine per request would grow its stack from scratch down
+// the backend's call chain every time: serving an RBD image, 4K random
+// writes spent 12% of the server's CPU in runtime.newstack.
+func (t *transmission) handler(req *request) {
+	idle := time.NewTimer(handlerIdle)
+	defer idle.Stop()
+	for {
+		t.handle(req)
+		idle.Reset(handlerIdle)
+		select {
+		case req = <-t.idle:
+		case <-idle.C:
+			return
+		case <-t.stopIdle:
+			return
+		}
+	}
 }
 
 // newReply takes a reply that will release the request's budget share.
