@@ -64,11 +64,11 @@ type sendReq struct {
 	m     *Message
 	state atomic.Int32 // sendQueued, sendTaken, sendCanceled
 	done  chan error
-	// crcs are the crc32c of m's front, middle and data in crc mode,
-	// computed by the sender: the one writer goroutine of a connection
-	// then only writes, and the crcs of messages sent together are
-	// computed in parallel (a 4 MiB write's takes half a millisecond).
-	crcs *[maxSegments - 1]uint32
+	// sums are the crc32c of m's front, middle and data, computed by the
+	// sender in crc mode (the only mode that sends them): the one writer
+	// goroutine of a connection then only writes, and the crcs of
+	// messages sent together are computed in parallel (a 4 MiB write's
+	// takes half a millisecond).
 	sums [maxSegments - 1]uint32
 }
 
@@ -252,10 +252,8 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 		req = &sendReq{done: make(chan error, 1)}
 	}
 	req.m = m
-	req.crcs = nil
 	if c.mode == ConnModeCRC {
 		req.sums = [maxSegments - 1]uint32{segmentCRC(m.Front), segmentCRC(m.Middle), segmentCRC(m.Data)}
-		req.crcs = &req.sums
 	}
 	req.state.Store(sendQueued)
 	select {
@@ -445,7 +443,7 @@ func (c *Conn) writeLoop() {
 			for _, r := range batch {
 				outSeq++
 				r.m.Seq = outSeq
-				c.addMessage(r.m, outSeq, ack, r.crcs)
+				c.addMessage(r.m, outSeq, ack, &r.sums)
 			}
 			err = c.writeBatch()
 			for _, r := range batch {
@@ -497,13 +495,13 @@ func (c *Conn) gather(batch []*sendReq, first *sendReq) []*sendReq {
 	return batch
 }
 
-// addMessage adds a MESSAGE frame to the writer's batch; crcs, when not
-// nil, are those of m's front, middle and data.
-func (c *Conn) addMessage(m *Message, seq, ack uint64, crcs *[maxSegments - 1]uint32) {
+// addMessage adds a MESSAGE frame to the writer's batch; sums are the
+// crcs of m's front, middle and data (used in crc mode).
+func (c *Conn) addMessage(m *Message, seq, ack uint64, sums *[maxSegments - 1]uint32) {
 	hdr := c.fw.alloc(header2Len)
 	encodeHeader2(hdr, m, seq, ack)
 	segs := [maxSegments][]byte{hdr, m.Front, m.Middle, m.Data}
-	c.fw.addSummed(tagMessage, &segs, crcs)
+	c.fw.addSummed(tagMessage, &segs, sums)
 }
 
 // writeControl writes a frame with only a control segment.
