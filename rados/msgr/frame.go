@@ -3,6 +3,8 @@ package msgr
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/purerbd/purerbd/rados/crc32c"
 )
 
 // Frame tags.
@@ -86,12 +88,12 @@ func (pr *preamble) encode(p []byte) {
 		binary.LittleEndian.PutUint32(p[2+6*i:], pr.lens[i])
 		binary.LittleEndian.PutUint16(p[6+6*i:], segmentAligns[i])
 	}
-	binary.LittleEndian.PutUint32(p[preambleLen-crcLen:], crc32c(0, p[:preambleLen-crcLen]))
+	binary.LittleEndian.PutUint32(p[preambleLen-crcLen:], crc32c.Update(0, p[:preambleLen-crcLen]))
 }
 
 // decode parses and checks a preamble.
 func (pr *preamble) decode(p []byte, lim limits) error {
-	if got, want := binary.LittleEndian.Uint32(p[preambleLen-crcLen:]), crc32c(0, p[:preambleLen-crcLen]); got != want {
+	if got, want := binary.LittleEndian.Uint32(p[preambleLen-crcLen:]), crc32c.Update(0, p[:preambleLen-crcLen]); got != want {
 		return fmt.Errorf("%w: bad preamble crc %#x, computed %#x", ErrProtocol, got, want)
 	}
 	*pr = preamble{tag: p[0], nseg: int(p[1])}

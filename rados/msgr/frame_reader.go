@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/purerbd/purerbd/rados/crc32c"
 )
 
 // probeLen is how much of a large segment is read before the whole
@@ -87,7 +89,7 @@ func (fr *frameReader) readPlain(r io.Reader) (frame, error) {
 	if err != nil {
 		return f, err
 	}
-	if got, want := binary.LittleEndian.Uint32(ctrl[n:]), crc32c(^uint32(0), ctrl[:n]); got != want {
+	if got, want := binary.LittleEndian.Uint32(ctrl[n:]), crc32c.Update(^uint32(0), ctrl[:n]); got != want {
 		return f, fmt.Errorf("%w: bad control segment crc %#x, computed %#x (tag %d)", ErrProtocol, got, want, pr.tag)
 	}
 	ctrl = ctrl[:n]
@@ -134,7 +136,7 @@ func (fr *frameReader) readPlain(r io.Reader) (frame, error) {
 			l := uint64(pr.lens[i])
 			if i < pr.nseg {
 				f.segs[i] = buf[off : off+l : off+l]
-				crcs[i] = crc32c(^uint32(0), f.segs[i])
+				crcs[i] = crc32c.Update(^uint32(0), f.segs[i])
 			}
 			off += l
 		}
@@ -191,7 +193,7 @@ func (fr *frameReader) readInto(r io.Reader, f *frame, pr *preamble, fm, dst []b
 		return nil, err
 	}
 	f.segs[1], f.segs[2] = fm[:l1:l1], fm[l1:l1+l2:l1+l2]
-	crcs[1], crcs[2] = crc32c(^uint32(0), f.segs[1]), crc32c(^uint32(0), f.segs[2])
+	crcs[1], crcs[2] = crc32c.Update(^uint32(0), f.segs[1]), crc32c.Update(^uint32(0), f.segs[2])
 	crc := ^uint32(0)
 	for off := 0; off < len(dst); {
 		p := dst[off:min(off+dataChunk, len(dst))]
@@ -207,7 +209,7 @@ func (fr *frameReader) readInto(r io.Reader, f *frame, pr *preamble, fm, dst []b
 		// machine's OSD took more than 200 ms for 128 KiB, and the
 		// session was reset for it); a read returns with the first bytes
 		n, err := r.Read(p)
-		crc = crc32c(crc, p[:n])
+		crc = crc32c.Update(crc, p[:n])
 		off += n
 		if err != nil {
 			if err == io.EOF && off < len(dst) {

@@ -3,6 +3,8 @@ package msgr
 import (
 	"encoding/binary"
 	"net"
+
+	"github.com/purerbd/purerbd/rados/crc32c"
 )
 
 // keepScratch bounds the scratch memory kept between batches of frames.
@@ -117,7 +119,7 @@ func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[
 func (fw *frameWriter) head(h []byte, pr *preamble, control []byte) {
 	pr.encode(h)
 	copy(h[preambleLen:], control)
-	binary.LittleEndian.PutUint32(h[preambleLen+len(control):], crc32c(^uint32(0), control))
+	binary.LittleEndian.PutUint32(h[preambleLen+len(control):], crc32c.Update(^uint32(0), control))
 }
 
 func (fw *frameWriter) addSecure(pr *preamble, segs *[maxSegments][]byte) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -157,7 +158,7 @@ func sealFuzzFrame(tx *gcmState, p []byte) []byte {
 		return p
 	}
 	head := append(make([]byte, 0, headPlain+gcmTagLen), p[:headPlain]...)
-	binary.LittleEndian.PutUint32(head[preambleLen-crcLen:], crc32c(0, head[:preambleLen-crcLen]))
+	binary.LittleEndian.PutUint32(head[preambleLen-crcLen:], crc32c.Update(0, head[:preambleLen-crcLen]))
 	var pr preamble
 	perr := pr.decode(head[:preambleLen], fuzzLimits)
 	out := tx.seal(head)
@@ -193,7 +194,7 @@ func fixPlainFrame(p []byte) []byte {
 	if len(p) < preambleLen {
 		return p
 	}
-	binary.LittleEndian.PutUint32(p[preambleLen-crcLen:], crc32c(0, p[:preambleLen-crcLen]))
+	binary.LittleEndian.PutUint32(p[preambleLen-crcLen:], crc32c.Update(0, p[:preambleLen-crcLen]))
 	var pr preamble
 	if pr.decode(p[:preambleLen], fuzzLimits) != nil {
 		return p
@@ -202,7 +203,7 @@ func fixPlainFrame(p []byte) []byte {
 	if len(p) < off+crcLen {
 		return p
 	}
-	binary.LittleEndian.PutUint32(p[off:], crc32c(^uint32(0), p[preambleLen:off]))
+	binary.LittleEndian.PutUint32(p[off:], crc32c.Update(^uint32(0), p[preambleLen:off]))
 	off += crcLen
 	if !pr.hasTail() {
 		return p
@@ -217,7 +218,7 @@ func fixPlainFrame(p []byte) []byte {
 	for i := 1; i < maxSegments; i++ {
 		c := uint32(0)
 		if i < pr.nseg {
-			c = crc32c(^uint32(0), p[off:off+int(pr.lens[i])])
+			c = crc32c.Update(^uint32(0), p[off:off+int(pr.lens[i])])
 		}
 		binary.LittleEndian.PutUint32(p[ep+1+4*(i-1):], c)
 		off += int(pr.lens[i])

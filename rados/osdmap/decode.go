@@ -3,9 +3,9 @@ package osdmap
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 
+	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/crush"
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -24,14 +24,6 @@ var ErrClassicEncoding = errors.New("osdmap: classic (pre-v7) encoding not suppo
 // ErrBadCRC is returned when a map's or incremental's crc32c does not
 // match its bytes.
 var ErrBadCRC = errors.New("osdmap: crc mismatch")
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// cephCRC32C is ceph_crc32c(seed, data): the CRC-32C register update
-// without the conventional pre- and post-inversion.
-func cephCRC32C(seed uint32, data []byte) uint32 {
-	return ^crc32.Update(^seed, castagnoli, data)
-}
 
 // envelope is a struct header read by hand where the caller needs the
 // absolute offsets the crc covers.
@@ -94,8 +86,8 @@ func decodeOSDMap(b []byte, verifyCRC bool) (*OSDMap, error) {
 			return nil, fmt.Errorf("osdmap: decode: %w", err)
 		}
 		m.CRCDefined = true
-		actual := cephCRC32C(0xffffffff, b[:env.hdrLen+crcAt])
-		actual = cephCRC32C(actual, tail)
+		actual := crc32c.Update(0xffffffff, b[:env.hdrLen+crcAt])
+		actual = crc32c.Update(actual, tail)
 		if verifyCRC && actual != m.CRC {
 			return nil, fmt.Errorf("%w: map says %#x, bytes give %#x", ErrBadCRC, m.CRC, actual)
 		}

@@ -3,6 +3,7 @@ package osdmap
 import (
 	"fmt"
 
+	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -120,8 +121,8 @@ func decodeIncremental(b []byte, verifyCRC bool) (*Incremental, error) {
 			return nil, fmt.Errorf("osdmap: decode incremental: %w", err)
 		}
 		inc.HaveCRC = true
-		actual := cephCRC32C(0xffffffff, b[:env.hdrLen+crcAt])
-		actual = cephCRC32C(actual, env.body[tailAt:])
+		actual := crc32c.Update(0xffffffff, b[:env.hdrLen+crcAt])
+		actual = crc32c.Update(actual, env.body[tailAt:])
 		if verifyCRC && actual != inc.IncCRC {
 			return nil, fmt.Errorf("%w: incremental says %#x, bytes give %#x", ErrBadCRC, inc.IncCRC, actual)
 		}

@@ -9,8 +9,8 @@ package objectmap
 
 import (
 	"fmt"
-	"hash/crc32"
 
+	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -41,12 +41,6 @@ func StateName(s uint8) string {
 const BlockSize = 4096
 
 const perByte = 4 // 2-bit elements per byte
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crc32c is Ceph's ceph_crc32c: CRC-32C without the initial and final
-// inversion, seeded with seed.
-func crc32c(seed uint32, p []byte) uint32 { return ^crc32.Update(^seed, castagnoli, p) }
 
 // BitVector is Ceph's BitVector<2>: n 2-bit elements, element i in byte
 // i/4 at bit shift 6-2*(i%4) (the first element in the high bits).
@@ -141,11 +135,11 @@ func (b *BitVector) Encode(e *denc.Encoder) {
 	}
 	blocks := (len(b.data) + BlockSize - 1) / BlockSize
 	e.U32(uint32(8 + 4*blocks))
-	e.U32(crc32c(0, h))
+	e.U32(crc32c.Update(0, h))
 	e.U32(uint32(blocks))
 	for i := 0; i < blocks; i++ {
 		end := min((i+1)*BlockSize, len(b.data))
-		e.U32(crc32c(0, b.data[i*BlockSize:end]))
+		e.U32(crc32c.Update(0, b.data[i*BlockSize:end]))
 	}
 }
 
@@ -187,13 +181,13 @@ func (b *BitVector) Decode(d *denc.Decoder) {
 	if fd.Err() == nil && blocks != want {
 		fd.Failf("BitVector footer", "%d data CRCs for %d blocks", blocks, want)
 	}
-	if fd.Err() == nil && hcrc != crc32c(0, h) {
-		fd.Failf("BitVector footer", "header CRC %#08x, computed %#08x", hcrc, crc32c(0, h))
+	if fd.Err() == nil && hcrc != crc32c.Update(0, h) {
+		fd.Failf("BitVector footer", "header CRC %#08x, computed %#08x", hcrc, crc32c.Update(0, h))
 	}
 	for i := 0; i < blocks && fd.Err() == nil; i++ {
 		c := fd.U32("data crc")
 		end := min((i+1)*BlockSize, len(data))
-		if got := crc32c(0, data[i*BlockSize:end]); fd.Err() == nil && c != got {
+		if got := crc32c.Update(0, data[i*BlockSize:end]); fd.Err() == nil && c != got {
 			fd.Failf("BitVector footer", "block %d CRC %#08x, computed %#08x", i, c, got)
 		}
 	}
