@@ -213,3 +213,32 @@ func TestWriteAroundFailureReported(t *testing.T) {
 		t.Errorf("rbd export: %q ... %q", got[:6], got[8192:8197])
 	}
 }
+
+// TestWriteAroundLargeWrites checks the admission rule for large writes:
+// early only while the bytes in flight stay under largeDirty, whatever
+// MaxDirty allows; small writes up to MaxDirty.
+func TestWriteAroundLargeWrites(t *testing.T) {
+	w := newWriteAround(WriteAround{MaxDirty: DefaultMaxDirty})
+	defer w.close()
+	ctx := context.Background()
+	var next uint64
+	admit := func(n uint64, wantEarly bool) uint64 {
+		t.Helper()
+		seq, early, err := w.admit(ctx, byteRange{next, next + n})
+		if err != nil || early != wantEarly {
+			t.Fatalf("admit %d bytes with %d in flight: early %v, err %v; want early %v", n, w.dirty, early, err, wantEarly)
+		}
+		next += 16 << 20 // no overlap: admit would wait for it
+		return seq
+	}
+	first := admit(largeDirty, true) // nothing in flight
+	admit(largeWrite, false)         // over largeDirty: to the OSDs, its caller waits
+	small := admit(largeWrite-1, true)
+	w.complete(first, nil)
+	admit(largeDirty-largeWrite+1, true)
+	admit(largeWrite, false)
+	w.complete(small, nil) // largeDirty-largeWrite+1 in flight
+	admit(1, true)
+	admit(1<<20, false)
+	admit(64<<10, true)
+}
