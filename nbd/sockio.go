@@ -4,7 +4,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
+	"time"
 )
 
 // A connection's socket I/O, on Linux, bypasses net.Conn: reads and writes
@@ -47,12 +49,54 @@ type rawReader struct {
 	p     []byte
 	n     int
 	errno syscall.Errno
+	// spin is how long a read polls the empty socket before it waits in
+	// the runtime poller (0 or maxSpin); misses counts the reads in a
+	// row that polled in vain. parkedAt is when the current read gave up
+	// polling and waited (zero if it has not).
+	spin     time.Duration
+	misses   int
+	parkedAt time.Time
 }
 
+// Polling. A client at a low queue depth sends its next request within
+// tens of microseconds of a reply, and parking the reading goroutine in
+// the runtime poller for that gap costs more than the gap: its thread
+// sleeps, and the poller's wake-up and the scheduler's hand-off come on
+// top of the wait. So a read first polls the socket, yielding to other
+// goroutines between tries, for up to maxSpin. A connection whose reads
+// polled in vain maxMisses times in a row stops polling until a request
+// again arrives within maxSpin of a wait's start, so an idle or slow
+// client costs at most maxMisses polls. By hand, `purerbd nbd serve
+// --memory` under fio 4k random I/O, two rounds: at queue depth 1,
+// 34-42k writes/s and 35k reads/s against 14-22k and 15-17k without
+// polling (nbdkit: 28k writes/s), at 20-24 against 20-30 µs of CPU per
+// request; at depth 8, 158-163k writes/s and 141-143k reads/s against
+// 91k and 93-102k. At depth 32 it moved throughput by -12% to +19% and
+// cost about 1 µs more per request; an RBD export at depth 32 stayed at
+// 14.7k against 15.1k writes/s (server CPU 34.8 against 33.5 µs each).
+const (
+	maxSpin   = 50 * time.Microsecond
+	maxMisses = 8
+)
+
 func newRawReader(rc syscall.RawConn) *rawReader {
-	r := &rawReader{rc: rc}
+	r := &rawReader{rc: rc, spin: maxSpin}
 	r.fn = r.read
 	return r
+}
+
+// adapt sets the polling window after a read that waited in the poller
+// for waited.
+func (r *rawReader) adapt(waited time.Duration) {
+	if r.spin == 0 {
+		if waited <= maxSpin {
+			r.spin, r.misses = maxSpin, 0
+		}
+		return
+	}
+	if r.misses++; r.misses >= maxMisses {
+		r.spin = 0
+	}
 }
 
 // Read reads at least one byte into p, waiting in the runtime poller until
@@ -61,8 +105,13 @@ func (r *rawReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	r.p, r.n, r.errno = p, 0, 0
+	r.p, r.n, r.errno, r.parkedAt = p, 0, 0, time.Time{}
 	err := r.rc.Read(r.fn)
+	if !r.parkedAt.IsZero() {
+		r.adapt(time.Since(r.parkedAt))
+	} else if r.spin > 0 {
+		r.misses = 0
+	}
 	n, errno := r.n, r.errno
 	r.p = nil
 	switch {
@@ -76,8 +125,10 @@ func (r *rawReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// read is the RawConn callback: false means wait until readable.
+// read is the RawConn callback: false means wait until readable. The
+// first call polls for up to r.spin.
 func (r *rawReader) read(fd uintptr) bool {
+	var polling time.Time
 	for {
 		n, errno := sysRead(fd, r.p)
 		switch errno {
@@ -86,7 +137,18 @@ func (r *rawReader) read(fd uintptr) bool {
 			return true
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false
+			if !r.parkedAt.IsZero() {
+				return false // woken without data
+			}
+			now := time.Now()
+			if polling.IsZero() {
+				polling = now
+			}
+			if now.Sub(polling) >= r.spin {
+				r.parkedAt = now
+				return false
+			}
+			runtime.Gosched()
 		default:
 			r.errno = errno
 			return true

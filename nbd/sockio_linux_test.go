@@ -36,3 +36,41 @@ func TestRawReaderEOFAndDeadline(t *testing.T) {
 		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
 	}
 }
+
+// TestRawReaderPolling: a read that finds the socket empty polls it, so
+// data sent soon after is read without a wait in the poller; reads that
+// polled in vain maxMisses times in a row turn polling off, and a wait
+// that ends within maxSpin turns it on again.
+func TestRawReaderPolling(t *testing.T) {
+	a, b := unixPair(t)
+	r := newRawReader(rawSocket(a))
+	p := make([]byte, 10)
+	for i := range maxMisses {
+		if r.spin != maxSpin {
+			t.Fatalf("after %d idle reads: polling window %v, want %v", i, r.spin, maxSpin)
+		}
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			b.Write([]byte("x"))
+		}()
+		if n, err := r.Read(p); n != 1 || err != nil {
+			t.Fatalf("read %d, %v", n, err)
+		}
+		if r.parkedAt.IsZero() {
+			t.Fatalf("read %d did not wait in the poller for data sent 10 ms later", i)
+		}
+	}
+	if r.spin != 0 {
+		t.Fatalf("after %d reads that polled in vain: polling window %v, want 0", maxMisses, r.spin)
+	}
+	r.adapt(maxSpin / 2)
+	if r.spin != maxSpin || r.misses != 0 {
+		t.Fatalf("after a short wait: polling window %v, misses %d; want %v, 0", r.spin, r.misses, maxSpin)
+	}
+	// data already there: no poll, no wait, and the misses start over
+	r.misses = 3
+	b.Write([]byte("y"))
+	if n, err := r.Read(p); n != 1 || err != nil || !r.parkedAt.IsZero() || r.misses != 0 {
+		t.Fatalf("read of buffered data: %d, %v, parked %v, misses %d", n, err, !r.parkedAt.IsZero(), r.misses)
+	}
+}
