@@ -70,7 +70,8 @@ type rawReader struct {
 // --memory` under fio 4k random I/O, two rounds: at queue depth 1,
 // 34-42k writes/s and 35k reads/s against 14-22k and 15-17k without
 // polling (nbdkit: 28k writes/s), at 20-24 against 20-30 µs of CPU per
-// request; at depth 8, 158-163k writes/s and 141-143k reads/s against
+// request (the bench suite's NBD section: 30 against 24 µs per write);
+// at depth 8, 158-163k writes/s and 141-143k reads/s against
 // 91k and 93-102k. At depth 32 it moved throughput by -12% to +19% and
 // cost about 1 µs more per request; an RBD export at depth 32 stayed at
 // 14.7k against 15.1k writes/s (server CPU 34.8 against 33.5 µs each).

@@ -186,10 +186,10 @@ const (
 // admit waits until no write in flight overlaps s, then registers s as
 // acknowledged ahead of the OSDs if it fits under MaxDirty (a large
 // write: under largeDirty) or nothing is in flight, and returns its
-// sequence number with early true. A write that does not
-// fit is not held back, as librbd holds it: it goes to the OSDs at once
-// and its caller waits for them (early false), so the cache never has
-// fewer writes in flight than no cache would.
+// sequence number with early true. A write that does not fit is not held
+// back, as librbd holds it: it goes to the OSDs at once and its caller
+// waits for them (early false), so the cache never has fewer writes in
+// flight than no cache would.
 func (w *writeAround) admit(ctx context.Context, s byteRange) (seq uint64, early bool, err error) {
 	n := int64(s.end - s.off)
 	w.mu.Lock()
