@@ -1002,16 +1002,28 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		var wg sync.WaitGroup
 		var firstErr atomic.Value
 		// as rbd bench: every write sends one random buffer, made before
-		// the clock starts; reads get a buffer each
+		// the clock starts; reads get a buffer per thread, also made (and
+		// touched, so that the kernel backs them) before it: on a VM where
+		// the first touch of a page costs 12-20 µs, 16 fresh 4 MiB buffers
+		// cost 0.25 s inside the clock (by hand, 4M reads: 338-401 ops/s
+		// without, 398-417 with)
 		seed := uint64(time.Now().UnixNano())
 		wbuf := make([]byte, bs)
 		fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
+		nThreads := max(*threads, 1)
+		rbufs := make([][]byte, nThreads)
+		for t := range rbufs {
+			rbufs[t] = make([]byte, bs)
+			if *ioType != "write" {
+				touchPages(rbufs[t])
+			}
+		}
 		startT := time.Now()
-		for t := 0; t < max(*threads, 1); t++ {
+		for t := 0; t < nThreads; t++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rbuf := make([]byte, bs)
+				rbuf := rbufs[t]
 				for {
 					i := next.Add(1) - 1
 					if i >= nOps || ctx.Err() != nil {
@@ -1213,4 +1225,11 @@ func (c *rbdCommand) lockList(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// touchPages writes to every page of p, so that the kernel backs it now.
+func touchPages(p []byte) {
+	for i := 0; i < len(p); i += 4096 {
+		p[i] = 0
+	}
 }
