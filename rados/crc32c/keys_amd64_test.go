@@ -48,12 +48,18 @@ func TestFoldKeys(t *testing.T) {
 }
 
 // TestFoldTaken makes sure the comparisons in crc32c_test.go exercise the
-// vector path on a machine that has it.
+// vector path on a machine that has it, and that a machine without it
+// never takes it.
 func TestFoldTaken(t *testing.T) {
+	want := foldMin + 256
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512VPCLMULQDQ {
-		t.Skip("no AVX-512 VPCLMULQDQ: hash/crc32 alone is used")
+		want = 0
 	}
-	if got := foldable(foldMin + 300); got != foldMin+256 {
-		t.Fatalf("foldable(%d) = %d", foldMin+300, got)
+	if got := foldable(foldMin + 300); got != want {
+		t.Fatalf("foldable(%d) = %d, want %d (AVX-512F %v, VPCLMULQDQ %v)", foldMin+300, got, want,
+			cpu.X86.HasAVX512F, cpu.X86.HasAVX512VPCLMULQDQ)
+	}
+	if got := foldable(foldMin - 1); got != 0 {
+		t.Fatalf("foldable(%d) = %d, want 0", foldMin-1, got)
 	}
 }
