@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -253,7 +254,7 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 	}
 	req.m = m
 	if c.mode == ConnModeCRC {
-		req.sums = [maxSegments - 1]uint32{segmentCRC(m.Front), segmentCRC(m.Middle), segmentCRC(m.Data)}
+		req.sums = [maxSegments - 1]uint32{crc32c.Checksum(m.Front), crc32c.Checksum(m.Middle), crc32c.Checksum(m.Data)}
 	}
 	req.state.Store(sendQueued)
 	select {

@@ -89,7 +89,7 @@ func (fr *frameReader) readPlain(r io.Reader) (frame, error) {
 	if err != nil {
 		return f, err
 	}
-	if got, want := binary.LittleEndian.Uint32(ctrl[n:]), crc32c.Update(^uint32(0), ctrl[:n]); got != want {
+	if got, want := binary.LittleEndian.Uint32(ctrl[n:]), crc32c.Checksum(ctrl[:n]); got != want {
 		return f, fmt.Errorf("%w: bad control segment crc %#x, computed %#x (tag %d)", ErrProtocol, got, want, pr.tag)
 	}
 	ctrl = ctrl[:n]
@@ -136,7 +136,7 @@ func (fr *frameReader) readPlain(r io.Reader) (frame, error) {
 			l := uint64(pr.lens[i])
 			if i < pr.nseg {
 				f.segs[i] = buf[off : off+l : off+l]
-				crcs[i] = crc32c.Update(^uint32(0), f.segs[i])
+				crcs[i] = crc32c.Checksum(f.segs[i])
 			}
 			off += l
 		}
@@ -193,7 +193,7 @@ func (fr *frameReader) readInto(r io.Reader, f *frame, pr *preamble, fm, dst []b
 		return nil, err
 	}
 	f.segs[1], f.segs[2] = fm[:l1:l1], fm[l1:l1+l2:l1+l2]
-	crcs[1], crcs[2] = crc32c.Update(^uint32(0), f.segs[1]), crc32c.Update(^uint32(0), f.segs[2])
+	crcs[1], crcs[2] = crc32c.Checksum(f.segs[1]), crc32c.Checksum(f.segs[2])
 	crc := ^uint32(0)
 	for off := 0; off < len(dst); {
 		p := dst[off:min(off+dataChunk, len(dst))]

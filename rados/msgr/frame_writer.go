@@ -69,7 +69,7 @@ func (fw *frameWriter) add(tag uint8, segs *[maxSegments][]byte) {
 }
 
 // addSummed is add with the crcs of segments 1-3 computed beforehand
-// (segmentCRC), or nil to compute them here. Only crc mode uses them.
+// (crc32c.Checksum), or nil to compute them here. Only crc mode uses them.
 func (fw *frameWriter) addSummed(tag uint8, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32) {
 	var pr preamble
 	pr.tag = tag
@@ -105,7 +105,7 @@ func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[
 		case crcs != nil:
 			c = crcs[i-1]
 		default:
-			c = segmentCRC(segs[i])
+			c = crc32c.Checksum(segs[i])
 		}
 		binary.LittleEndian.PutUint32(ep[1+4*(i-1):], c)
 		if len(segs[i]) > 0 {
@@ -119,7 +119,7 @@ func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[
 func (fw *frameWriter) head(h []byte, pr *preamble, control []byte) {
 	pr.encode(h)
 	copy(h[preambleLen:], control)
-	binary.LittleEndian.PutUint32(h[preambleLen+len(control):], crc32c.Update(^uint32(0), control))
+	binary.LittleEndian.PutUint32(h[preambleLen+len(control):], crc32c.Checksum(control))
 }
 
 func (fw *frameWriter) addSecure(pr *preamble, segs *[maxSegments][]byte) {

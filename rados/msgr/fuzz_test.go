@@ -203,7 +203,7 @@ func fixPlainFrame(p []byte) []byte {
 	if len(p) < off+crcLen {
 		return p
 	}
-	binary.LittleEndian.PutUint32(p[off:], crc32c.Update(^uint32(0), p[preambleLen:off]))
+	binary.LittleEndian.PutUint32(p[off:], crc32c.Checksum(p[preambleLen:off]))
 	off += crcLen
 	if !pr.hasTail() {
 		return p
@@ -218,7 +218,7 @@ func fixPlainFrame(p []byte) []byte {
 	for i := 1; i < maxSegments; i++ {
 		c := uint32(0)
 		if i < pr.nseg {
-			c = crc32c.Update(^uint32(0), p[off:off+int(pr.lens[i])])
+			c = crc32c.Checksum(p[off : off+int(pr.lens[i])])
 		}
 		binary.LittleEndian.PutUint32(p[ep+1+4*(i-1):], c)
 		off += int(pr.lens[i])

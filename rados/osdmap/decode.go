@@ -86,7 +86,7 @@ func decodeOSDMap(b []byte, verifyCRC bool) (*OSDMap, error) {
 			return nil, fmt.Errorf("osdmap: decode: %w", err)
 		}
 		m.CRCDefined = true
-		actual := crc32c.Update(0xffffffff, b[:env.hdrLen+crcAt])
+		actual := crc32c.Checksum(b[:env.hdrLen+crcAt])
 		actual = crc32c.Update(actual, tail)
 		if verifyCRC && actual != m.CRC {
 			return nil, fmt.Errorf("%w: map says %#x, bytes give %#x", ErrBadCRC, m.CRC, actual)

@@ -121,7 +121,7 @@ func decodeIncremental(b []byte, verifyCRC bool) (*Incremental, error) {
 			return nil, fmt.Errorf("osdmap: decode incremental: %w", err)
 		}
 		inc.HaveCRC = true
-		actual := crc32c.Update(0xffffffff, b[:env.hdrLen+crcAt])
+		actual := crc32c.Checksum(b[:env.hdrLen+crcAt])
 		actual = crc32c.Update(actual, env.body[tailAt:])
 		if verifyCRC && actual != inc.IncCRC {
 			return nil, fmt.Errorf("%w: incremental says %#x, bytes give %#x", ErrBadCRC, inc.IncCRC, actual)
