@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -136,6 +139,18 @@ func TestRecvInto(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		if !resume {
+			// The reader must have taken everything forwarded and be
+			// waiting for more: bytes still queued on its socket would
+			// let it notice the withdrawal and stop before the grace.
+			for unread(t, c) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the reader did not take the bytes forwarded up to the pause")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // and is back in its read
+		}
 		withdrawn := make(chan struct{})
 		go func() {
 			c.Withdraw(tid)
@@ -169,4 +184,25 @@ func TestRecvInto(t *testing.T) {
 		t.Fatalf("connection error %v, want ErrWithdrawn", c.Err())
 	}
 	p.holdAt.Store(0)
+}
+
+// unread is how many received bytes wait in c's socket (SIOCINQ).
+func unread(t *testing.T, c *Conn) int {
+	t.Helper()
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T has no file descriptor", c.nc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("SIOCINQ: %v", err)
+	}
+	return n
 }
