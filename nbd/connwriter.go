@@ -1,6 +1,10 @@
 package nbd
 
-import "io"
+import (
+	"io"
+
+	"github.com/purerbd/purerbd/internal/rawsock"
+)
 
 // connWriterSize is how much a connWriter buffers.
 const connWriterSize = 64 << 10
@@ -14,12 +18,12 @@ const connWriterSize = 64 << 10
 type connWriter struct {
 	buf []byte
 	w   io.Writer
-	raw *rawWriter // nil: every write goes to w
-	vec [][]byte   // scratch for Write
+	raw *rawsock.Writer // nil: every write goes to w
+	vec [][]byte        // scratch for Write
 	err error
 }
 
-func newConnWriter(w io.Writer, raw *rawWriter) *connWriter {
+func newConnWriter(w io.Writer, raw *rawsock.Writer) *connWriter {
 	return &connWriter{buf: make([]byte, 0, connWriterSize), w: w, raw: raw}
 }
 
@@ -69,7 +73,7 @@ func (cw *connWriter) WriteVec(vec [][]byte) error {
 		return nil
 	}
 	if cw.raw != nil {
-		cw.err = cw.raw.writev(cw.buf, vec)
+		cw.err = cw.raw.Writev(cw.buf, vec)
 		cw.buf = cw.buf[:0]
 		return cw.err
 	}

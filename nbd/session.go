@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/rawsock"
 )
 
 // session is one client connection, through the handshake and the
@@ -86,18 +88,19 @@ func (ss *session) setConn(c net.Conn) {
 }
 
 // setBuffers puts fresh buffers on c, read and written with raw system
-// calls when c is a socket that allows them (see sockio.go).
+// calls when c is a socket that allows them (package rawsock), with
+// polling reads.
 func (ss *session) setBuffers(c net.Conn) {
 	var r io.Reader = c
 	var w io.Writer = c
-	var raw *rawWriter
+	var raw *rawsock.Writer
 	if uc, ok := c.(*net.UnixConn); ok {
 		// A hint: the kernel caps it at net.core.wmem_max.
 		_ = uc.SetWriteBuffer(unixSendBuffer)
 	}
-	if rc := rawSocket(c); rc != nil {
-		raw = newRawWriter(rc)
-		r, w = newRawReader(rc), raw
+	if rc := rawsock.Of(c); rc != nil {
+		raw = rawsock.NewWriter(rc)
+		r, w = rawsock.NewReader(rc, true), raw
 	}
 	ss.rd = &connReader{r: r}
 	ss.br = bufio.NewReaderSize(ss.rd, 64<<10)

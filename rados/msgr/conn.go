@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/rawsock"
 	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -24,8 +26,13 @@ const defaultHandshakeTimeout = 30 * time.Second
 // Conn is an established msgr2.1 connection. Its methods are safe for
 // concurrent use.
 type Conn struct {
-	cfg    Config
-	nc     net.Conn
+	cfg Config
+	nc  net.Conn
+	// raw writes to nc with raw system calls (package rawsock), and br
+	// reads from it that way, when nc is a TCP connection on Linux: a
+	// call that copies megabytes then keeps its P instead of having it
+	// handed to another thread. nil when nc is anything else.
+	raw    *rawsock.Writer
 	br     *bufio.Reader
 	fr     *frameReader // owned by the reader goroutine after Dial
 	fw     *frameWriter // owned by the writer goroutine after Dial
@@ -140,10 +147,16 @@ func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("msgr: dial %s: %w", addr, err)
 	}
+	var rd io.Reader = nc
+	var raw *rawsock.Writer
+	if rc := rawsock.Of(nc); rc != nil {
+		rd, raw = rawsock.NewReader(rc, false), rawsock.NewWriter(rc)
+	}
 	c := &Conn{
 		cfg:      cfg,
 		nc:       nc,
-		br:       bufio.NewReaderSize(nc, 64<<10),
+		raw:      raw,
+		br:       bufio.NewReaderSize(rd, 64<<10),
 		fr:       newFrameReader(cfg.limits()),
 		fw:       &frameWriter{},
 		target:   addr,
@@ -521,6 +534,9 @@ func (c *Conn) writeBatch() error {
 	}
 	// c.wbufs lives in the Conn, so handing its address to WriteTo
 	// (which consumes it) allocates nothing.
+	if c.raw != nil {
+		return c.raw.Writev(nil, c.fw.out)
+	}
 	c.wbufs = c.fw.out
 	_, err := c.wbufs.WriteTo(c.nc)
 	c.wbufs = nil

@@ -1,6 +1,6 @@
 //go:build unix
 
-package nbd
+package rawsock
 
 import (
 	"syscall"

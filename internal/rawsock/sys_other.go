@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nbd
+package rawsock
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build linux && race
 
-package nbd
+package rawsock
 
 import (
 	"syscall"

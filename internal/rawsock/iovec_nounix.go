@@ -1,6 +1,6 @@
 //go:build !unix
 
-package nbd
+package rawsock
 
 // iovec is never used here: sockets go through net.Conn.
 type iovec struct{}

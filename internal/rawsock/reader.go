@@ -1,0 +1,137 @@
+package rawsock
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Reader reads from a socket with raw system calls. One goroutine reads
+// at a time.
+type Reader struct {
+	rc    syscall.RawConn
+	fn    func(fd uintptr) bool // r.read, bound once: a read allocates nothing
+	p     []byte
+	n     int
+	errno syscall.Errno
+	// poll: a read polls the empty socket before it waits (NewReader).
+	// spin is how long a read polls now (0 or MaxSpin); misses counts
+	// the reads in a row that polled in vain. parkedAt is when the
+	// current read gave up polling and waited (zero if it has not).
+	poll     bool
+	spin     time.Duration
+	misses   int
+	parkedAt time.Time
+}
+
+// Polling. A client at a low queue depth sends its next request within
+// tens of microseconds of a reply, and parking the reading goroutine in
+// the runtime poller for that gap costs more than the gap: its thread
+// sleeps, and the poller's wake-up and the scheduler's hand-off come on
+// top of the wait. So a polling Reader first polls the socket, yielding
+// to other goroutines between tries, for up to MaxSpin. A connection
+// whose reads polled in vain MaxMisses times in a row stops polling until
+// a read again gets data within MaxSpin of a wait's start, so an idle or
+// slow peer costs at most MaxMisses polls. By hand, `purerbd nbd serve
+// --memory` under fio 4k random I/O, two rounds: at queue depth 1,
+// 34-42k writes/s and 35k reads/s against 14-22k and 15-17k without
+// polling (nbdkit: 28k writes/s), at 20-24 against 20-30 µs of CPU per
+// request (the bench suite's NBD section: 30 against 24 µs per write);
+// at depth 8, 158-163k writes/s and 141-143k reads/s against
+// 91k and 93-102k. At depth 32 it moved throughput by -12% to +19% and
+// cost about 1 µs more per request; an RBD export at depth 32 stayed at
+// 14.7k against 15.1k writes/s (server CPU 34.8 against 33.5 µs each).
+const (
+	MaxSpin   = 50 * time.Microsecond
+	MaxMisses = 8
+)
+
+// NewReader reads from rc; with poll, reads poll an empty socket for up
+// to MaxSpin before they wait in the runtime poller.
+func NewReader(rc syscall.RawConn, poll bool) *Reader {
+	r := &Reader{rc: rc, poll: poll}
+	if poll {
+		r.spin = MaxSpin
+	}
+	r.fn = r.read
+	return r
+}
+
+// adapt sets the polling window after a read that waited in the poller
+// for waited.
+func (r *Reader) adapt(waited time.Duration) {
+	if !r.poll {
+		return
+	}
+	if r.spin == 0 {
+		if waited <= MaxSpin {
+			r.spin, r.misses = MaxSpin, 0
+		}
+		return
+	}
+	if r.misses++; r.misses >= MaxMisses {
+		r.spin = 0
+	}
+}
+
+// Read reads at least one byte into p, waiting in the runtime poller until
+// the socket has some.
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n, r.errno, r.parkedAt = p, 0, 0, time.Time{}
+	err := r.rc.Read(r.fn)
+	if !r.parkedAt.IsZero() {
+		r.adapt(time.Since(r.parkedAt))
+	} else if r.spin > 0 {
+		r.misses = 0
+	}
+	n, errno := r.n, r.errno
+	r.p = nil
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, os.NewSyscallError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// read is the RawConn callback: false means wait until readable. The
+// first call polls for up to r.spin.
+func (r *Reader) read(fd uintptr) bool {
+	var polling time.Time
+	for {
+		n, errno := sysRead(fd, r.p)
+		switch errno {
+		case 0:
+			r.n = n
+			return true
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			if !r.poll {
+				return false
+			}
+			if !r.parkedAt.IsZero() {
+				return false // woken without data
+			}
+			now := time.Now()
+			if polling.IsZero() {
+				polling = now
+			}
+			if now.Sub(polling) >= r.spin {
+				r.parkedAt = now
+				return false
+			}
+			runtime.Gosched()
+		default:
+			r.errno = errno
+			return true
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package rawsock
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestWriterPartialWrites sends writes and vectors, with empty slices
+// and slices larger than the socket's send buffer, to a slow reader, so
+// that they stop part way (EAGAIN) and resume, and checks the bytes, their
+// order, and that Writev leaves its vector as it was.
+func TestWriterPartialWrites(t *testing.T) {
+	for _, pair := range []struct {
+		name string
+		make func(*testing.T) (net.Conn, net.Conn)
+	}{{"unix", unixPair}, {"tcp", tcpPair}} {
+		t.Run(pair.name, func(t *testing.T) {
+			a, b := pair.make(t)
+			rc := Of(a)
+			if rc == nil {
+				if rawSyscalls {
+					t.Fatal("no raw socket on a", pair.name, "connection")
+				}
+				return // no raw system calls here, and Of says so
+			}
+			if err := a.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(4096); err != nil {
+				t.Fatal(err)
+			}
+			testWriterPartialWrites(t, NewWriter(rc), a, b)
+		})
+	}
+}
+
+func testWriterPartialWrites(t *testing.T, w *Writer, a, b net.Conn) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want bytes.Buffer
+	got := make(chan []byte, 1)
+	go func() {
+		var buf bytes.Buffer
+		p := make([]byte, 3000)
+		for {
+			n, err := b.Read(p)
+			buf.Write(p[:n])
+			if err != nil {
+				got <- buf.Bytes()
+				return
+			}
+			if buf.Len()%7 == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	random := func(n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		return p
+	}
+	for i := range 200 {
+		if i%2 == 0 {
+			p := random(rng.IntN(100000))
+			if n, err := w.Write(p); err != nil || n != len(p) {
+				t.Fatalf("write of %d bytes: %d, %v", len(p), n, err)
+			}
+			want.Write(p)
+			continue
+		}
+		head := random([]int{0, 16, 5000}[rng.IntN(3)])
+		want.Write(head)
+		var vec, orig [][]byte
+		for k := rng.IntN(6); k >= 0; k-- {
+			p := random([]int{0, 1, 20, 4096, 70000}[rng.IntN(5)])
+			vec = append(vec, p)
+			orig = append(orig, p)
+			want.Write(p)
+		}
+		if err := w.Writev(head, vec); err != nil {
+			t.Fatal(err)
+		}
+		for k := range vec {
+			if len(vec[k]) != len(orig[k]) || (len(vec[k]) > 0 && &vec[k][0] != &orig[k][0]) {
+				t.Fatalf("Writev changed slice %d of its vector", k)
+			}
+		}
+	}
+	a.Close()
+	if g := <-got; !bytes.Equal(g, want.Bytes()) {
+		t.Fatalf("received %d bytes that differ from the %d sent", len(g), want.Len())
+	}
+}
