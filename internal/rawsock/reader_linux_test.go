@@ -3,11 +3,15 @@
 package rawsock
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/rawsock/rawsocktest"
 )
 
 // Sockets are read with raw system calls on Linux only (rawSyscalls);
@@ -17,16 +21,12 @@ import (
 // deadline interrupts a read that waits in the poller, on Unix and TCP
 // connections, polling or not.
 func TestReaderEOFAndDeadline(t *testing.T) {
-	for _, pair := range []struct {
-		name string
-		make func(*testing.T) (net.Conn, net.Conn)
-	}{{"unix", unixPair}, {"tcp", tcpPair}} {
-		for _, poll := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/poll=%v", pair.name, poll), func(t *testing.T) {
-				a, b := pair.make(t)
+	for _, poll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poll=%v", poll), func(t *testing.T) {
+			rawsocktest.EachPair(t, func(t *testing.T, a, b net.Conn) {
 				testReaderEOFAndDeadline(t, a, b, poll)
 			})
-		}
+		})
 	}
 }
 
@@ -37,7 +37,7 @@ func testReaderEOFAndDeadline(t *testing.T, a, b net.Conn, poll bool) {
 	}
 	r := NewReader(rc, poll)
 	a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	if _, err := r.Read(make([]byte, 10)); err == nil || !isTimeout(err) {
+	if _, err := r.Read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past the deadline: %v, want a timeout", err)
 	}
 	a.SetReadDeadline(time.Time{})
@@ -58,7 +58,7 @@ func testReaderEOFAndDeadline(t *testing.T, a, b net.Conn, poll bool) {
 // polled in vain MaxMisses times in a row turn polling off, and a wait
 // that ends within MaxSpin turns it on again.
 func TestReaderPolling(t *testing.T) {
-	a, b := unixPair(t)
+	a, b := rawsocktest.UnixPair(t)
 	r := NewReader(Of(a), true)
 	p := make([]byte, 10)
 	for i := range MaxMisses {
@@ -94,7 +94,7 @@ func TestReaderPolling(t *testing.T) {
 // TestReaderNoPolling: a Reader made without polling never polls: a read
 // of an empty socket waits in the poller at once, and stays that way.
 func TestReaderNoPolling(t *testing.T) {
-	a, b := unixPair(t)
+	a, b := rawsocktest.UnixPair(t)
 	r := NewReader(Of(a), false)
 	p := make([]byte, 10)
 	for range MaxMisses + 2 {

@@ -17,13 +17,6 @@ func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	return int(n), errno
 }
 
-// sysWrite is write(2) without the runtime's syscall bookkeeping; fd must
-// be non-blocking.
-func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	return int(n), errno
-}
-
 // sysWritev is writev(2) without the runtime's syscall bookkeeping; fd
 // must be non-blocking.
 func sysWritev(fd uintptr, iov []iovec) (int, syscall.Errno) {

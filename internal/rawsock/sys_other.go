@@ -8,5 +8,4 @@ import "syscall"
 const rawSyscalls = false
 
 func sysRead(uintptr, []byte) (int, syscall.Errno)    { return 0, syscall.ENOSYS }
-func sysWrite(uintptr, []byte) (int, syscall.Errno)   { return 0, syscall.ENOSYS }
 func sysWritev(uintptr, []iovec) (int, syscall.Errno) { return 0, syscall.ENOSYS }

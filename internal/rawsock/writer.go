@@ -9,10 +9,8 @@ import (
 // at a time.
 type Writer struct {
 	rc    syscall.RawConn
-	fn    func(fd uintptr) bool // w.write, bound once
 	fnv   func(fd uintptr) bool // w.writeVec, bound once
-	p     []byte
-	n     int
+	n     int                   // bytes written by the current call
 	errno syscall.Errno
 	all   [][]byte // what writev was given, kept for its capacity
 	vec   [][]byte // what of it is left to send
@@ -22,7 +20,7 @@ type Writer struct {
 // NewWriter writes to rc.
 func NewWriter(rc syscall.RawConn) *Writer {
 	w := &Writer{rc: rc}
-	w.fn, w.fnv = w.write, w.writeVec
+	w.fnv = w.writeVec
 	return w
 }
 
@@ -35,15 +33,29 @@ const maxIovecs = 1024
 func (w *Writer) Writev(head []byte, vec [][]byte) error {
 	w.all = append(w.all[:0], head)
 	w.all = append(w.all, vec...)
-	w.vec, w.errno = w.all, 0
+	_, err := w.send("writev")
+	return err
+}
+
+// Write writes all of p, waiting in the runtime poller whenever the
+// socket's buffer is full.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.all = append(w.all[:0], p)
+	return w.send("write")
+}
+
+// send writes the slices of w.all and forgets them; it returns how many
+// bytes went out.
+func (w *Writer) send(call string) (int, error) {
+	w.vec, w.n, w.errno = w.all, 0, 0
 	err := w.rc.Write(w.fnv)
 	clear(w.all)
 	clear(w.iov)
 	w.all, w.vec, w.iov = w.all[:0], nil, w.iov[:0]
 	if err == nil && w.errno != 0 {
-		err = os.NewSyscallError("writev", w.errno)
+		err = os.NewSyscallError(call, w.errno)
 	}
-	return err
+	return w.n, err
 }
 
 // writeVec is the RawConn callback of Writev: false means wait until
@@ -65,6 +77,7 @@ func (w *Writer) writeVec(fd uintptr) bool {
 		n, errno := sysWritev(fd, w.iov)
 		switch errno {
 		case 0:
+			w.n += n
 			for n > 0 {
 				k := min(n, len(w.vec[0]))
 				w.vec[0] = w.vec[0][k:]
@@ -81,35 +94,4 @@ func (w *Writer) writeVec(fd uintptr) bool {
 			return true
 		}
 	}
-}
-
-// Write writes all of p, waiting in the runtime poller whenever the
-// socket's buffer is full.
-func (w *Writer) Write(p []byte) (int, error) {
-	w.p, w.n, w.errno = p, 0, 0
-	err := w.rc.Write(w.fn)
-	n, errno := w.n, w.errno
-	w.p = nil
-	if err == nil && errno != 0 {
-		err = os.NewSyscallError("write", errno)
-	}
-	return n, err
-}
-
-// write is the RawConn callback: false means wait until writable.
-func (w *Writer) write(fd uintptr) bool {
-	for w.n < len(w.p) {
-		n, errno := sysWrite(fd, w.p[w.n:])
-		switch errno {
-		case 0:
-			w.n += n
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			w.errno = errno
-			return true
-		}
-	}
-	return true
 }

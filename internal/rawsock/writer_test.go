@@ -5,7 +5,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"testing"
-	"time"
+
+	"github.com/purerbd/purerbd/internal/rawsock/rawsocktest"
 )
 
 // TestWriterPartialWrites sends writes and vectors, with empty slices
@@ -13,53 +14,26 @@ import (
 // that they stop part way (EAGAIN) and resume, and checks the bytes, their
 // order, and that Writev leaves its vector as it was.
 func TestWriterPartialWrites(t *testing.T) {
-	for _, pair := range []struct {
-		name string
-		make func(*testing.T) (net.Conn, net.Conn)
-	}{{"unix", unixPair}, {"tcp", tcpPair}} {
-		t.Run(pair.name, func(t *testing.T) {
-			a, b := pair.make(t)
-			rc := Of(a)
-			if rc == nil {
-				if rawSyscalls {
-					t.Fatal("no raw socket on a", pair.name, "connection")
-				}
-				return // no raw system calls here, and Of says so
+	rawsocktest.EachPair(t, func(t *testing.T, a, b net.Conn) {
+		rc := Of(a)
+		if rc == nil {
+			if rawSyscalls {
+				t.Fatal("no raw socket on a", a.LocalAddr().Network(), "connection")
 			}
-			if err := a.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(4096); err != nil {
-				t.Fatal(err)
-			}
-			testWriterPartialWrites(t, NewWriter(rc), a, b)
-		})
-	}
+			return // no raw system calls here, and Of says so
+		}
+		if err := a.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+		testWriterPartialWrites(t, NewWriter(rc), a, b)
+	})
 }
 
 func testWriterPartialWrites(t *testing.T, w *Writer, a, b net.Conn) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var want bytes.Buffer
-	got := make(chan []byte, 1)
-	go func() {
-		var buf bytes.Buffer
-		p := make([]byte, 3000)
-		for {
-			n, err := b.Read(p)
-			buf.Write(p[:n])
-			if err != nil {
-				got <- buf.Bytes()
-				return
-			}
-			if buf.Len()%7 == 0 {
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-	}()
-	random := func(n int) []byte {
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(rng.Uint32())
-		}
-		return p
-	}
+	got := rawsocktest.SlowDrain(b)
+	random := func(n int) []byte { return rawsocktest.RandomBytes(rng, n) }
 	for i := range 200 {
 		if i%2 == 0 {
 			p := random(rng.IntN(100000))
