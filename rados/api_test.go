@@ -367,8 +367,26 @@ func TestSelfManagedSnapshots(t *testing.T) {
 	if err != nil || id2 <= id {
 		t.Fatalf("second snapshot id %d after %d: %v", id2, id, err)
 	}
-	if conns += monConnectionsAccepted(t, ctx); conns != 0 {
-		t.Errorf("the monitor accepted %d connections during 3 pool operations", conns)
+	conns += monConnectionsAccepted(t, ctx)
+	// The count is the monitor's, so another client connecting within
+	// those windows counts too (once, under the load of every package
+	// testing at once); a client that connects for its pool operations
+	// does so every time, so two pool operations are measured again
+	// before the count is called ours.
+	for try := 0; conns != 0 && try < 2; try++ {
+		t.Logf("the monitor accepted %d connections during pool operations; measuring again", conns)
+		conns = -monConnectionsAccepted(t, ctx)
+		id3, err := io.SelfManagedSnapCreate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := io.SelfManagedSnapRemove(ctx, id3); err != nil {
+			t.Fatal(err)
+		}
+		conns += monConnectionsAccepted(t, ctx)
+	}
+	if conns != 0 {
+		t.Errorf("the monitor accepted %d connections during pool operations", conns)
 	}
 }
 
