@@ -532,11 +532,11 @@ func (c *Conn) writeBatch() error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	// c.wbufs lives in the Conn, so handing its address to WriteTo
-	// (which consumes it) allocates nothing.
 	if c.raw != nil {
 		return c.raw.Writev(nil, c.fw.out)
 	}
+	// c.wbufs lives in the Conn, so handing its address to WriteTo
+	// (which consumes it) allocates nothing.
 	c.wbufs = c.fw.out
 	_, err := c.wbufs.WriteTo(c.nc)
 	c.wbufs = nil
