@@ -1011,10 +1011,10 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		wbuf := make([]byte, bs)
 		fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
 		nThreads := max(*threads, 1)
-		rbufs := make([][]byte, nThreads)
-		for t := range rbufs {
-			rbufs[t] = make([]byte, bs)
-			if *ioType != "write" {
+		rbufs := make([][]byte, nThreads) // nil when nothing is read
+		if *ioType != "write" {
+			for t := range rbufs {
+				rbufs[t] = make([]byte, bs)
 				touchPages(rbufs[t])
 			}
 		}
