@@ -41,9 +41,9 @@ func toOSDOp(o *objOp) osdc.OSDOp {
 	case opCreate:
 		return osdc.Create(o.excl)
 	case opWrite:
-		return osdc.Write(o.off, o.data)
+		return withCRC(osdc.Write(o.off, o.data), o)
 	case opWriteFull:
-		return osdc.WriteFull(o.data)
+		return withCRC(osdc.WriteFull(o.data), o)
 	case opTruncate:
 		return osdc.Truncate(o.off)
 	case opZero:
@@ -54,6 +54,12 @@ func toOSDOp(o *objOp) osdc.OSDOp {
 		return osdc.Rollback(o.snap)
 	}
 	panic(fmt.Sprintf("rbd: unknown object operation %d", o.code))
+}
+
+// withCRC passes on the crc of o's data when it is known.
+func withCRC(op osdc.OSDOp, o *objOp) osdc.OSDOp {
+	op.InDataCRC, op.InDataCRCKnown = o.crc, o.crcKnown
+	return op
 }
 
 func (r *radosObjects) do(ctx context.Context, oid string, snap uint64, snapc denc.SnapContext, flags uint32, ops []*objOp) error {

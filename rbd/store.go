@@ -45,6 +45,9 @@ type objOp struct {
 	// not (out is elsewhere).
 	into []byte
 	out  []byte
+	// crc, when crcKnown, is crc32c.Checksum(data) (from a rados.Frozen)
+	crc      uint32
+	crcKnown bool
 }
 
 func readOp(off, length uint64) *objOp { return &objOp{code: opRead, off: off, length: length} }

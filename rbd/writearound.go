@@ -163,10 +163,12 @@ func (w *writeAround) waitLocked(ctx context.Context) error {
 	return err
 }
 
-// Writes of largeWrite bytes or more are acknowledged early only while
-// the writes in flight, with this one, stay under largeDirty, a third of
-// librbd's MaxDirty. librbd acknowledges a write early without copying
-// it (its buffers are reference-counted); the cache here must copy, and
+// Writes of largeWrite bytes or more that the cache copies (all but
+// Image.WriteFrozenAt's) are acknowledged early only while the writes in
+// flight, with this one, stay under largeDirty, a third of librbd's
+// MaxDirty. librbd acknowledges a write early without copying it (its
+// buffers are reference-counted); the cache here must copy a buffer its
+// caller may reuse, and
 // once a few MiB are on their way to the OSDs, copying another MiB costs
 // more than the wait it saves. By hand, `purerbd rbd bench` sequential
 // writes on a memstore OSD, ops/s, against admitting them up to MaxDirty
@@ -185,12 +187,12 @@ const (
 
 // admit waits until no write in flight overlaps s, then registers s as
 // acknowledged ahead of the OSDs if it fits under MaxDirty (a large
-// write: under largeDirty) or nothing is in flight, and returns its
+// write the cache copies: under largeDirty) or nothing is in flight, and returns its
 // sequence number with early true. A write that does not fit is not held
 // back, as librbd holds it: it goes to the OSDs at once and its caller
 // waits for them (early false), so the cache never has fewer writes in
 // flight than no cache would.
-func (w *writeAround) admit(ctx context.Context, s byteRange) (seq uint64, early bool, err error) {
+func (w *writeAround) admit(ctx context.Context, s byteRange, copies bool) (seq uint64, early bool, err error) {
 	n := int64(s.end - s.off)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -199,7 +201,7 @@ func (w *writeAround) admit(ctx context.Context, s byteRange) (seq uint64, early
 			return 0, false, fmt.Errorf("rbd: waiting for the write-around cache: %w", err)
 		}
 	}
-	if w.dirty > 0 && (w.dirty+n > w.maxDirty || n >= largeWrite && w.dirty+n > largeDirty) {
+	if w.dirty > 0 && (w.dirty+n > w.maxDirty || copies && n >= largeWrite && w.dirty+n > largeDirty) {
 		return 0, false, nil
 	}
 	w.seq++

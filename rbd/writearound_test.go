@@ -216,15 +216,17 @@ func TestWriteAroundFailureReported(t *testing.T) {
 
 // TestWriteAroundLargeWrites checks the admission rule for large writes:
 // early only while the bytes in flight stay under largeDirty, whatever
-// MaxDirty allows; small writes up to MaxDirty.
+// MaxDirty allows; small writes up to MaxDirty; frozen writes, which the
+// cache does not copy, up to MaxDirty whatever their size.
 func TestWriteAroundLargeWrites(t *testing.T) {
 	w := newWriteAround(WriteAround{MaxDirty: DefaultMaxDirty})
 	defer w.close()
 	ctx := context.Background()
 	var next uint64
+	copies := true
 	admit := func(n uint64, wantEarly bool) uint64 {
 		t.Helper()
-		seq, early, err := w.admit(ctx, byteRange{next, next + n})
+		seq, early, err := w.admit(ctx, byteRange{next, next + n}, copies)
 		if err != nil || early != wantEarly {
 			t.Fatalf("admit %d bytes with %d in flight: early %v, err %v; want early %v", n, w.dirty, early, err, wantEarly)
 		}
@@ -241,4 +243,10 @@ func TestWriteAroundLargeWrites(t *testing.T) {
 	admit(1, true)
 	admit(1<<20, false)
 	admit(64<<10, true)
+
+	// frozen: up to MaxDirty, then to the OSDs
+	copies = false
+	admit(largeDirty, true)
+	admit(uint64(DefaultMaxDirty-w.dirty), true)
+	admit(1, false)
 }

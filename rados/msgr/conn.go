@@ -267,7 +267,11 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 	}
 	req.m = m
 	if c.mode == ConnModeCRC {
-		req.sums = [maxSegments - 1]uint32{crc32c.Checksum(m.Front), crc32c.Checksum(m.Middle), crc32c.Checksum(m.Data)}
+		dc := m.DataCRC
+		if !m.DataCRCKnown {
+			dc = crc32c.Checksum(m.Data)
+		}
+		req.sums = [maxSegments - 1]uint32{crc32c.Checksum(m.Front), crc32c.Checksum(m.Middle), dc}
 	}
 	req.state.Store(sendQueued)
 	select {

@@ -34,6 +34,13 @@ type Message struct {
 	Seq uint64
 
 	Front, Middle, Data []byte
+
+	// DataCRC, when DataCRCKnown is set, is crc32c.Checksum(Data), which
+	// the sender already has (a rados.Frozen's cached sum): Send puts it
+	// on the frame in crc mode rather than computing it. A wrong one
+	// makes the peer drop the connection.
+	DataCRC      uint32
+	DataCRCKnown bool
 }
 
 // String summarises m for logs (no payload).

@@ -61,12 +61,13 @@ func (m *MOSDOp) Message() *msgr.Message {
 	e.String(m.OID)
 	e.U16(uint16(len(m.Ops)))
 	var data []byte
+	var dataOp *OSDOp
 	nData, total := 0, 0
 	for i := range m.Ops {
 		if n := len(m.Ops[i].InData); n > 0 {
 			nData++
 			total += n
-			data = m.Ops[i].InData
+			data, dataOp = m.Ops[i].InData, &m.Ops[i]
 		}
 	}
 	if nData > 1 {
@@ -83,7 +84,7 @@ func (m *MOSDOp) Message() *msgr.Message {
 	denc.PutList(e, m.Snaps, func(e *denc.Encoder, s uint64) { e.U64(s) })
 	e.I32(m.RetryAttempt)
 	e.U64(m.Features)
-	return &msgr.Message{
+	msg := &msgr.Message{
 		Type:          MsgOSDOp,
 		Version:       osdOpVersion,
 		CompatVersion: osdOpCompatVersion,
@@ -92,6 +93,10 @@ func (m *MOSDOp) Message() *msgr.Message {
 		Front:         e.Bytes(),
 		Data:          data,
 	}
+	if nData == 1 && dataOp.InDataCRCKnown {
+		msg.DataCRC, msg.DataCRCKnown = dataOp.InDataCRC, true
+	}
+	return msg
 }
 
 // DecodeOSDOp decodes a v8 MOSDOp (what this package sends; used to

@@ -27,6 +27,11 @@ type OSDOp struct {
 	Args  [opArgsLen]byte
 
 	InData []byte
+	// InDataCRC, when InDataCRCKnown, is crc32c.Checksum(InData), known
+	// to the caller (rados.Frozen): a request whose only data this is
+	// sends it rather than computing it.
+	InDataCRC      uint32
+	InDataCRCKnown bool
 
 	RVal    int32
 	OutData []byte
