@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/purerbd/purerbd/internal/rawsock"
 	"github.com/purerbd/purerbd/rados/crc32c"
@@ -32,13 +33,18 @@ type Conn struct {
 	// reads from it that way, when nc is a TCP connection on Linux: a
 	// call that copies megabytes then keeps its P instead of having it
 	// handed to another thread. nil when nc is anything else.
-	raw    *rawsock.Writer
-	br     *bufio.Reader
-	fr     *frameReader // owned by the reader goroutine after Dial
-	fw     *frameWriter // owned by the writer goroutine after Dial
-	wbufs  net.Buffers  // the writer's batch being written
-	target denc.EntityAddr
-	log    *slog.Logger
+	raw *rawsock.Writer
+	// splicer sends large Data segments by reference (SpliceData) on a
+	// raw connection in crc mode: made by the writer at the first such
+	// segment, closed when the writer ends; noSplice once that failed.
+	splicer  *rawsock.Splicer
+	noSplice bool
+	br       *bufio.Reader
+	fr       *frameReader // owned by the reader goroutine after Dial
+	fw       *frameWriter // owned by the writer goroutine after Dial
+	wbufs    net.Buffers  // the writer's batch being written
+	target   denc.EntityAddr
+	log      *slog.Logger
 
 	// Set by the handshake, read-only afterwards.
 	mode         ConnMode
@@ -438,6 +444,11 @@ const (
 // fails. Messages waiting together go out in one batch: one writev.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
+	defer func() {
+		if c.splicer != nil {
+			c.splicer.Close()
+		}
+	}()
 	var tick <-chan time.Time
 	if c.cfg.KeepaliveInterval > 0 {
 		t := time.NewTicker(c.cfg.KeepaliveInterval)
@@ -520,6 +531,37 @@ func (c *Conn) addMessage(m *Message, seq, ack uint64, sums *[maxSegments - 1]ui
 	encodeHeader2(hdr, m, seq, ack)
 	segs := [maxSegments][]byte{hdr, m.Front, m.Middle, m.Data}
 	c.fw.addSummed(tagMessage, &segs, sums)
+	if m.SpliceData && len(m.Data) >= spliceMin && c.mode == ConnModeCRC && c.canSplice() {
+		// in crc mode the data segment goes out as it is, last before
+		// the epilogue
+		if i := len(c.fw.out) - 2; i >= 0 && unsafe.SliceData(c.fw.out[i]) == unsafe.SliceData(m.Data) {
+			c.fw.splice = append(c.fw.splice, i)
+		}
+	}
+}
+
+// spliceMin is the least data segment sent by reference: below it,
+// mapping the pages into a pipe and splicing them costs about what
+// copying them does.
+const spliceMin = 128 << 10
+
+// canSplice reports whether the writer has a Splicer, making it the first
+// time.
+func (c *Conn) canSplice() bool {
+	if c.splicer != nil {
+		return true
+	}
+	if c.raw == nil || c.noSplice {
+		return false
+	}
+	s, err := rawsock.NewSplicer()
+	if err != nil {
+		c.noSplice = true
+		c.log.Debug("msgr: large data segments are copied", "err", err)
+		return false
+	}
+	c.splicer = s
+	return true
 }
 
 // writeControl writes a frame with only a control segment.
@@ -537,7 +579,17 @@ func (c *Conn) writeBatch() error {
 		return err
 	}
 	if c.raw != nil {
-		return c.raw.Writev(nil, c.fw.out)
+		out, at := c.fw.out, 0
+		for _, i := range c.fw.splice {
+			if err := c.raw.Writev(nil, out[at:i]); err != nil {
+				return err
+			}
+			if err := c.raw.Splice(c.splicer, out[i]); err != nil {
+				return err
+			}
+			at = i + 1
+		}
+		return c.raw.Writev(nil, out[at:])
 	}
 	// c.wbufs lives in the Conn, so handing its address to WriteTo
 	// (which consumes it) allocates nothing.

@@ -19,6 +19,9 @@ type frameWriter struct {
 	arena []byte      // scratch for the batch: heads, epilogues, sealed tails
 	used  int         // scratch the batch asked for
 	out   net.Buffers // the batch's buffers, in order
+	// splice holds the indexes in out, ascending, of the buffers to send
+	// by reference (Message.SpliceData); the rest are copied.
+	splice []int
 }
 
 // alloc returns n bytes of the arena, with room for a GCM tag after
@@ -42,6 +45,7 @@ func (fw *frameWriter) alloc(n int) []byte {
 func (fw *frameWriter) reset() {
 	clear(fw.out)
 	fw.out = fw.out[:0]
+	fw.splice = fw.splice[:0]
 	switch {
 	case fw.used > keepScratch:
 		fw.arena = nil

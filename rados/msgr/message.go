@@ -41,6 +41,16 @@ type Message struct {
 	// makes the peer drop the connection.
 	DataCRC      uint32
 	DataCRCKnown bool
+
+	// SpliceData lets the connection hand a large Data to the kernel by
+	// reference rather than copy it into the socket (Linux, TCP, crc
+	// mode): the kernel then reads Data's memory after Send returned,
+	// until the peer has read it. Set it only when Data stays allocated
+	// and unchanged until the peer has answered the message, as an OSD
+	// request's data does until its reply. Data changed sooner reaches
+	// the peer with a crc that no longer matches, and the peer drops the
+	// connection.
+	SpliceData bool
 }
 
 // String summarises m for logs (no payload).

@@ -93,8 +93,13 @@ func (m *MOSDOp) Message() *msgr.Message {
 		Front:         e.Bytes(),
 		Data:          data,
 	}
-	if nData == 1 && dataOp.InDataCRCKnown {
-		msg.DataCRC, msg.DataCRCKnown = dataOp.InDataCRC, true
+	if nData == 1 {
+		if dataOp.InDataCRCKnown {
+			msg.DataCRC, msg.DataCRCKnown = dataOp.InDataCRC, true
+		}
+		// the data is the operation's own, which the request keeps
+		// until the OSD answered: a large one may go by reference
+		msg.SpliceData = true
 	}
 	return msg
 }
