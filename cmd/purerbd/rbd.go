@@ -1001,8 +1001,8 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		var next, done, bytesDone atomic.Int64
 		var wg sync.WaitGroup
 		var firstErr atomic.Value
-		// as rbd bench: every write sends one random buffer, made before
-		// the clock starts and frozen (librbd checksums rbd bench's
+		// as rbd bench: every write sends one random buffer (made only
+		// when the run writes), made before the clock starts and frozen (librbd checksums rbd bench's
 		// buffer once and never copies it; rados.Frozen does the same
 		// here); reads get a buffer per thread, also made (and
 		// touched, so that the kernel backs them) before it: on a VM where
@@ -1010,9 +1010,12 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		// cost 0.25 s inside the clock (by hand, 4M reads: 338-401 ops/s
 		// without, 398-417 with)
 		seed := uint64(time.Now().UnixNano())
-		wbuf := make([]byte, bs)
-		fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
-		frozen := rados.Freeze(wbuf)
+		var frozen *rados.Frozen // nil when nothing is written
+		if *ioType != "read" {
+			wbuf := make([]byte, bs)
+			fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
+			frozen = rados.Freeze(wbuf)
+		}
 		nThreads := max(*threads, 1)
 		rbufs := make([][]byte, nThreads) // nil when nothing is read
 		if *ioType != "write" {

@@ -140,8 +140,10 @@ func TestRBDVerbsAgainstRbd(t *testing.T) {
 	if !strings.Contains(rbdOut("info", "rbd/one"), "size 20 MiB") {
 		t.Error("resize not seen by rbd")
 	}
-	if !strings.Contains(run("bench", "--io-type", "write", "--io-total", "1M", "one"), "ops/sec") {
-		t.Error("bench output")
+	for _, typ := range []string{"write", "read", "readwrite"} {
+		if !strings.Contains(run("bench", "--io-type", typ, "--io-total", "1M", "one"), "ops/sec") {
+			t.Errorf("bench --io-type %s output", typ)
+		}
 	}
 	rbdOut("object-map", "check", "rbd/one")
 	rbdOut("snap", "create", "rbd/one@s")
