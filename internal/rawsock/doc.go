@@ -19,6 +19,11 @@
 // non-blocking socket returns at once, which is what a raw system call
 // needs: it never sleeps in the kernel.
 //
+// A Splicer (Linux) sends a buffer by reference instead: vmsplice maps
+// its pages into a pipe and splice moves them into the socket, so the
+// kernel copies them once, into the reader, rather than into the socket
+// first. The messenger sends large OSD write data that way.
+//
 // Only Unix and TCP connections on Linux qualify (Of); everything else
 // keeps using net.Conn. Under the race detector the calls go through the
 // syscall package, whose annotations order a write to a socket before
