@@ -57,6 +57,9 @@ func (s *Splicer) Close() error {
 	return errors.Join(unix.Close(s.r), unix.Close(s.w))
 }
 
+// buffered is how many bytes the pipe holds that are not in the socket.
+func (s *Splicer) buffered() int { return s.pending }
+
 // Splice sends all of p through s, waiting in the runtime poller whenever
 // the socket's buffer is full. p's memory must stay unchanged until the
 // peer has read it. After an error the Splicer may hold some of p: it

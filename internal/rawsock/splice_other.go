@@ -19,5 +19,7 @@ func NewSplicer() (*Splicer, error) {
 // Close does nothing.
 func (s *Splicer) Close() error { return nil }
 
+func (s *Splicer) buffered() int { return 0 }
+
 // Splice fails.
 func (w *Writer) Splice(s *Splicer, p []byte) error { return syscall.ENOSYS }

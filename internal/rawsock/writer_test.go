@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/rawsock/rawsocktest"
@@ -22,9 +23,7 @@ func TestWriterPartialWrites(t *testing.T) {
 			}
 			return // no raw system calls here, and Of says so
 		}
-		if err := a.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(4096); err != nil {
-			t.Fatal(err)
-		}
+		rawsocktest.SmallSendBuffer(t, a)
 		testWriterPartialWrites(t, NewWriter(rc), a, b)
 	})
 }
@@ -65,4 +64,49 @@ func testWriterPartialWrites(t *testing.T, w *Writer, a, b net.Conn) {
 	if g := <-got; !bytes.Equal(g, want.Bytes()) {
 		t.Fatalf("received %d bytes that differ from the %d sent", len(g), want.Len())
 	}
+}
+
+// TestSplice sends buffers by reference between copied writes to a slow
+// reader through a 4 KiB send buffer, so that splices stop part way
+// (EAGAIN) and resume, with buffers that start mid-page and are larger
+// than the pipe, and checks the bytes and their order.
+func TestSplice(t *testing.T) {
+	rawsocktest.EachPair(t, func(t *testing.T, a, b net.Conn) {
+		rawsocktest.SmallSendBuffer(t, a)
+		s, err := NewSplicer()
+		if err != nil {
+			if rawSyscalls {
+				t.Fatal(err)
+			}
+			return // no splice here, and NewSplicer says so
+		}
+		defer s.Close()
+		w := NewWriter(Of(a))
+		rng := rand.New(rand.NewPCG(3, 4))
+		var want bytes.Buffer
+		var keep [][]byte // spliced memory stays untouched until it is read
+		got := rawsocktest.SlowDrain(b)
+		for i := range 18 {
+			p := rawsocktest.RandomBytes(rng, rng.IntN(3000))
+			if err := w.Writev(nil, [][]byte{p}); err != nil {
+				t.Fatal(err)
+			}
+			want.Write(p)
+			n := []int{0, 1, 4096, 128 << 10, 1<<20 + 12345, 2 << 20}[i%6]
+			q := rawsocktest.RandomBytes(rng, n+7)[rng.IntN(7):][:n] // mid-page starts
+			keep = append(keep, q)
+			if err := w.Splice(s, q); err != nil {
+				t.Fatalf("splice of %d bytes: %v", n, err)
+			}
+			if n := s.buffered(); n != 0 {
+				t.Fatalf("%d bytes left in the pipe after a splice returned", n)
+			}
+			want.Write(q)
+		}
+		a.Close()
+		if g := <-got; !bytes.Equal(g, want.Bytes()) {
+			t.Fatalf("received %d bytes that differ from the %d sent", len(g), want.Len())
+		}
+		runtime.KeepAlive(keep)
+	})
 }

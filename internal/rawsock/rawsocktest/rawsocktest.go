@@ -89,6 +89,15 @@ func EachPair(t *testing.T, f func(t *testing.T, a, b net.Conn)) {
 	}
 }
 
+// SmallSendBuffer shrinks c's send buffer to 4 KiB, so that large
+// writes to a slow reader stop part way.
+func SmallSendBuffer(t testing.TB, c net.Conn) {
+	t.Helper()
+	if err := c.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // RandomBytes returns n bytes from rng.
 func RandomBytes(rng *rand.Rand, n int) []byte {
 	p := make([]byte, n)
