@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados"
 	"io"
 	"sync"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd/objectmap"
 	"github.com/purerbd/purerbd/rbd/striper"
 )
@@ -353,22 +353,20 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 			done()
 			return 0, err
 		}
-		if early && fz != nil {
-			img.wa.workers.run(func() {
-				err := img.writeExtents(img.wa.bg, h, om, p, fz, off)
-				done()
-				img.wa.complete(seq, err)
-			})
-			return len(p), nil
-		}
 		if early {
-			buf := img.wa.bufs.get(len(p))
-			copy(buf, p)
+			// the caller may reuse p once this returns, unless frozen
+			buf := p
+			if fz == nil {
+				buf = img.wa.bufs.get(len(p))
+				copy(buf, p)
+			}
 			img.wa.workers.run(func() {
-				err := img.writeExtents(img.wa.bg, h, om, buf, nil, off)
+				err := img.writeExtents(img.wa.bg, h, om, buf, fz, off)
 				done()
 				img.wa.complete(seq, err)
-				img.wa.bufs.put(buf)
+				if fz == nil {
+					img.wa.bufs.put(buf)
+				}
 			})
 			return len(p), nil
 		}

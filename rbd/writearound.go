@@ -168,8 +168,8 @@ func (w *writeAround) waitLocked(ctx context.Context) error {
 // flight, with this one, stay under largeDirty, a third of librbd's
 // MaxDirty. librbd acknowledges a write early without copying it (its
 // buffers are reference-counted); the cache here must copy a buffer its
-// caller may reuse, and
-// once a few MiB are on their way to the OSDs, copying another MiB costs
+// caller may reuse, and once a few MiB are on their way to the OSDs,
+// copying another MiB costs
 // more than the wait it saves. By hand, `purerbd rbd bench` sequential
 // writes on a memstore OSD, ops/s, against admitting them up to MaxDirty
 // (two rounds each):
@@ -187,8 +187,8 @@ const (
 
 // admit waits until no write in flight overlaps s, then registers s as
 // acknowledged ahead of the OSDs if it fits under MaxDirty (a large
-// write the cache copies: under largeDirty) or nothing is in flight, and returns its
-// sequence number with early true. A write that does not fit is not held
+// write the cache copies: under largeDirty) or nothing is in flight, and
+// returns its sequence number with early true. A write that does not fit is not held
 // back, as librbd holds it: it goes to the OSDs at once and its caller
 // waits for them (early false), so the cache never has fewer writes in
 // flight than no cache would.

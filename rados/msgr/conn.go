@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/purerbd/purerbd/internal/rawsock"
 	"github.com/purerbd/purerbd/rados/crc32c"
@@ -530,14 +529,8 @@ func (c *Conn) addMessage(m *Message, seq, ack uint64, sums *[maxSegments - 1]ui
 	hdr := c.fw.alloc(header2Len)
 	encodeHeader2(hdr, m, seq, ack)
 	segs := [maxSegments][]byte{hdr, m.Front, m.Middle, m.Data}
-	c.fw.addSummed(tagMessage, &segs, sums)
-	if m.SpliceData && len(m.Data) >= spliceMin && c.mode == ConnModeCRC && c.canSplice() {
-		// in crc mode the data segment goes out as it is, last before
-		// the epilogue
-		if i := len(c.fw.out) - 2; i >= 0 && unsafe.SliceData(c.fw.out[i]) == unsafe.SliceData(m.Data) {
-			c.fw.splice = append(c.fw.splice, i)
-		}
-	}
+	splice := m.SpliceData && len(m.Data) >= spliceMin && c.mode == ConnModeCRC && c.canSplice()
+	c.fw.addSummed(tagMessage, &segs, sums, splice)
 }
 
 // spliceMin is the least data segment sent by reference: below it,

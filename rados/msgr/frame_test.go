@@ -273,3 +273,26 @@ func BenchmarkFrame(b *testing.B) {
 		}
 	}
 }
+
+// TestFrameSpliceMarks checks which buffers of a batch the writer marks
+// to be sent by reference: a frame's data segment when asked, in crc
+// mode only, and nothing else.
+func TestFrameSpliceMarks(t *testing.T) {
+	data := make([]byte, 100)
+	for _, secure := range []bool{false, true} {
+		fw, _ := pairCodecs(t, secure)
+		fw.add(tagMessage, &[maxSegments][]byte{{1}, {2}, nil, data})
+		fw.addSummed(tagMessage, &[maxSegments][]byte{{1}, {2}, {3}, data}, nil, true)
+		fw.addSummed(tagMessage, &[maxSegments][]byte{{1}, {2}}, nil, true) // no data segment
+		switch {
+		case secure && len(fw.splice) != 0:
+			t.Errorf("secure mode marked buffers %v", fw.splice)
+		case !secure && (len(fw.splice) != 1 || &fw.out[fw.splice[0]][0] != &data[0]):
+			t.Errorf("crc mode marked buffers %v, want only the second frame's data segment", fw.splice)
+		}
+		fw.reset()
+		if len(fw.splice) != 0 {
+			t.Errorf("%s: marks survive reset", modeName(secure))
+		}
+	}
+}

@@ -69,12 +69,14 @@ func (fw *frameWriter) build(tag uint8, segs *[maxSegments][]byte) net.Buffers {
 // are referenced, not copied, in crc mode. Frames of a batch must go
 // out in the order they were added (secure mode numbers them).
 func (fw *frameWriter) add(tag uint8, segs *[maxSegments][]byte) {
-	fw.addSummed(tag, segs, nil)
+	fw.addSummed(tag, segs, nil, false)
 }
 
 // addSummed is add with the crcs of segments 1-3 computed beforehand
-// (crc32c.Checksum), or nil to compute them here. Only crc mode uses them.
-func (fw *frameWriter) addSummed(tag uint8, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32) {
+// (crc32c.Checksum), or nil to compute them here, and with spliceData
+// set to have a data segment sent by reference (its index goes into
+// fw.splice). Only crc mode uses either: secure mode seals copies.
+func (fw *frameWriter) addSummed(tag uint8, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32, spliceData bool) {
 	var pr preamble
 	pr.tag = tag
 	for i := range segs {
@@ -84,11 +86,11 @@ func (fw *frameWriter) addSummed(tag uint8, segs *[maxSegments][]byte, crcs *[ma
 	if fw.tx != nil {
 		fw.addSecure(&pr, segs)
 	} else {
-		fw.addPlain(&pr, segs, crcs)
+		fw.addPlain(&pr, segs, crcs, spliceData)
 	}
 }
 
-func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32) {
+func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[maxSegments - 1]uint32, spliceData bool) {
 	n := len(segs[0])
 	hlen := preambleLen + n + crcLen
 	if !pr.hasTail() {
@@ -113,6 +115,9 @@ func (fw *frameWriter) addPlain(pr *preamble, segs *[maxSegments][]byte, crcs *[
 		}
 		binary.LittleEndian.PutUint32(ep[1+4*(i-1):], c)
 		if len(segs[i]) > 0 {
+			if i == maxSegments-1 && spliceData {
+				fw.splice = append(fw.splice, len(fw.out))
+			}
 			fw.out = append(fw.out, segs[i])
 		}
 	}
