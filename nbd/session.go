@@ -88,21 +88,23 @@ func (ss *session) setConn(c net.Conn) {
 }
 
 // setBuffers puts fresh buffers on c, read and written with raw system
-// calls when c is a socket that allows them (package rawsock), with
-// polling reads.
+// calls when c is a socket that allows them (package rawsock); the
+// transmission phase turns polling reads on where its export pays for
+// them (connReader.setPoll).
 func (ss *session) setBuffers(c net.Conn) {
 	var r io.Reader = c
 	var w io.Writer = c
 	var raw *rawsock.Writer
+	var rr *rawsock.Reader
 	if uc, ok := c.(*net.UnixConn); ok {
 		// A hint: the kernel caps it at net.core.wmem_max.
 		_ = uc.SetWriteBuffer(unixSendBuffer)
 	}
 	if rc := rawsock.Of(c); rc != nil {
-		raw = rawsock.NewWriter(rc)
-		r, w = rawsock.NewReader(rc, true), raw
+		raw, rr = rawsock.NewWriter(rc), rawsock.NewReader(rc, false)
+		r, w = rr, raw
 	}
-	ss.rd = &connReader{r: r}
+	ss.rd = &connReader{r: r, raw: rr}
 	ss.br = bufio.NewReaderSize(ss.rd, 64<<10)
 	ss.bw = newConnWriter(w, raw)
 }
@@ -121,8 +123,18 @@ const unixSendBuffer = 4 << 20
 // with a hook that runs whenever the buffer ran dry and the next read may
 // block, so that replies held back for batching go out first.
 type connReader struct {
-	r           io.Reader // the connection
-	beforeBlock func()    // set by the goroutine that reads; may be nil
+	r           io.Reader       // the connection
+	raw         *rawsock.Reader // r when it is one, else nil
+	beforeBlock func()          // set by the goroutine that reads; may be nil
+}
+
+// setPoll turns polling reads on or off (rawsock.Reader.SetPoll) where
+// the connection is read with raw system calls; only the reading
+// goroutine calls it.
+func (r *connReader) setPoll(poll bool) {
+	if r.raw != nil {
+		r.raw.SetPoll(poll)
+	}
 }
 
 func (r *connReader) Read(p []byte) (int, error) {

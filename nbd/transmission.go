@@ -127,6 +127,12 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	if t.inline {
 		ss.rd.beforeBlock = t.writer.flushInline
 	}
+	// Polling for the next request pays only where the answers come
+	// within microseconds: a backend in memory. Behind one that waits
+	// for the network (an RBD image), requests come at its pace and the
+	// polls take CPU from what it waits for (rawsock's figures).
+	ss.rd.setPoll(t.inline)
+	defer ss.rd.setPoll(false)
 	ss.enterTransmission(t.beginShutdown)
 
 	err := t.readLoop()

@@ -41,8 +41,11 @@ type Reader struct {
 // request (the bench suite's NBD section: 30 against 24 µs per write);
 // at depth 8, 158-163k writes/s and 141-143k reads/s against
 // 91k and 93-102k. At depth 32 it moved throughput by -12% to +19% and
-// cost about 1 µs more per request; an RBD export at depth 32 stayed at
-// 14.7k against 15.1k writes/s (server CPU 34.8 against 33.5 µs each).
+// cost about 1 µs more per request. An RBD export at depth 32, where the
+// OSD shares the machine's two cores, is better off without: 6 pairs of
+// 5 s fio runs, 8.5-9.5k writes/s and 55-70 µs of server CPU per write
+// polling, 8.7-10.3k and 47-59 µs not (the polls cost 9 read calls per
+// request, CPU the OSD needed).
 const (
 	MaxSpin   = 50 * time.Microsecond
 	MaxMisses = 8
@@ -51,12 +54,23 @@ const (
 // NewReader reads from rc; with poll, reads poll an empty socket for up
 // to MaxSpin before they wait in the runtime poller.
 func NewReader(rc syscall.RawConn, poll bool) *Reader {
-	r := &Reader{rc: rc, poll: poll}
+	r := &Reader{rc: rc}
+	r.SetPoll(poll)
+	r.fn = r.read
+	return r
+}
+
+// SetPoll turns polling on or off for the reads that follow; only the
+// reading goroutine may call it, between reads. Polling pays when the
+// peer's next bytes come within microseconds (a client of a backend in
+// memory); when they come at the pace of a remote backend, the polls take
+// CPU from whatever else runs on the machine (see the figures above).
+func (r *Reader) SetPoll(poll bool) {
+	r.poll, r.misses = poll, 0
+	r.spin = 0
 	if poll {
 		r.spin = MaxSpin
 	}
-	r.fn = r.read
-	return r
 }
 
 // adapt sets the polling window after a read that waited in the poller

@@ -110,3 +110,32 @@ func TestReaderNoPolling(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderSetPoll: polling turned on later polls as NewReader's does,
+// and turned off again waits in the poller at once, whatever the misses
+// counted before.
+func TestReaderSetPoll(t *testing.T) {
+	a, b := rawsocktest.UnixPair(t)
+	r := NewReader(Of(a), false)
+	p := make([]byte, 10)
+	lateRead := func() {
+		t.Helper()
+		go func() {
+			time.Sleep(5 * time.Millisecond)
+			b.Write([]byte("x"))
+		}()
+		if n, err := r.Read(p); n != 1 || err != nil {
+			t.Fatalf("read %d, %v", n, err)
+		}
+	}
+	for _, poll := range []bool{true, false, true} {
+		r.SetPoll(poll)
+		lateRead()
+		if polled := !r.parkedAt.IsZero(); polled != poll {
+			t.Fatalf("SetPoll(%v): the read polled before it waited: %v", poll, polled)
+		}
+		if want := map[bool]int{true: 1, false: 0}[poll]; r.misses != want {
+			t.Fatalf("SetPoll(%v): %d reads polled in vain, want %d", poll, r.misses, want)
+		}
+	}
+}
