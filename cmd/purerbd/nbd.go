@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
@@ -187,6 +188,7 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "nbd://%s/%s\n", l.Addr(), name)
 	}
 
+	go maxprocs.Run(ctx, maxprocs.Config{Logger: cfg.Logger})
 	errs := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() { errs <- srv.Serve(context.Background(), l) }()

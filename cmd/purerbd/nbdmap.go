@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
@@ -193,6 +194,7 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if m.reattach {
 		attach = kernel.Reattach
 	}
+	go maxprocs.Run(ctx, maxprocs.Config{Logger: log})
 	dev, err := attach(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("mapping %s: %w", what, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
@@ -76,6 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "nbd+unix:///?socket=%s\n", *socket)
+	go maxprocs.Run(ctx, maxprocs.Config{})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(context.Background(), l) }()
 	select {
