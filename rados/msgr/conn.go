@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -462,6 +463,14 @@ func (c *Conn) writeLoop() {
 		case <-c.done:
 			return
 		case req := <-c.sendq:
+			if len(c.sendq) == 0 {
+				// Let the senders that are runnable queue their
+				// messages first: the Send that woke this goroutine made
+				// it the next to run (the scheduler's runnext), ahead of
+				// the other callers about to send, so that each message
+				// would otherwise go out in a write of its own.
+				runtime.Gosched()
+			}
 			batch = c.gather(batch[:0], req)
 			if len(batch) == 0 {
 				continue
