@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/purerbd/purerbd/internal/maxprocs"
@@ -77,7 +78,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "nbd+unix:///?socket=%s\n", *socket)
-	go maxprocs.Run(ctx, maxprocs.Config{})
+	// its changes go to the server's log in the work directory
+	go maxprocs.Run(ctx, maxprocs.Config{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(context.Background(), l) }()
 	select {
