@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
@@ -79,5 +80,58 @@ func TestMinimumBlockSize(t *testing.T) {
 	const want = 1 | 1<<2 | 1<<3 | 1<<5 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 	if err != nil || f != want {
 		t.Fatalf("memory export flags %#x, want %#x (%v)", f, want, err)
+	}
+}
+
+// TestTransmitting: Transmitting counts the connections past their
+// handshake, and not those still in it or ended.
+func TestTransmitting(t *testing.T) {
+	m, _ := nbd.NewMemory(1 << 20)
+	srv, err := nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Backend: m}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := nbd.ListenUnix(t.TempDir()+"/s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(context.Background(), l)
+	defer srv.Close()
+	await := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for srv.Transmitting() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("Transmitting() = %d, want %d", srv.Transmitting(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ctx := context.Background()
+	var cs []*nbdtest.Client
+	for i := range 3 {
+		c, err := nbdtest.Dial(ctx, "unix", l.Addr().String(), nbdtest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteAt(ctx, []byte("x"), int64(i), 0); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+		await(i + 1)
+	}
+	// in the handshake: not counted
+	raw, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := nbdtest.ReadGreeting(raw); err != nil {
+		t.Fatal(err)
+	}
+	await(3)
+	for i, c := range cs {
+		c.Close()
+		await(2 - i)
 	}
 }

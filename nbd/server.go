@@ -9,6 +9,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,8 @@ type Server struct {
 	shutdown    context.CancelFunc
 	closeCtx    context.Context
 	close       context.CancelFunc
+
+	transmitting atomic.Int64 // connections in the transmission phase
 
 	mu        sync.Mutex
 	exports   map[string]*exportState
@@ -242,6 +245,12 @@ func (s *Server) ServeTransmission(ctx context.Context, c net.Conn, e *Export) e
 	defer ss.finish()
 	return ss.result(ss.transmit(st, true))
 }
+
+// Transmitting reports how many connections are in the transmission
+// phase: past the handshake, serving requests (kernel connections
+// included). A serving process sizes its scheduler by it (package
+// internal/maxprocs).
+func (s *Server) Transmitting() int { return int(s.transmitting.Load()) }
 
 // Shutdown stops accepting connections and ends the open ones in order:
 // connections in the handshake get NBD_REP_ERR_SHUTDOWN and a second to

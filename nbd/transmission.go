@@ -109,6 +109,8 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	}
 	t.ctx, t.cancel = context.WithCancel(ss.ctx)
 	defer t.cancel()
+	ss.srv.transmitting.Add(1)
+	defer ss.srv.transmitting.Add(-1)
 	if t.inline {
 		t.mem, _ = exp.Backend.(*Memory)
 	}

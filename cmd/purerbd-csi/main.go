@@ -23,7 +23,6 @@ import (
 
 	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
 	"github.com/purerbd/purerbd/csi"
-	"github.com/purerbd/purerbd/internal/maxprocs"
 )
 
 func main() {
@@ -165,9 +164,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg.NodeServer = n
-		// The node serves its volumes' NBD connections: its Go
-		// scheduler follows the load (package maxprocs).
-		go maxprocs.Run(ctx, maxprocs.Config{Logger: cfg.Logger})
 	}
 	if err := csi.NewDriver(cfg).Run(ctx); err != nil {
 		cfg.Logger.Error("stopped", "error", strings.TrimPrefix(err.Error(), "csi: "))

@@ -188,7 +188,7 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "nbd://%s/%s\n", l.Addr(), name)
 	}
 
-	go maxprocs.Run(ctx, maxprocs.Config{Logger: cfg.Logger})
+	go maxprocs.Run(ctx, maxprocs.Config{Demand: srv.Transmitting, Logger: cfg.Logger})
 	errs := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() { errs <- srv.Serve(context.Background(), l) }()

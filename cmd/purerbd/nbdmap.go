@@ -194,7 +194,8 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if m.reattach {
 		attach = kernel.Reattach
 	}
-	go maxprocs.Run(ctx, maxprocs.Config{Logger: log})
+	// one stream of work per kernel connection (package maxprocs)
+	go maxprocs.Run(ctx, maxprocs.Config{Demand: func() int { return m.conns }, Logger: log})
 	dev, err := attach(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("mapping %s: %w", what, err)

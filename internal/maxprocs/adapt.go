@@ -3,18 +3,20 @@ package maxprocs
 import (
 	"context"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"time"
 )
 
-// Config tunes Run; the zero value is the default.
+// Config tunes Run.
 type Config struct {
+	// Demand reports how many independent streams of work the process
+	// serves now (an nbd.Server's Transmitting); required.
+	Demand func() int
 	// Max is the most Ps; default (0) the runtime's GOMAXPROCS when Run
 	// starts, which follows the CPU limit of the process's cgroup.
 	Max int
-	// Interval is how often the load is sampled; default 250 ms.
+	// Interval is how often Demand is sampled; default 250 ms.
 	Interval time.Duration
 	// Logger gets a debug record for each change; may be nil.
 	Logger *slog.Logger
@@ -22,21 +24,18 @@ type Config struct {
 
 const (
 	defaultInterval = 250 * time.Millisecond
-	// growAt: the Ps were busy more than this share of the interval,
-	// so the process may be short of them.
-	growAt = 0.85
-	// shrinkAt: the load would keep one P fewer busy less than this
-	// share of the time...
-	shrinkAt = 0.8
-	// shrinkAfter: ... for this many intervals in a row.
+	// shrinkAfter is how many samples in a row must ask for fewer Ps
+	// before there are fewer: connections come and go.
 	shrinkAfter = 4
 )
 
-// Run adapts GOMAXPROCS to the process's CPU use until ctx ends, then
-// restores the value it found. It returns at once when the GOMAXPROCS
-// environment variable is set or there is only one P to give.
+// Run sets GOMAXPROCS to the demand (at least one, at most Max) until
+// ctx ends, then restores the value it found: at once when the demand
+// grows, after shrinkAfter samples when it falls. It returns at once
+// when the GOMAXPROCS environment variable is set or there is only one
+// P to give.
 func Run(ctx context.Context, cfg Config) {
-	if os.Getenv("GOMAXPROCS") != "" {
+	if os.Getenv("GOMAXPROCS") != "" || cfg.Demand == nil {
 		return
 	}
 	start := runtime.GOMAXPROCS(0)
@@ -51,51 +50,42 @@ func Run(ctx context.Context, cfg Config) {
 	}
 	defer runtime.GOMAXPROCS(start)
 	s := &sizer{max: cfg.Max}
-	cur := min(start, cfg.Max)
-	runtime.GOMAXPROCS(cur)
+	cur := runtime.GOMAXPROCS(0)
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
-	lastCPU, ok := processCPU()
-	if !ok {
-		return
-	}
-	lastWall := time.Now()
 	for {
+		if n := s.next(cur, cfg.Demand()); n != cur {
+			runtime.GOMAXPROCS(n)
+			if cfg.Logger != nil {
+				cfg.Logger.Debug("maxprocs: GOMAXPROCS changed", "from", cur, "to", n)
+			}
+			cur = n
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			c, _ := processCPU()
-			used := (c - lastCPU).Seconds() / now.Sub(lastWall).Seconds()
-			lastCPU, lastWall = c, now
-			if n := s.next(cur, used); n != cur {
-				runtime.GOMAXPROCS(n)
-				if cfg.Logger != nil {
-					cfg.Logger.Debug("maxprocs: GOMAXPROCS changed", "from", cur, "to", n, "cpus_used", math.Round(used*100)/100)
-				}
-				cur = n
-			}
+		case <-t.C:
 		}
 	}
 }
 
-// sizer decides the P count from one interval's CPU use to the next.
+// sizer decides the P count from one sample of the demand to the next.
 type sizer struct {
 	max int
-	low int // intervals in a row in which one P fewer would have done
+	low int // samples in a row that asked for fewer Ps than there are
 }
 
-// next returns the P count to run with after an interval in which the
-// process used `used` CPUs (CPU seconds per second) with cur Ps.
-func (s *sizer) next(cur int, used float64) int {
+// next returns the P count to run with, given cur Ps and a demand.
+func (s *sizer) next(cur, demand int) int {
+	want := min(max(demand, 1), s.max)
 	switch {
-	case used > growAt*float64(cur) && cur < s.max:
+	case want > cur:
 		s.low = 0
-		return min(s.max, 2*cur)
-	case cur > 1 && used < shrinkAt*float64(cur-1):
+		return want
+	case want < cur:
 		if s.low++; s.low >= shrinkAfter {
 			s.low = 0
-			return cur - 1
+			return want
 		}
 	default:
 		s.low = 0

@@ -3,69 +3,72 @@ package maxprocs
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestSizerNext: the count doubles at once when the Ps are nearly always
-// busy, never past max, and drops by one only after shrinkAfter intervals
-// in a row in which one P fewer would have carried the load; an interval
-// between the two thresholds starts the count of low ones over.
+// TestSizerNext: the count follows a rising demand at once, never past
+// max nor below one, and a falling one only after shrinkAfter samples
+// in a row asked for fewer; a sample at the current count starts that
+// over.
 func TestSizerNext(t *testing.T) {
 	s := &sizer{max: 6}
-	steps := []struct {
-		cur  int
-		used float64
-		want int
-	}{
-		{1, 0.5, 1}, // one P, half busy
-		{1, 0.9, 2}, // saturated: double
-		{2, 1.9, 4}, // again
-		{4, 3.9, 6}, // capped at max
-		{6, 5.9, 6}, // at max
-		{6, 3.0, 6}, // low 1
-		{6, 3.0, 6}, // low 2
-		{6, 4.5, 6}, // between: starts over
-		{6, 3.0, 6}, // low 1
-		{6, 3.0, 6}, // low 2
-		{6, 3.0, 6}, // low 3
-		{6, 3.0, 5}, // low 4: one fewer
-		{5, 0.1, 5}, // the count starts again at the new size
-		{5, 0.1, 5},
-		{5, 0.1, 5},
-		{5, 0.1, 4},
-		{2, 0.79, 2}, // 0.79 < 0.8 of one P: low 1
-		{2, 0.79, 2},
-		{2, 0.79, 2},
-		{2, 0.79, 1},
-		{1, 0.0, 1}, // never below one
-		{1, 0.0, 1},
-		{1, 0.0, 1},
-		{1, 0.0, 1},
-		{1, 0.0, 1},
+	steps := []struct{ cur, demand, want int }{
+		{1, 0, 1}, // no connection: one P
+		{1, 1, 1},
+		{1, 3, 3}, // at once
+		{3, 9, 6}, // capped at max
+		{6, 6, 6},
+		{6, 2, 6}, // low 1
+		{6, 2, 6}, // low 2
+		{6, 6, 6}, // back up: starts over
+		{6, 2, 6}, // low 1
+		{6, 2, 6}, // low 2
+		{6, 4, 6}, // low 3 (any count below)
+		{6, 2, 2}, // low 4: down to the demand
+		{2, 0, 2},
+		{2, 0, 2},
+		{2, 0, 2},
+		{2, 0, 1}, // never below one
+		{1, 0, 1},
 	}
 	for i, st := range steps {
-		if got := s.next(st.cur, st.used); got != st.want {
-			t.Fatalf("step %d: next(%d, %.2f) = %d, want %d", i, st.cur, st.used, got, st.want)
+		if got := s.next(st.cur, st.demand); got != st.want {
+			t.Fatalf("step %d: next(%d, %d) = %d, want %d", i, st.cur, st.demand, got, st.want)
 		}
 	}
 }
 
-// TestRunShrinksIdleAndRestores: an idle process comes down to one P, and
-// the starting count is back once Run returns.
-func TestRunShrinksIdleAndRestores(t *testing.T) {
+// TestRunFollowsDemand: GOMAXPROCS follows the demand reported, and the
+// starting count is back once Run returns.
+func TestRunFollowsDemand(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "") // Run must not see an operator's choice
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	var demand atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Run(ctx, Config{Interval: 10 * time.Millisecond}); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.GOMAXPROCS(0) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOMAXPROCS still %d after 10 s idle", runtime.GOMAXPROCS(0))
+	go func() {
+		Run(ctx, Config{Demand: func() int { return int(demand.Load()) }, Interval: time.Millisecond})
+		close(done)
+	}()
+	await := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for runtime.GOMAXPROCS(0) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("GOMAXPROCS %d after 10 s, want %d", runtime.GOMAXPROCS(0), want)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	await(1)
+	demand.Store(2)
+	await(2)
+	demand.Store(7)
+	await(3) // the starting count is the most
+	demand.Store(0)
+	await(1)
 	cancel()
 	<-done
 	if n := runtime.GOMAXPROCS(0); n != 3 {
@@ -79,7 +82,10 @@ func TestRunLeavesExplicitSetting(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "3")
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 	done := make(chan struct{})
-	go func() { Run(context.Background(), Config{Interval: time.Millisecond}); close(done) }()
+	go func() {
+		Run(context.Background(), Config{Demand: func() int { return 1 }, Interval: time.Millisecond})
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

@@ -79,7 +79,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "nbd+unix:///?socket=%s\n", *socket)
 	// its changes go to the server's log in the work directory
-	go maxprocs.Run(ctx, maxprocs.Config{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	go maxprocs.Run(ctx, maxprocs.Config{Demand: srv.Transmitting, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(context.Background(), l) }()
 	select {
