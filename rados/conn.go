@@ -48,6 +48,11 @@ type Config struct {
 	// Logger receives debug events (nil: slog.Default()). Secrets are
 	// never logged.
 	Logger *slog.Logger
+	// SpliceWrites sends large write data to the OSDs by reference
+	// rather than copying it into the socket (osdc.Config.SpliceWrites:
+	// it saves CPU where system calls and copies are costly, and costs
+	// throughput where they are not). Off by default.
+	SpliceWrites bool
 }
 
 // Conn is a connection to a cluster: a monitor session and the OSD
@@ -143,10 +148,11 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 	c := &Conn{mc: mc, opTimeout: cfg.OpTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.ob, err = osdc.New(osdc.Config{
-		Auth:   mc.Auth(),
-		Maps:   &monMaps{mc: mc, ctx: c.ctx, wg: &c.wg},
-		Mode:   mode,
-		Logger: log,
+		Auth:         mc.Auth(),
+		Maps:         &monMaps{mc: mc, ctx: c.ctx, wg: &c.wg},
+		Mode:         mode,
+		Logger:       log,
+		SpliceWrites: cfg.SpliceWrites,
 	})
 	if err != nil {
 		c.cancel()

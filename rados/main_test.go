@@ -49,10 +49,17 @@ func fuzzingOnly() bool {
 // Config, and checks at cleanup that Close leaves no goroutine behind.
 func connectTest(t testing.TB) *Conn {
 	t.Helper()
+	return connectTestConfig(t, Config{})
+}
+
+// connectTestConfig connects as client.admin with cfg's other settings.
+func connectTestConfig(t testing.TB, cfg Config) *Conn {
+	t.Helper()
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, Config{MonHost: cluster.MonHost(), Key: cluster.AdminKey})
+	cfg.MonHost, cfg.Key = cluster.MonHost(), cluster.AdminKey
+	conn, err := Connect(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,7 @@ func (m *MOSDOp) Message() *msgr.Message {
 		}
 		// the data is the operation's own, which the request keeps
 		// until the OSD answered: a large one may go by reference
+		// (where Config.SpliceWrites asks for it)
 		msg.SpliceData = true
 	}
 	return msg

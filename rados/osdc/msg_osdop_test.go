@@ -21,3 +21,20 @@ func TestMOSDOpKnownDataCRC(t *testing.T) {
 		t.Error("a crc passed on that nobody knew")
 	}
 }
+
+// TestSpliceWrites: a request's data goes by reference only when the
+// objecter is configured for it and the data is one operation's own.
+func TestSpliceWrites(t *testing.T) {
+	one := &MOSDOp{OID: "o", Ops: []OSDOp{Write(0, make([]byte, 1<<20))}}
+	two := &MOSDOp{OID: "o", Ops: []OSDOp{Write(0, make([]byte, 1<<20)), SetXattr("n", []byte("v"))}}
+	for _, c := range []struct {
+		splice bool
+		m      *MOSDOp
+		want   bool
+	}{{false, one, false}, {true, one, true}, {true, two, false}} {
+		o := &Objecter{cfg: Config{SpliceWrites: c.splice}}
+		if got := o.message(c.m).SpliceData; got != c.want {
+			t.Errorf("SpliceWrites %v, %d operations with data: SpliceData %v, want %v", c.splice, len(c.m.Ops), got, c.want)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (op *op) prepareLocked() outgoing {
 	op.attempts++
 	op.sentConn = conn
 	op.registerBufLocked(conn)
-	return outgoing{conn: conn, msg: m.Message(), ctx: op.ctx}
+	return outgoing{conn: conn, msg: op.o.message(&m), ctx: op.ctx}
 }
 
 // outgoing is one message to send on one connection (none when conn is
@@ -95,4 +95,12 @@ func (o *Objecter) sendAsync(b sendBatch) {
 		defer o.wg.Done()
 		b.send()
 	}()
+}
+
+// message encodes m for the messenger, its data sent by reference only
+// where Config.SpliceWrites asks for it.
+func (o *Objecter) message(m *MOSDOp) *msgr.Message {
+	msg := m.Message()
+	msg.SpliceData = msg.SpliceData && o.cfg.SpliceWrites
+	return msg
 }
