@@ -194,12 +194,12 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if m.reattach {
 		attach = kernel.Reattach
 	}
-	// one stream of work per kernel connection (package maxprocs)
-	go maxprocs.Run(ctx, maxprocs.Config{Demand: func() int { return m.conns }, Logger: log})
 	dev, err := attach(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("mapping %s: %w", what, err)
 	}
+	// one stream of work per kernel connection (package maxprocs)
+	go maxprocs.Run(ctx, maxprocs.Config{Demand: func() int { return m.conns }, Logger: log})
 	fmt.Fprintln(stdout, dev.Path())
 	select {
 	case <-ctx.Done():

@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg Config) {
 	}
 	defer runtime.GOMAXPROCS(start)
 	s := &sizer{max: cfg.Max}
-	cur := runtime.GOMAXPROCS(0)
+	cur := start
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
