@@ -169,8 +169,7 @@ func (w *writeAround) waitLocked(ctx context.Context) error {
 // MaxDirty. librbd acknowledges a write early without copying it (its
 // buffers are reference-counted); the cache here must copy a buffer its
 // caller may reuse, and once a few MiB are on their way to the OSDs,
-// copying another MiB costs
-// more than the wait it saves. By hand, `purerbd rbd bench` sequential
+// copying another MiB costs more than the wait it saves. By hand, `purerbd rbd bench` sequential
 // writes on a memstore OSD, ops/s, against admitting them up to MaxDirty
 // (two rounds each):
 //   - 4 MiB, 16 threads: 427, 434 against 413, 397 (user CPU 0.19-0.22 s
@@ -188,10 +187,10 @@ const (
 // admit waits until no write in flight overlaps s, then registers s as
 // acknowledged ahead of the OSDs if it fits under MaxDirty (a large
 // write the cache copies: under largeDirty) or nothing is in flight, and
-// returns its sequence number with early true. A write that does not fit is not held
-// back, as librbd holds it: it goes to the OSDs at once and its caller
-// waits for them (early false), so the cache never has fewer writes in
-// flight than no cache would.
+// returns its sequence number with early true. A write that does not fit
+// is not held back, as librbd holds it: it goes to the OSDs at once and
+// its caller waits for them (early false), so the cache never has fewer
+// writes in flight than no cache would.
 func (w *writeAround) admit(ctx context.Context, s byteRange, copies bool) (seq uint64, early bool, err error) {
 	n := int64(s.end - s.off)
 	w.mu.Lock()

@@ -1006,10 +1006,9 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		// (librbd checksums rbd bench's buffer once and never copies it;
 		// rados.Frozen does the same here); reads get a buffer per
 		// thread, also made (and touched, so that the kernel backs them)
-		// before it: on a VM where
-		// the first touch of a page costs 12-20 µs, 16 fresh 4 MiB buffers
-		// cost 0.25 s inside the clock (by hand, 4M reads: 338-401 ops/s
-		// without, 398-417 with)
+		// before it: on a VM where the first touch of a page costs 12-20
+		// µs, 16 fresh 4 MiB buffers cost 0.25 s inside the clock (by
+		// hand, 4M reads: 338-401 ops/s without, 398-417 with)
 		seed := uint64(time.Now().UnixNano())
 		var frozen *rados.Frozen // nil when nothing is written
 		if *ioType != "read" {

@@ -22,7 +22,9 @@
 // A Splicer (Linux) sends a buffer by reference instead: vmsplice maps
 // its pages into a pipe and splice moves them into the socket, so the
 // kernel copies them once, into the reader, rather than into the socket
-// first. The messenger sends large OSD write data that way.
+// first. The messenger sends large OSD write data that way when the
+// client asks for it (rados.Config.SpliceWrites): whether it pays
+// depends on the CPU (see osdc.Config.SpliceWrites).
 //
 // Only Unix and TCP connections on Linux qualify (Of); everything else
 // keeps using net.Conn. Under the race detector the calls go through the
