@@ -60,14 +60,14 @@ func (d *Driver) cluster(id string) (Cluster, error) {
 	return c, nil
 }
 
-// open returns a session on a cluster with the request's secrets or the
-// plugin's credentials.
-func (d *Driver) open(ctx context.Context, clusterID string, secrets map[string]string) (Cluster, Credentials, Session, error) {
+// open returns a session on a cluster with the request's secrets or, if
+// a allows it, the plugin's credentials.
+func (d *Driver) open(ctx context.Context, clusterID string, secrets map[string]string, a access) (Cluster, Credentials, Session, error) {
 	cl, err := d.cluster(clusterID)
 	if err != nil {
 		return cl, Credentials{}, nil, err
 	}
-	cred, err := d.credentials(secrets, cl.ID)
+	cred, err := d.credentials(secrets, cl.ID, a)
 	if err != nil {
 		return cl, cred, nil, err
 	}
@@ -103,7 +103,7 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	}
 	defer unlock()
 
-	cl, cred, s, err := d.open(ctx, p.ClusterID, req.GetSecrets())
+	cl, cred, s, err := d.open(ctx, p.ClusterID, req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 		return nil, err
 	}
 	defer unlock()
-	_, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets())
+	_, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
@@ -195,21 +195,25 @@ func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 }
 
 // volumeByID opens the cluster of a volume ID and stats its image; a
-// volume that cannot exist or does not exist is NOT_FOUND.
-func (d *Driver) volumeByID(ctx context.Context, id string, secrets map[string]string) (VolumeID, Credentials, Session, ImageInfo, error) {
+// volume that cannot exist, does not exist, or names an image the driver
+// does not own is NOT_FOUND.
+func (d *Driver) volumeByID(ctx context.Context, id string, secrets map[string]string, a access) (VolumeID, Credentials, Session, ImageInfo, error) {
 	vid, err := ParseVolumeID(id)
 	if err != nil {
 		return vid, Credentials{}, nil, ImageInfo{}, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
 	}
-	_, cred, s, err := d.open(ctx, vid.ClusterID, secrets)
+	_, cred, s, err := d.open(ctx, vid.ClusterID, secrets, a)
 	if err != nil {
 		return vid, cred, nil, ImageInfo{}, err
 	}
-	info, err := s.StatImage(ctx, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
-	if err != nil {
-		return vid, cred, s, info, storeError(err, cred, "volume %q", id)
+	o, err := ownedImage(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
+	if err == nil && o.tomb {
+		err = ErrNotFound // a volume ID never names a tombstone
 	}
-	return vid, cred, s, info, nil
+	if err != nil {
+		return vid, cred, s, o.info, storeError(err, cred, "volume %q", id)
+	}
+	return vid, cred, s, o.info, nil
 }
 
 func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
@@ -222,7 +226,7 @@ func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Va
 	if _, err := parseVolumeParams(req.GetParameters()); len(req.GetParameters()) > 0 && err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: errorMessage(err)}, nil
 	}
-	if _, _, _, _, err := c.d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets()); err != nil {
+	if _, _, _, _, err := c.d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets(), reading); err != nil {
 		return nil, err
 	}
 	// An existing volume has content, so read-only many is fine.
@@ -240,7 +244,7 @@ func (c *controller) ControllerGetVolume(ctx context.Context, req *csi.Controlle
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
 	}
-	_, _, _, info, err := c.d.volumeByID(ctx, req.GetVolumeId(), nil)
+	_, _, _, info, err := c.d.volumeByID(ctx, req.GetVolumeId(), nil, reading)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +290,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 		return nil, err
 	}
 	defer unlock()
-	_, cred, s, info, err := d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets())
+	_, cred, s, info, err := d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +320,7 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	if err != nil {
 		return nil, err
 	}
-	cl, cred, s, err := d.open(ctx, p.ClusterID, nil)
+	cl, cred, s, err := d.open(ctx, p.ClusterID, nil, reading)
 	if err != nil {
 		return nil, err
 	}
@@ -352,14 +356,14 @@ func (c *controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 		if err != nil {
 			return nil
 		}
-		info, err := s.StatImage(ctx, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
+		o, err := ownedImage(ctx, s, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
 		if errors.Is(err, ErrNotFound) {
-			return nil // removed since the listing
+			return nil // removed since the listing, or not the driver's
 		}
 		if err != nil {
 			return storeError(err, cred, "image %s", im.name)
 		}
-		pg.add(id, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: id, CapacityBytes: int64(info.Size)}})
+		pg.add(id, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: id, CapacityBytes: int64(o.info.Size)}})
 		return nil
 	})
 	if err != nil {
@@ -405,7 +409,7 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 		return nil, err
 	}
 	defer unlock()
-	cl, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets())
+	cl, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +438,7 @@ func (c *controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 		return nil, err
 	}
 	defer unlock()
-	cl, cred, s, err := d.open(ctx, sid.ClusterID, req.GetSecrets())
+	cl, cred, s, err := d.open(ctx, sid.ClusterID, req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
@@ -462,15 +466,15 @@ func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q not found: %v", id, err)
 	}
-	cl, cred, s, err := d.open(ctx, sid.ClusterID, secrets)
+	cl, cred, s, err := d.open(ctx, sid.ClusterID, secrets, reading)
 	if err != nil {
 		return nil, err
 	}
-	info, sn, err := findSnapshot(ctx, s, sid, cred)
+	o, sn, err := findSnapshot(ctx, s, sid, cred)
 	if err != nil {
 		return nil, err
 	}
-	snap, ok := snapshotEntry(cl, sid.Pool, sid.Namespace, info, sn)
+	snap, ok := snapshotEntry(cl, sid.Pool, sid.Namespace, o.info, sn)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q not found", id)
 	}
@@ -499,7 +503,7 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 			add(snap)
 		}
 	case req.GetSourceVolumeId() != "":
-		vid, cred, s, info, err := d.volumeByID(ctx, req.GetSourceVolumeId(), req.GetSecrets())
+		vid, cred, s, info, err := d.volumeByID(ctx, req.GetSourceVolumeId(), req.GetSecrets(), reading)
 		switch {
 		case status.Code(err) == codes.NotFound:
 		case err != nil:
@@ -513,19 +517,22 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	default:
 		credFor := func(cl Cluster) (Credentials, error) {
 			if len(req.GetSecrets()) > 0 {
-				return d.credentials(req.GetSecrets(), cl.ID)
+				return d.credentials(req.GetSecrets(), cl.ID, reading)
 			}
 			return d.pluginCredentials(cl)
 		}
 		err := d.scanImages(ctx, credFor, func(s Session, cred Credentials, im scanned) error {
-			info, err := s.StatImage(ctx, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
-			if errors.Is(err, ErrNotFound) {
+			if !hasManagedShape(im.name) {
 				return nil
+			}
+			o, err := ownedImage(ctx, s, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
+			if errors.Is(err, ErrNotFound) {
+				return nil // removed since the listing, or not the driver's
 			}
 			if err != nil {
 				return storeError(err, cred, "image %s", im.name)
 			}
-			return d.addSnapshots(ctx, s, cred, im.cluster, im.pool, im.ns, info, add)
+			return d.addSnapshots(ctx, s, cred, im.cluster, im.pool, im.ns, o.info, add)
 		})
 		if err != nil {
 			return nil, err

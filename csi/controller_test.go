@@ -494,11 +494,17 @@ func TestExpandVolume(t *testing.T) {
 	assert.EqualValues(t, 16<<20+4096, r.GetCapacityBytes())
 	assert.True(t, r.GetNodeExpansionRequired(), "a filesystem is grown by the node")
 
+	// Without secrets: the plugin's credentials never authorise a change.
+	_, err = h.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
+		VolumeId: v.GetVolumeId(), CapacityRange: &csipb.CapacityRange{RequiredBytes: 32 << 20},
+		VolumeCapability: blockCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+
 	// Smaller than the volume already is: nothing to do.
 	r, err = h.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
-		VolumeId: v.GetVolumeId(), CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 20},
+		VolumeId: v.GetVolumeId(), CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 20}, Secrets: secrets(),
 		VolumeCapability: blockCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)})
-	require.NoError(t, err, "plugin credentials stand in for missing secrets")
+	require.NoError(t, err)
 	assert.EqualValues(t, 16<<20+4096, r.GetCapacityBytes())
 	assert.False(t, r.GetNodeExpansionRequired())
 

@@ -37,8 +37,9 @@ func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String())
 func (c Credentials) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
 
 // CredentialSource returns the plugin's own credentials for a cluster: the
-// ones used when a request carries no secrets (Probe, ListVolumes,
-// GetCapacity, ControllerGetVolume, and any request sent without them).
+// ones used for the calls that carry no secrets (Probe, ListVolumes,
+// GetCapacity, ControllerGetVolume, the sweep) and for reading calls
+// sent without them; never for a call that changes an image.
 type CredentialSource func(clusterID string) (Credentials, bool)
 
 // CredentialsFromDir reads credentials from a mounted Kubernetes Secret:
@@ -64,15 +65,33 @@ func CredentialsFromDir(dir string) CredentialSource {
 	}
 }
 
-// credentials picks the request's secrets, else the plugin's own
-// credentials for the cluster.
-func (d *Driver) credentials(secrets map[string]string, clusterID string) (Credentials, error) {
+// access says whether a request may fall back on the plugin's own
+// credentials. Only calls that read may: the plugin's user is typically
+// allowed everywhere, and a request that changes images (create, delete,
+// expand, snapshot) must be authorised by the secret its StorageClass or
+// VolumeSnapshotClass names, so that neither a class without a secret nor
+// a crafted ID borrows the plugin's rights.
+type access int
+
+const (
+	reading  access = iota // the plugin's credentials stand in for missing secrets
+	changing               // the request's own secrets are required
+)
+
+// credentials picks the request's secrets, else, for a reading request,
+// the plugin's own credentials for the cluster.
+func (d *Driver) credentials(secrets map[string]string, clusterID string, a access) (Credentials, error) {
 	id, key := secrets[secretUserID], secrets[secretUserKey]
 	switch {
 	case id != "" && key != "":
 		return Credentials{ID: strings.TrimPrefix(id, "client."), Key: key}, nil
 	case id != "" || key != "":
 		return Credentials{}, status.Errorf(codes.InvalidArgument, "secrets must hold both %q and %q", secretUserID, secretUserKey)
+	}
+	if a == changing {
+		return Credentials{}, status.Errorf(codes.InvalidArgument,
+			"no secrets in the request: a call that changes volumes or snapshots needs the StorageClass's (or VolumeSnapshotClass's) secret with %q and %q; the plugin's own credentials are used only for reading",
+			secretUserID, secretUserKey)
 	}
 	if d.cfg.Credentials != nil {
 		if c, ok := d.cfg.Credentials(clusterID); ok {

@@ -134,9 +134,11 @@ func (p *page[T]) take(after string, max int32) ([]T, string) {
 
 // Sweep collects what a crash may have left behind: tombstoned images
 // whose snapshots are all gone (and the ancestors they release), and
-// internal or tombstoned snapshots no clone needs any more. It uses the plugin's own
-// credentials and skips clusters it has none for. Run calls it
-// periodically; it is safe to call at any time.
+// internal or tombstoned snapshots no clone needs any more. It touches
+// only images the driver owns (ownership.go) and, on them, only the
+// snapshots it made. It uses the plugin's own credentials and skips
+// clusters it has none for. Run calls it periodically; it is safe to
+// call at any time.
 func (d *Driver) Sweep(ctx context.Context) error {
 	credFor := func(c Cluster) (Credentials, error) {
 		if d.cfg.Credentials != nil {
@@ -154,19 +156,30 @@ func (d *Driver) Sweep(ctx context.Context) error {
 		}
 		return cred, err
 	}, func(s Session, cred Credentials, im scanned) error {
+		if !hasManagedShape(im.name) {
+			return nil
+		}
 		img := ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name}
 		unlock, err := d.inFlight.lock(imageKey(im.cluster.ID, img))
 		if err != nil {
 			return nil // busy: next time
 		}
 		defer unlock()
-		if isTombstone(im.name) {
-			err = d.retireImage(ctx, s, cred, img)
-		} else {
+		o, err := ownedImage(ctx, s, img)
+		switch {
+		case errors.Is(err, errNotOwned):
+			d.log.Debug("sweep: leaving alone an image the driver does not own", "image", im.name, "reason", err.Error())
+			return nil
+		case errors.Is(err, ErrNotFound):
+			return nil // removed since the listing
+		case err != nil:
+		case o.tomb:
+			err = d.retire(ctx, s, cred, o)
+		default:
 			// Holding the image's lock means no CreateVolume is
 			// cloning from it right now, so an internal snapshot
 			// without clones is a leftover.
-			_, err = d.purgeSnapshots(ctx, s, img)
+			_, err = d.purgeSnapshots(ctx, s, o.ref)
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err

@@ -67,8 +67,6 @@ func snapTombstone(name string, id uint64) string {
 	return name + tombstoneSep + strconv.FormatUint(id, 10)
 }
 
-func isTombstone(name string) bool { return strings.Contains(name, tombstoneSep) }
-
 // liveName strips a tombstone suffix: the name the object had while alive.
 func liveName(name string) string {
 	if i := strings.Index(name, tombstoneSep); i >= 0 {
@@ -77,16 +75,32 @@ func liveName(name string) string {
 	return name
 }
 
-func isCloneSnap(name string) bool { return strings.HasPrefix(name, cloneSnapPrefix) }
-
-// isManagedName reports whether name looks like one this driver made:
-// a prefix and a 32-digit hash, not a tombstone nor an internal snapshot.
+// isManagedName reports whether name has the shape of one this driver
+// makes: a valid prefix and a 32-digit hash, not a tombstone nor an
+// internal snapshot. The shape alone proves nothing (see ownership.go).
 func isManagedName(name string) bool {
-	if len(name) < hashLen || isTombstone(name) || isCloneSnap(name) {
+	if len(name) < hashLen || strings.Contains(name, tombstoneSep) || strings.HasPrefix(name, cloneSnapPrefix) {
 		return false
 	}
-	for _, c := range name[len(name)-hashLen:] {
+	prefix := name[:len(name)-hashLen]
+	return isHex(name[len(name)-hashLen:]) && len(prefix) <= maxPrefixLen && validPrefixChars(prefix)
+}
+
+// isHex reports whether s is lowercase hexadecimal, as nameHash writes it.
+func isHex(s string) bool {
+	for _, c := range s {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validPrefixChars reports whether p uses only the characters a name
+// prefix may hold.
+func validPrefixChars(p string) bool {
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
 			return false
 		}
 	}
@@ -98,10 +112,8 @@ func checkPrefix(param, p string) error {
 	if len(p) > maxPrefixLen {
 		return fmt.Errorf("%s %q is longer than %d bytes", param, p, maxPrefixLen)
 	}
-	for _, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("%s %q: only letters, digits, '-', '_' and '.' are allowed", param, p)
-		}
+	if !validPrefixChars(p) {
+		return fmt.Errorf("%s %q: only letters, digits, '-', '_' and '.' are allowed", param, p)
 	}
 	if strings.HasPrefix(p, cloneSnapPrefix) {
 		return fmt.Errorf("%s %q: the prefix %q is reserved", param, p, cloneSnapPrefix)

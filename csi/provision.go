@@ -49,14 +49,14 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 		if sid.ClusterID != cluster.ID {
 			return nil, status.Errorf(codes.InvalidArgument, "source snapshot is in cluster %q, the volume would be in cluster %q", sid.ClusterID, cluster.ID)
 		}
-		info, snap, err := findSnapshot(ctx, s, sid, cred)
+		o, snap, err := findSnapshot(ctx, s, sid, cred)
 		if err != nil {
 			return nil, err
 		}
 		return &source{
 			tag:    "snapshot:" + id,
-			parent: ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, Name: info.Name},
-			info:   info, snap: snap.Name, snapID: snap.ID, size: snap.Size,
+			parent: o.ref,
+			info:   o.info, snap: snap.Name, snapID: snap.ID, size: snap.Size,
 		}, nil
 	case src.GetVolume() != nil:
 		id := src.GetVolume().GetVolumeId()
@@ -67,33 +67,40 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 		if vid.ClusterID != cluster.ID {
 			return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the clone would be in cluster %q", vid.ClusterID, cluster.ID)
 		}
-		ref := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
-		info, err := s.StatImage(ctx, ref)
+		o, err := ownedImage(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
+		if err == nil && o.tomb {
+			err = ErrNotFound // a volume ID never names a tombstone
+		}
 		if err != nil {
 			return nil, storeError(err, cred, "source volume %q", id)
 		}
-		return &source{tag: "volume:" + id, parent: ref, info: info, snap: cloneSnapName(target), size: info.Size, fromVol: true}, nil
+		return &source{tag: "volume:" + id, parent: o.ref, info: o.info, snap: cloneSnapName(target), size: o.info.Size, fromVol: true}, nil
 	default:
 		return nil, status.Error(codes.InvalidArgument, "volume content source must be a snapshot or a volume")
 	}
 }
 
-// findSnapshot returns the live snapshot a snapshot ID names and its image.
-func findSnapshot(ctx context.Context, s Session, sid SnapshotID, cred Credentials) (ImageInfo, SnapInfo, error) {
-	info, err := s.StatImage(ctx, ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, ID: sid.ImageID})
-	if err != nil {
-		return ImageInfo{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
+// findSnapshot returns the live snapshot a snapshot ID names and its
+// image. A snapshot that is not the driver's (its image is someone
+// else's, or its name is not a managed one) is NOT_FOUND.
+func findSnapshot(ctx context.Context, s Session, sid SnapshotID, cred Credentials) (owner, SnapInfo, error) {
+	if !isManagedName(sid.Snap) {
+		return owner{}, SnapInfo{}, status.Errorf(codes.NotFound, "snapshot %s not found: %q is not a snapshot name the driver makes", sid, sid.Snap)
 	}
-	snaps, err := s.ListSnapshots(ctx, ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, Name: info.Name})
+	o, err := ownedImage(ctx, s, ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, ID: sid.ImageID})
 	if err != nil {
-		return ImageInfo{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
+		return owner{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
+	}
+	snaps, err := s.ListSnapshots(ctx, o.ref)
+	if err != nil {
+		return owner{}, SnapInfo{}, storeError(err, cred, "snapshot %s", sid)
 	}
 	for _, sn := range snaps {
 		if sn.Name == sid.Snap {
-			return info, sn, nil
+			return o, sn, nil
 		}
 	}
-	return ImageInfo{}, SnapInfo{}, status.Errorf(codes.NotFound, "snapshot %s not found", sid)
+	return owner{}, SnapInfo{}, status.Errorf(codes.NotFound, "snapshot %s not found", sid)
 }
 
 // volumeRequest is a validated CreateVolume request.
@@ -121,7 +128,8 @@ func (d *Driver) ensureVolume(ctx context.Context, s Session, cred Credentials, 
 			return d.finishVolume(ctx, s, cred, r, info)
 		}
 		d.log.Info("removing an incomplete image made from another source", "image", r.img.Name)
-		if err := d.retireImage(ctx, s, cred, r.img); err != nil {
+		o := owner{info: info, ref: ImageRef{Pool: r.img.Pool, Namespace: r.img.Namespace, Name: info.Name}}
+		if err := d.retire(ctx, s, cred, o); err != nil {
 			return info, err
 		}
 	case !errors.Is(err, ErrNotFound):
@@ -287,15 +295,29 @@ func (d *Driver) finishVolume(ctx context.Context, s Session, cred Credentials, 
 // What a crash between remove and cascade leaves behind (a childless
 // internal snapshot, a tombstone without snapshots) is collected by
 // Sweep.
+//
+// retireImage acts only on an image the driver owns (ownership.go); an
+// image that is someone else's is left alone and reported as missing.
 func (d *Driver) retireImage(ctx context.Context, s Session, cred Credentials, img ImageRef) error {
-	info, err := s.StatImage(ctx, img)
+	o, err := ownedImage(ctx, s, img)
+	if errors.Is(err, errNotOwned) {
+		d.log.Warn("not deleting an image the driver does not own", "image", o.info.Name, "reason", err.Error())
+		return nil
+	}
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return storeError(err, cred, "image %s", img.Name)
 	}
-	img = ImageRef{Pool: img.Pool, Namespace: img.Namespace, Name: info.Name}
+	return d.retire(ctx, s, cred, o)
+}
+
+// retire removes or tombstones an image known to be the driver's: one
+// ownedImage accepted, or an incomplete one a retried CreateVolume found
+// under the name it derives from the CO's own request.
+func (d *Driver) retire(ctx context.Context, s Session, cred Credentials, o owner) error {
+	img, info := o.ref, o.info
 	if err := d.step("delete-volume/purge"); err != nil {
 		return err
 	}
@@ -323,7 +345,7 @@ func (d *Driver) retireImage(ctx context.Context, s Session, cred Credentials, i
 			return storeError(err, cred, "removing image %s", img.Name)
 		}
 	}
-	if isTombstone(img.Name) {
+	if o.tomb {
 		return nil
 	}
 	if err := d.step("delete-volume/tombstone"); err != nil {
@@ -338,9 +360,9 @@ func (d *Driver) retireImage(ctx context.Context, s Session, cred Credentials, i
 	return nil
 }
 
-// purgeSnapshots removes an image's internal clone snapshots and
-// tombstoned snapshots that no clone needs any more, and returns the
-// snapshots left.
+// purgeSnapshots removes the internal clone snapshots and tombstoned
+// snapshots of an image the driver owns that no clone needs any more,
+// and returns the snapshots left.
 func (d *Driver) purgeSnapshots(ctx context.Context, s Session, img ImageRef) ([]SnapInfo, error) {
 	snaps, err := s.ListSnapshots(ctx, img)
 	if err != nil {
@@ -348,7 +370,7 @@ func (d *Driver) purgeSnapshots(ctx context.Context, s Session, img ImageRef) ([
 	}
 	var left []SnapInfo
 	for _, sn := range snaps {
-		if !isCloneSnap(sn.Name) && !isTombstone(sn.Name) {
+		if !isCollectableSnap(sn) {
 			left = append(left, sn)
 			continue
 		}
@@ -365,44 +387,44 @@ func (d *Driver) purgeSnapshots(ctx context.Context, s Session, img ImageRef) ([
 
 // cascade releases what a removed clone held: the parent snapshot if it
 // was internal or tombstoned, then the parent image if it was a
-// tombstone left with no snapshots, and so on up the chain. It is best
-// effort: what it cannot remove now stays for Sweep.
+// tombstone left with no snapshots, and so on up the chain, as long as
+// each parent is the driver's. It is best effort: what it cannot remove
+// now stays for Sweep.
 func (d *Driver) cascade(ctx context.Context, s Session, p *ParentInfo) {
 	for p != nil {
-		ref := ImageRef{Pool: p.Pool, Namespace: p.Namespace, ID: p.ImageID}
-		info, err := s.StatImage(ctx, ref)
+		o, err := ownedImage(ctx, s, ImageRef{Pool: p.Pool, Namespace: p.Namespace, ID: p.ImageID})
 		if err != nil {
 			if !errors.Is(err, ErrNotFound) {
 				d.log.Warn("cascade: parent image", "imageID", p.ImageID, "error", err.Error())
 			}
 			return
 		}
-		ref = ImageRef{Pool: p.Pool, Namespace: p.Namespace, Name: info.Name}
-		if !d.releaseSnapshot(ctx, s, ref, p.SnapID) || !isTombstone(info.Name) {
+		if !d.releaseSnapshot(ctx, s, o.ref, p.SnapID) || !o.tomb {
 			return
 		}
-		left, err := d.purgeSnapshots(ctx, s, ref)
+		left, err := d.purgeSnapshots(ctx, s, o.ref)
 		if err != nil {
-			d.log.Warn("cascade: parent snapshots", "image", info.Name, "error", err.Error())
+			d.log.Warn("cascade: parent snapshots", "image", o.info.Name, "error", err.Error())
 			return
 		}
 		if len(left) > 0 {
 			return
 		}
-		if err := s.RemoveImage(ctx, ref); err != nil {
+		if err := s.RemoveImage(ctx, o.ref); err != nil {
 			if !errors.Is(err, ErrNotFound) {
-				d.log.Info("cascade: tombstone stays", "image", info.Name, "error", err.Error())
+				d.log.Info("cascade: tombstone stays", "image", o.info.Name, "error", err.Error())
 			}
 			return
 		}
-		d.log.Info("removed tombstone", "image", info.Name)
-		p = info.Parent
+		d.log.Info("removed tombstone", "image", o.info.Name)
+		p = o.info.Parent
 	}
 }
 
-// releaseSnapshot removes snapshot id of img if it is internal or a
-// tombstone and no other clone needs it. It returns false when the
-// snapshot stays because clones still need it or on errors.
+// releaseSnapshot removes snapshot id of img, an image the driver owns,
+// if it is internal or a tombstone and no other clone needs it. It
+// returns false when the snapshot stays because clones still need it or
+// on errors.
 func (d *Driver) releaseSnapshot(ctx context.Context, s Session, img ImageRef, id uint64) bool {
 	snaps, err := s.ListSnapshots(ctx, img)
 	if err != nil {
@@ -410,7 +432,7 @@ func (d *Driver) releaseSnapshot(ctx context.Context, s Session, img ImageRef, i
 		return false
 	}
 	for _, sn := range snaps {
-		if sn.ID != id || (!isCloneSnap(sn.Name) && !isTombstone(sn.Name)) {
+		if sn.ID != id || !isCollectableSnap(sn) {
 			continue
 		}
 		switch err := s.RemoveSnapshot(ctx, img, sn.Name); {

@@ -41,10 +41,14 @@ type snapshotRequest struct {
 
 // ensureSnapshot makes the snapshot for r exist.
 func (d *Driver) ensureSnapshot(ctx context.Context, s Session, cred Credentials, r snapshotRequest) (*csi.Snapshot, error) {
-	info, err := s.StatImage(ctx, r.src)
+	o, err := ownedImage(ctx, s, r.src)
+	if err == nil && o.tomb {
+		err = ErrNotFound // a volume ID never names a tombstone
+	}
 	if err != nil {
 		return nil, storeError(err, cred, "source volume %q", r.source)
 	}
+	info := o.info
 	sid := SnapshotID{ClusterID: r.cluster.ID, Pool: r.src.Pool, Namespace: r.src.Namespace, ImageID: info.ID, Snap: r.snap}
 	id, err := sid.Encode()
 	if err != nil {
@@ -124,14 +128,14 @@ func (d *Driver) removeSnapshot(ctx context.Context, s Session, cred Credentials
 		}
 		return nil
 	}
-	info, sn, err := findSnapshot(ctx, s, sid, cred)
+	o, sn, err := findSnapshot(ctx, s, sid, cred)
 	if status.Code(err) == codes.NotFound {
 		return unreserve()
 	}
 	if err != nil {
 		return err
 	}
-	img := ImageRef{Pool: sid.Pool, Namespace: sid.Namespace, Name: info.Name}
+	img := o.ref
 	unlock, err := d.inFlight.lock(imageKey(cluster.ID, img))
 	if err != nil {
 		return err
@@ -155,11 +159,11 @@ func (d *Driver) removeSnapshot(ctx context.Context, s Session, cred Credentials
 	if err := unreserve(); err != nil {
 		return err
 	}
-	if removed && isTombstone(img.Name) {
+	if removed && o.tomb {
 		if err := d.step("delete-snapshot/cascade"); err != nil {
 			return err
 		}
-		return d.retireImage(ctx, s, cred, img)
+		return d.retire(ctx, s, cred, o)
 	}
 	return nil
 }
