@@ -27,6 +27,8 @@ type testPKI struct {
 	dir    string
 	server tls.Certificate
 	pool   *x509.CertPool
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
 }
 
 func newTestPKI(t *testing.T) *testPKI {
@@ -46,27 +48,51 @@ func newTestPKI(t *testing.T) *testPKI {
 		t.Fatal(err)
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
+	p := &testPKI{dir: t.TempDir(), caCert: caCert, caKey: caKey}
+	p.server = p.issue(t, "localhost", x509.ExtKeyUsageServerAuth)
+	writePEM(t, filepath.Join(p.dir, "ca-cert.pem"), "CERTIFICATE", caDER)
+	p.pool = x509.NewCertPool()
+	p.pool.AddCert(caCert)
+	return p
+}
+
+// issue makes a certificate for name signed by the CA.
+func (p *testPKI) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "ca-cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// writeCert writes c and its key as PEM files.
+func writeCert(t *testing.T, c tls.Certificate, certPath, keyPath string) {
+	t.Helper()
+	writePEM(t, certPath, "CERTIFICATE", c.Certificate[0])
+	der, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	return &testPKI{dir: dir, server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool: pool}
+	writePEM(t, keyPath, "PRIVATE KEY", der)
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (p *testPKI) serverConfig() *tls.Config {
