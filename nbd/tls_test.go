@@ -2,6 +2,7 @@ package nbd_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,6 +13,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,5 +166,126 @@ func TestTLSNbdinfo(t *testing.T) {
 	out := run(t, nbdinfo, uri)
 	if !strings.Contains(out, "with TLS") || !strings.Contains(out, "export-size: 2097152") {
 		t.Fatalf("nbdinfo over TLS:\n%s", out)
+	}
+}
+
+// verifyingConfig asks every client for a certificate signed by the CA.
+func (p *testPKI) verifyingConfig() *tls.Config {
+	c := p.serverConfig()
+	c.ClientAuth = tls.RequireAndVerifyClientCert
+	c.ClientCAs = p.pool
+	return c
+}
+
+// tlsRaw negotiates STARTTLS on a raw connection with cfg and returns
+// the TLS handshake's error.
+func tlsRaw(t *testing.T, srv *nbdtest.Server, cfg *tls.Config) (*rawConn, error) {
+	t.Helper()
+	r := dialRaw(t, srv)
+	r.greet(nbdtest.FlagFixedNewstyle)
+	r.expectOpt(nbdtest.OptStartTLS, nil, nbdtest.RepAck)
+	tc := tls.Client(r.c, cfg)
+	err := tc.Handshake()
+	r.c, r.br = tc, bufio.NewReader(tc)
+	return r, err
+}
+
+func TestTLSVerifyPeer(t *testing.T) {
+	pki := newTestPKI(t)
+	m, _ := nbd.NewMemory(1 << 20)
+	srv := nbdtest.Start(t, nbd.Config{
+		Exports:    []*nbd.Export{{Name: "e", Backend: m}},
+		TLSConfig:  pki.verifyingConfig(),
+		RequireTLS: true,
+	})
+
+	// refused: the TLS handshake fails, or (TLS 1.3, where the client
+	// finishes first) the first read does; no option is ever answered.
+	refused := func(what string, cfg *tls.Config) {
+		t.Helper()
+		r, err := tlsRaw(t, srv, cfg)
+		if err == nil {
+			r.send(nbdtest.Option(nbdtest.OptList, nil))
+			var rep nbdtest.OptReply
+			if rep, err = nbdtest.ReadOptReply(r.br); err == nil {
+				t.Fatalf("%s: the server answered NBD_OPT_LIST with %#x", what, rep.Type)
+			}
+		}
+		if !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("%s: %v, want a certificate error", what, err)
+		}
+	}
+	refused("no client certificate", pki.clientConfig())
+
+	other := newTestPKI(t)
+	cfg := pki.clientConfig()
+	cfg.Certificates = []tls.Certificate{other.issue(t, "mallory", x509.ExtKeyUsageClientAuth)}
+	refused("certificate of another CA", cfg)
+
+	cfg = pki.clientConfig()
+	cfg.Certificates = []tls.Certificate{pki.issue(t, "alice", x509.ExtKeyUsageClientAuth)}
+	c := dial(t, srv, nbdtest.Options{Export: "e", TLS: cfg})
+	ctx := context.Background()
+	if err := c.WriteAt(ctx, []byte("verified"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8)
+	if err := c.ReadAt(ctx, got, 0); err != nil || string(got) != "verified" {
+		t.Fatalf("read with a client certificate: %q, %v", got, err)
+	}
+
+	// Without TLS nothing is served either.
+	r := dialRaw(t, srv)
+	r.greet(nbdtest.FlagFixedNewstyle)
+	r.expectOpt(nbdtest.OptGo, nbdtest.InfoData("e"), nbdtest.RepErrTLSReqd)
+}
+
+// TestTLSVerifyPeerNeedsRequireTLS: asking for client certificates
+// while letting clients skip TLS is refused, not served half-protected.
+func TestTLSVerifyPeerNeedsRequireTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	_, err := nbd.NewServer(nbd.Config{TLSConfig: pki.verifyingConfig()})
+	if err == nil || !strings.Contains(err.Error(), "RequireTLS") {
+		t.Fatalf("NewServer with client certificates but without RequireTLS: %v", err)
+	}
+}
+
+// TestTLSVerifyPeerNbdinfo: libnbd with the client certificate in its
+// tls-certificates directory gets in; without it, it does not.
+func TestTLSVerifyPeerNbdinfo(t *testing.T) {
+	nbdinfo := nbdtest.RequireTool(t, "nbdinfo", "libnbd-bin")
+	pki := newTestPKI(t)
+	m, _ := nbd.NewMemory(2 << 20)
+	srv := nbdtest.Start(t, nbd.Config{
+		Exports:    []*nbd.Export{{Name: "e", Backend: m}},
+		TLSConfig:  pki.verifyingConfig(),
+		RequireTLS: true,
+	})
+	uri := func(dir string) string {
+		return "nbds+unix:///e?socket=" + srv.Socket + "&tls-certificates=" + dir
+	}
+	// pki.dir holds only ca-cert.pem: the server ends the TLS handshake
+	// with an alert (certificate_required), as gnutls reports.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, nbdinfo, uri(pki.dir)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "TLS fatal alert") {
+		t.Fatalf("nbdinfo without a client certificate: %v\n%s", err, out)
+	}
+	t.Logf("nbdinfo without a client certificate: %s", out)
+
+	withCert := t.TempDir()
+	ca, err := os.ReadFile(filepath.Join(pki.dir, "ca-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(withCert, "ca-cert.pem"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeCert(t, pki.issue(t, "nbdinfo", x509.ExtKeyUsageClientAuth),
+		filepath.Join(withCert, "client-cert.pem"), filepath.Join(withCert, "client-key.pem"))
+	out = []byte(run(t, nbdinfo, uri(withCert)))
+	if !bytes.Contains(out, []byte("with TLS")) || !bytes.Contains(out, []byte("export-size: 2097152")) {
+		t.Fatalf("nbdinfo with a client certificate:\n%s", out)
 	}
 }
