@@ -207,12 +207,12 @@ func TestConnectionLimitDefault(t *testing.T) {
 }
 
 func TestHandshakeTimeout(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := nbdtest.NewPKI(t)
 	m, _ := nbd.NewMemory(1 << 20)
 	const timeout = 300 * time.Millisecond
 	srv := nbdtest.Start(t, nbd.Config{
 		Exports:          []*nbd.Export{{Name: "e", Backend: m}},
-		TLSConfig:        pki.serverConfig(),
+		TLSConfig:        pki.ServerConfig(),
 		HandshakeTimeout: timeout,
 	})
 	closedWithin := func(r *rawConn, what string) {
@@ -248,5 +248,33 @@ func TestHandshakeTimeout(t *testing.T) {
 	r.send(nbdtest.Request(0, nbdtest.CmdFlush, 7, 0, 0, nil))
 	if errno, cookie := r.simpleReply(); errno != 0 || cookie != 7 {
 		t.Fatalf("flush after idling in transmission: errno %d cookie %d", errno, cookie)
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for addr, want := range map[string]bool{
+		":10809":                  true,
+		"127.0.0.1:10809":         true,
+		"127.8.9.10:0":            true,
+		"[::1]:10809":             true,
+		"[::ffff:127.0.0.1]:1":    true,
+		"localhost:10809":         true,
+		"0.0.0.0:10809":           false,
+		"[::]:10809":              false,
+		"192.0.2.7:10809":         false,
+		"[2001:db8::1]:10809":     false,
+		"[::ffff:192.0.2.7]:1":    false,
+		"[fe80::1%lo]:10809":      false,
+		"10.0.0.1:0":              false,
+		"169.254.1.1:10809":       false,
+		"[0:0:0:0:0:0:0:1]:10809": true,
+	} {
+		got, err := nbd.LoopbackOnly(context.Background(), addr)
+		if err != nil || got != want {
+			t.Errorf("LoopbackOnly(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+	if _, err := nbd.LoopbackOnly(context.Background(), "10809"); err == nil {
+		t.Error("an address without a port is accepted")
 	}
 }

@@ -104,9 +104,16 @@ func (b *syncBuffer) String() string {
 // serveImage starts `purerbd nbd serve -c CONF --image ... --socket S`.
 func serveImage(t *testing.T, c *radostest.Cluster, args ...string) *serving {
 	t.Helper()
+	return startServe(t, append([]string{"-c", c.Conf}, args...)...)
+}
+
+// startServe starts `purerbd nbd serve --socket S ARGS` in this process
+// and waits for its socket.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serving{socket: filepath.Join(t.TempDir(), "nbd.sock"), cancel: cancel, done: make(chan struct{}), stderr: &syncBuffer{}}
-	args = append([]string{"-c", c.Conf, "--socket", s.socket}, args...)
+	args = append([]string{"--socket", s.socket}, args...)
 	go func() {
 		s.err = runNBDServe(ctx, args, &syncBuffer{}, s.stderr)
 		close(s.done)
