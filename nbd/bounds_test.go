@@ -2,13 +2,11 @@ package nbd_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,24 +122,6 @@ func TestStalledWritersHoldBoundedMemory(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // greeted dials and reads the server's greeting.
 func greeted(t *testing.T, srv *nbdtest.Server) *rawConn {
 	t.Helper()
@@ -153,7 +133,7 @@ func greeted(t *testing.T, srv *nbdtest.Server) *rawConn {
 }
 
 func TestConnectionLimit(t *testing.T) {
-	var logs lockedBuffer
+	var logs nbdtest.SyncBuffer
 	m, _ := nbd.NewMemory(1 << 20)
 	srv := nbdtest.Start(t, nbd.Config{
 		Exports:  []*nbd.Export{{Name: "e", Backend: m}},
