@@ -11,7 +11,6 @@ import (
 func (t *transmission) handle(req *request) {
 	defer t.handlers.Done()
 	r := t.newReply(req)
-	r.buf = req.buf // a WRITE payload goes back to the pool with the reply
 	var err error
 	switch req.typ {
 	case cmdRead:
@@ -24,6 +23,10 @@ func (t *transmission) handle(req *request) {
 		return
 	case cmdWrite:
 		err = t.write(req)
+		// The payload goes back to the pool now rather than with the
+		// reply, which a client that does not read would hold up.
+		t.ss.srv.buffers.put(req.buf)
+		req.buf, req.data = nil, nil
 	case cmdFlush:
 		err = t.exp.caps.flush(t.ctx)
 	case cmdTrim:

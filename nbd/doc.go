@@ -16,6 +16,16 @@
 // status are offered to clients that negotiate them; the kernel gets simple
 // replies only.
 //
+// NBD has no authentication of its own. A Server bounds what any client
+// can make it hold: its connections (Config.MaxConns), the time to finish
+// the handshake (HandshakeTimeout), and per connection the requests in
+// flight and the READ data owed to a client that does not read its replies
+// (MaxInFlight, MaxInFlightBytes, MaxReplyBytes). Clients are told apart
+// only by TLS client certificates (Config.TLSConfig with ClientAuth and
+// RequireTLS); ListenTCP listens on loopback unless told otherwise, and
+// LoopbackOnly tells a caller whether an address is reachable from other
+// hosts.
+//
 // The package knows nothing about Ceph: an RBD image is one Backend among
 // others. Memory and File are the two backends shipped here. Neither this
 // package nor package rbd imports the other: Adapt(img) serves an

@@ -1,10 +1,12 @@
 package nbd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,7 +68,8 @@ func (l *unixListener) Close() error {
 // ListenTCP listens on a TCP address. An address without a host
 // (":10809") listens on loopback only, 127.0.0.1; other interfaces must
 // be named explicitly. NBD carries no authentication of its own: expose
-// it beyond loopback only with TLS.
+// it beyond loopback only with TLS that verifies clients (see
+// Config.TLSConfig and LoopbackOnly).
 func ListenTCP(addr string) (net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -80,4 +83,31 @@ func ListenTCP(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("nbd: listen %s: %w", addr, err)
 	}
 	return l, nil
+}
+
+// LoopbackOnly reports whether ListenTCP(addr) would listen on loopback
+// only: addr has no host, a loopback IP, or a name that resolves to
+// loopback IPs only. The unspecified addresses (0.0.0.0, ::) are every
+// interface, so not loopback.
+func LoopbackOnly(ctx context.Context, addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("nbd: address %s: %w", addr, err)
+	}
+	if host == "" {
+		return true, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback(), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return false, fmt.Errorf("nbd: address %s: %w", addr, err)
+	}
+	for _, ip := range ips {
+		if !ip.Unmap().IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
 }

@@ -12,7 +12,7 @@ type reply struct {
 	parts []part
 	data  []byte
 	buf   *[]byte // pooled buffer behind data, recycled after writing
-	share int64   // budget bytes held, released after writing
+	share share   // what it holds of the budget, released after writing
 	held  bool    // whether the reply holds a budget share
 }
 
@@ -26,7 +26,7 @@ func (r *reply) reset() {
 	r.meta = r.meta[:0]
 	clear(r.parts)
 	r.parts = r.parts[:0]
-	r.data, r.buf, r.share, r.held = nil, nil, 0, false
+	r.data, r.buf, r.share, r.held = nil, nil, share{}, false
 }
 
 // addMeta appends header bytes.

@@ -24,7 +24,10 @@ type Config struct {
 
 	// TLSConfig enables NBD_OPT_STARTTLS. With RequireTLS every option
 	// but STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD until
-	// TLS is up (the protocol's FORCEDTLS mode).
+	// TLS is up (the protocol's FORCEDTLS mode). To admit only clients
+	// holding a certificate, set ClientAuth to RequireAndVerifyClientCert
+	// and ClientCAs; that needs RequireTLS, or a client that never starts
+	// TLS would skip the check.
 	TLSConfig  *tls.Config
 	RequireTLS bool
 
@@ -34,12 +37,36 @@ type Config struct {
 	MaxInFlight      int
 	MaxInFlightBytes int64
 
-	// HandshakeTimeout bounds the whole option haggling (default 30 s).
+	// MaxReplyBytes bounds the READ data one connection holds for its
+	// client, from the moment a request is read until its reply is sent
+	// (default DefaultMaxReplyBytes). A client that sends READs and does
+	// not read the replies stops being read once this much waits for it,
+	// so it cannot make the server hold more. A single READ larger than
+	// the bound is served alone.
+	MaxReplyBytes int64
+
+	// MaxConns bounds the connections that Serve has open at once, in the
+	// handshake or past it, over all its listeners (default
+	// DefaultMaxConns; negative: no bound). A connection accepted beyond
+	// it is closed at once and logged. Connections passed to ServeConn or
+	// ServeTransmission by the caller are not counted.
+	MaxConns int
+
+	// HandshakeTimeout bounds the whole option haggling, TLS included
+	// (default DefaultHandshakeTimeout): a client that has not chosen an
+	// export by then is disconnected.
 	HandshakeTimeout time.Duration
 
 	// Logger receives connection events; nil logs nothing.
 	Logger *slog.Logger
 }
+
+// Defaults of the Config bounds.
+const (
+	DefaultMaxReplyBytes    = 32 << 20
+	DefaultMaxConns         = 16
+	DefaultHandshakeTimeout = 30 * time.Second
+)
 
 // Server serves NBD exports. It is safe for concurrent use.
 type Server struct {
@@ -48,6 +75,8 @@ type Server struct {
 	defaultExport    string
 	maxInFlight      int
 	maxInFlightBytes int64
+	maxReplyBytes    int64
+	maxConns         int64 // 0: no bound
 	handshakeTimeout time.Duration
 	log              *slog.Logger
 	buffers          bufferPool
@@ -60,6 +89,7 @@ type Server struct {
 	close       context.CancelFunc
 
 	transmitting atomic.Int64 // connections in the transmission phase
+	conns        atomic.Int64 // connections open from Serve
 
 	mu        sync.Mutex
 	exports   map[string]*exportState
@@ -73,12 +103,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.RequireTLS && cfg.TLSConfig == nil {
 		return nil, errors.New("nbd: RequireTLS without a TLSConfig")
 	}
+	if cfg.TLSConfig != nil && cfg.TLSConfig.ClientAuth != tls.NoClientCert && !cfg.RequireTLS {
+		return nil, errors.New("nbd: TLSConfig asks clients for certificates but RequireTLS is off: a client that does not start TLS would skip the check")
+	}
 	s := &Server{
 		tlsConfig:        cfg.TLSConfig,
 		requireTLS:       cfg.RequireTLS,
 		defaultExport:    cfg.DefaultExport,
 		maxInFlight:      cfg.MaxInFlight,
 		maxInFlightBytes: cfg.MaxInFlightBytes,
+		maxReplyBytes:    cfg.MaxReplyBytes,
+		maxConns:         int64(cfg.MaxConns),
 		handshakeTimeout: cfg.HandshakeTimeout,
 		log:              cfg.Logger,
 		exports:          make(map[string]*exportState),
@@ -91,8 +126,17 @@ func NewServer(cfg Config) (*Server, error) {
 		s.maxInFlightBytes = 128 << 20
 	}
 	s.maxInFlightBytes = max(s.maxInFlightBytes, DefaultMaxPayload)
+	if s.maxReplyBytes <= 0 {
+		s.maxReplyBytes = DefaultMaxReplyBytes
+	}
+	switch {
+	case s.maxConns == 0:
+		s.maxConns = DefaultMaxConns
+	case s.maxConns < 0:
+		s.maxConns = 0
+	}
 	if s.handshakeTimeout <= 0 {
-		s.handshakeTimeout = 30 * time.Second
+		s.handshakeTimeout = DefaultHandshakeTimeout
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -168,6 +212,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	var delay time.Duration
+	var limited connLimitLog
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -191,16 +236,49 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			return fmt.Errorf("nbd: accept: %w", err)
 		}
 		delay = 0
+		if !s.admit() {
+			limited.refused(s, c.RemoteAddr())
+			c.Close()
+			continue
+		}
 		if !s.addGoroutine() {
+			s.conns.Add(-1)
 			c.Close()
 			return ErrServerClosed
 		}
 		go func() {
 			defer s.wg.Done()
+			defer s.conns.Add(-1)
 			if err := s.ServeConn(ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
 				s.log.Info("nbd: connection ended", "remote", c.RemoteAddr(), "err", err)
 			}
 		}()
+	}
+}
+
+// admit counts one more connection from Serve, unless that would pass
+// the bound.
+func (s *Server) admit() bool {
+	if n := s.conns.Add(1); s.maxConns > 0 && n > s.maxConns {
+		s.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// connLimitLog logs the connections Serve refuses at the bound, at most
+// once a second, so that a flood of them does not flood the log.
+type connLimitLog struct {
+	last  time.Time
+	count int // refused since the last line
+}
+
+func (cl *connLimitLog) refused(s *Server, remote net.Addr) {
+	cl.count++
+	if now := time.Now(); now.Sub(cl.last) >= time.Second {
+		s.log.Warn("nbd: connection limit reached, closing new connections",
+			"limit", s.maxConns, "refused", cl.count, "remote", remote.String())
+		cl.last, cl.count = now, 0
 	}
 }
 

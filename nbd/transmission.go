@@ -23,7 +23,7 @@ type request struct {
 
 	data  []byte  // WRITE payload
 	buf   *[]byte // pooled buffer behind data
-	share int64   // budget bytes held
+	share share   // what it holds of the budget
 }
 
 // decodeRequestHeader decodes the 28-byte request header.
@@ -103,7 +103,7 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 		blockStatus: ss.structured && ss.metaSelected && ss.metaExport == exp.Name,
 		kernel:      kernel,
 		inline:      exp.inline,
-		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes),
+		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes, ss.srv.maxReplyBytes),
 		idle:        make(chan *request),
 		stopIdle:    make(chan struct{}),
 	}
@@ -419,10 +419,12 @@ func (t *transmission) validate(req *request) (Errno, string) {
 // dispatch reads the payload of a valid request and starts its handler.
 func (t *transmission) dispatch(req *request) error {
 	switch req.typ {
-	case cmdRead, cmdWrite:
-		req.share = int64(req.length)
+	case cmdRead:
+		req.share = share{bytes: int64(req.length), reply: true}
+	case cmdWrite:
+		req.share = share{bytes: int64(req.length)}
 	case cmdBlockStatus:
-		req.share = blockStatusShare
+		req.share = share{bytes: blockStatusShare, reply: true}
 	}
 	if err := t.budget.acquire(t.ss.ctx, req.share); err != nil {
 		return fmt.Errorf("nbd transmission: wait for budget: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,15 @@ const nbdUsage = `usage: purerbd nbd <verb> ...
 verbs:
   serve (--memory SIZE | --file PATH | --image POOL/IMAGE[@SNAP] [--snap S] [--exclusive])
         [--read-only] (--socket PATH | --tcp ADDR) [--export-name NAME] [TLS flags]
-        serve an export over NBD until interrupted
+        [--max-connections N] [--max-reply-bytes SIZE] [--handshake-timeout SECS]
+        [--insecure-listen]
+        serve an export over NBD until interrupted. NBD has no authentication
+        of its own: whoever reaches the socket can read and write the export
+        (an RBD image without cephx). --tcp without a host listens on
+        127.0.0.1; another address is refused unless clients must present a
+        certificate (--tls-verify-peer --tls-ca CA.pem, with --tls-cert and
+        --tls-key or --tls-certificates DIR), or --insecure-listen says to
+        serve anyone who can reach it
   map [--snap S] [--read-only] [--exclusive] [--conns N] [--timeout SECS]
       [--dead-conn-timeout SECS] [--cookie C] [--device /dev/nbdN] [--reattach]
       [--release-on-exit] POOL/IMAGE[@SNAP] | --memory SIZE | --file PATH
@@ -90,9 +97,12 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	snap := fs.String("snap", "", "with --image: serve this snapshot (read-only)")
 	exclusive := fs.Bool("exclusive", false, "with --image: keep the exclusive lock, refuse to hand it over")
 	readOnly := fs.Bool("read-only", false, "serve read-only")
-	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM) enabling NBD_OPT_STARTTLS")
-	tlsKey := fs.String("tls-key", "", "TLS private key (PEM)")
-	tlsRequired := fs.Bool("tls-required", false, "refuse clients that do not start TLS")
+	var tlsFlags nbdTLSFlags
+	tlsFlags.register(fs)
+	insecure := fs.Bool("insecure-listen", false, "allow --tcp on an address other hosts can reach without --tls-verify-peer: anyone reaching it can read and write the export")
+	maxConns := fs.Int("max-connections", nbd.DefaultMaxConns, "connections served at once; more are closed (0: no bound)")
+	maxReply := fs.String("max-reply-bytes", fmt.Sprint(nbd.DefaultMaxReplyBytes>>20)+"M", "READ data one connection may owe its client before its requests stop being read")
+	handshakeSecs := fs.Float64("handshake-timeout", nbd.DefaultHandshakeTimeout.Seconds(), "seconds a client has to finish the handshake (TLS included)")
 	verbose := fs.Bool("v", false, "log connections")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,6 +124,23 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if *socket == "" && *tcp == "" {
 		return errors.New("give --socket or --tcp")
+	}
+	tlsConfig, tlsRequired, err := tlsFlags.config()
+	if err != nil {
+		return err
+	}
+	if err := checkListenExposure(ctx, *tcp, tlsFlags.verifyPeer, *insecure); err != nil {
+		return err
+	}
+	replyBytes, err := rbdSize(*maxReply, 1<<20)
+	if err != nil || replyBytes <= 0 {
+		return fmt.Errorf("--max-reply-bytes %q: want a size such as 32M", *maxReply)
+	}
+	if *maxConns < 0 || *handshakeSecs <= 0 {
+		return errors.New("--max-connections must be 0 or more, --handshake-timeout more than 0")
+	}
+	if *maxConns == 0 {
+		*maxConns = -1 // nbd.Config: negative is no bound
 	}
 
 	var backend nbd.Backend
@@ -148,19 +175,20 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 
-	cfg := nbd.Config{
-		Exports:    []*nbd.Export{{Name: name, Description: *desc, Backend: backend, ReadOnly: *readOnly}},
-		RequireTLS: *tlsRequired,
-	}
+	// Warnings (a refused connection at the limit) are always logged;
+	// -v adds every connection's end.
+	level := slog.LevelWarn
 	if *verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+		level = slog.LevelInfo
 	}
-	if *tlsCert != "" || *tlsKey != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("TLS: %w", err)
-		}
-		cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := nbd.Config{
+		Exports:          []*nbd.Export{{Name: name, Description: *desc, Backend: backend, ReadOnly: *readOnly}},
+		TLSConfig:        tlsConfig,
+		RequireTLS:       tlsRequired,
+		MaxConns:         *maxConns,
+		MaxReplyBytes:    replyBytes,
+		HandshakeTimeout: time.Duration(*handshakeSecs * float64(time.Second)),
+		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}
 	srv, err := nbd.NewServer(cfg)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,7 +63,7 @@ type serving struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the server returned err
 	err    error
-	stderr *syncBuffer
+	stderr *nbdtest.SyncBuffer
 }
 
 func (s *serving) uri() string { return "nbd+unix:///?socket=" + s.socket }
@@ -83,32 +82,21 @@ func (s *serving) stop(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // serveImage starts `purerbd nbd serve -c CONF --image ... --socket S`.
 func serveImage(t *testing.T, c *radostest.Cluster, args ...string) *serving {
 	t.Helper()
+	return startServe(t, append([]string{"-c", c.Conf}, args...)...)
+}
+
+// startServe starts `purerbd nbd serve --socket S ARGS` in this process
+// and waits for its socket.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serving{socket: filepath.Join(t.TempDir(), "nbd.sock"), cancel: cancel, done: make(chan struct{}), stderr: &syncBuffer{}}
-	args = append([]string{"-c", c.Conf, "--socket", s.socket}, args...)
+	s := &serving{socket: filepath.Join(t.TempDir(), "nbd.sock"), cancel: cancel, done: make(chan struct{}), stderr: &nbdtest.SyncBuffer{}}
+	args = append([]string{"--socket", s.socket}, args...)
 	go func() {
-		s.err = runNBDServe(ctx, args, &syncBuffer{}, s.stderr)
+		s.err = runNBDServe(ctx, args, &nbdtest.SyncBuffer{}, s.stderr)
 		close(s.done)
 	}()
 	t.Cleanup(func() {
