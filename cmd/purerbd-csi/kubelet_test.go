@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/fakestore"
 	"github.com/purerbd/purerbd/csi/kubelet"
+	"github.com/purerbd/purerbd/internal/syncbuf"
 )
 
 func TestKubeletFlags(t *testing.T) {
@@ -41,24 +41,6 @@ func TestKubeletFlags(t *testing.T) {
 
 	_, _, err = parseFlags([]string{"--controller", "--kubelet-registration-path=/x/csi.sock"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "--node")
-}
-
-// syncBuffer is a bytes.Buffer for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // logValue returns the value of key in the first JSON log record with
@@ -89,7 +71,7 @@ func TestRunHealthEndpoint(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["`+mon+`"]}]`), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"--controller", "--endpoint=" + filepath.Join(dir, "csi.sock"),
