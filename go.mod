@@ -9,6 +9,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.50.0
 	google.golang.org/grpc v1.85.0
+	k8s.io/kubelet v0.37.2
 )
 
 require (

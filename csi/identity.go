@@ -7,11 +7,23 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // probeTimeout bounds the cluster checks of one Probe call.
 const probeTimeout = 5 * time.Second
+
+// Trailer keys of the Probe response, for a health endpoint that wants to
+// say why (the response itself has room for ready alone): the reason for
+// not being ready, and one value per warning about an ability the plugin
+// lacks while it is ready (a node plugin whose devices cannot be
+// reattached, say). Binary keys: the texts are not limited to ASCII.
+const (
+	ProbeReasonKey  = "purerbd-probe-reason-bin"
+	ProbeWarningKey = "purerbd-probe-warning-bin"
+)
 
 type identity struct {
 	csi.UnimplementedIdentityServer
@@ -44,11 +56,24 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 // controller, every configured cluster answers: a full session (cephx
 // included) when the plugin has credentials for it, else a check that
 // its monitors answer. The reason for not being ready is logged, since
-// the response has no room for it.
+// the response has no room for it, and sent in the trailer
+// (ProbeReasonKey), with the node's warnings (ProbeWarningKey): a node
+// that can attach devices but not keep them alive across a restart or a
+// dropped connection is degraded, not unready, since restarting it mends
+// nothing.
 func (i *identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	err := i.d.probe(ctx)
+	md := metadata.MD{}
 	if err != nil {
 		i.d.log.Warn("probe: not ready", "reason", err.Error())
+		md.Append(ProbeReasonKey, err.Error())
+	}
+	if i.d.cfg.Node {
+		md.Append(ProbeWarningKey, i.d.cfg.NodeServer.Warnings()...)
+	}
+	if len(md) > 0 {
+		// Only fails outside a gRPC call (a test calling Probe directly).
+		_ = grpc.SetTrailer(ctx, md)
 	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
 }

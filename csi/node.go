@@ -98,9 +98,10 @@ type NodeServer struct {
 	state *stateStore
 	ops   *inFlight // one operation per volume and per path at a time
 
-	mu     sync.Mutex
-	vols   map[string]*nodeVolume // staged volumes by volume ID
-	closed bool
+	mu       sync.Mutex
+	vols     map[string]*nodeVolume // staged volumes by volume ID
+	closed   bool
+	warnings []string // what the kernel withholds (node_support.go)
 }
 
 // NewNodeServer checks cfg and returns a node service; nothing touches
@@ -172,6 +173,7 @@ func (n *NodeServer) Start(ctx context.Context) error {
 	if err := kernel.LoadModule(ctx, n.cfg.Module); err != nil {
 		return fmt.Errorf("csi node: %w", err)
 	}
+	n.checkKernel(ctx)
 	recs, bad, err := n.state.loadAll()
 	if err != nil {
 		return fmt.Errorf("csi node: reading the node state: %w", err)

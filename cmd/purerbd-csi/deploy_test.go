@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/kubelet"
 )
 
 // manifest is the part of a Kubernetes object the checks look at.
@@ -24,19 +28,46 @@ type manifest struct {
 	Spec       struct {
 		AttachRequired *bool `json:"attachRequired"`
 		Template       struct {
-			Spec struct {
-				Containers []struct {
-					Name  string   `json:"name"`
-					Image string   `json:"image"`
-					Args  []string `json:"args"`
-				} `json:"containers"`
-			} `json:"spec"`
+			Spec podSpec `json:"spec"`
 		} `json:"template"`
 	} `json:"spec"`
 	Provisioner string            `json:"provisioner"`
 	Driver      string            `json:"driver"`
 	Parameters  map[string]string `json:"parameters"`
 	Data        map[string]string `json:"data"`
+}
+
+// podSpec is the part of a pod template the checks look at.
+type podSpec struct {
+	HostNetwork bool        `json:"hostNetwork"`
+	DNSPolicy   string      `json:"dnsPolicy"`
+	Containers  []container `json:"containers"`
+	Volumes     []struct {
+		Name     string `json:"name"`
+		HostPath *struct {
+			Path string `json:"path"`
+		} `json:"hostPath"`
+	} `json:"volumes"`
+}
+
+type container struct {
+	Name  string   `json:"name"`
+	Image string   `json:"image"`
+	Args  []string `json:"args"`
+	Ports []struct {
+		Name          string `json:"name"`
+		ContainerPort int    `json:"containerPort"`
+	} `json:"ports"`
+	LivenessProbe *struct {
+		HTTPGet *struct {
+			Path string `json:"path"`
+			Port any    `json:"port"` // a number or a port name
+		} `json:"httpGet"`
+	} `json:"livenessProbe"`
+	VolumeMounts []struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+	} `json:"volumeMounts"`
 }
 
 // loadManifests parses every YAML file under deploy/ with Python's yaml
@@ -92,17 +123,26 @@ func TestManifests(t *testing.T) {
 			for _, c := range m.Spec.Template.Spec.Containers {
 				require.NotEmpty(t, c.Image, "%s: container %s has no image", m.File, c.Name)
 				if c.Name != "purerbd-csi" {
-					assert.True(t, strings.HasPrefix(c.Image, "registry.k8s.io/sig-storage/"), c.Image)
+					// Only the controller's three sidecars: the node
+					// plugin registers itself and both serve their own
+					// health endpoint.
+					assert.Equal(t, "Deployment", m.Kind, "%s: sidecar %s", m.File, c.Name)
+					assert.Regexp(t, `^registry\.k8s\.io/sig-storage/csi-(provisioner|snapshotter|resizer):v`, c.Image, "%s: %s", m.File, c.Name)
 					assert.Contains(t, c.Args, "--csi-address=/csi/csi.sock", "%s: %s", m.File, c.Name)
 					continue
 				}
+				assert.True(t, strings.HasPrefix(c.Image, "purerbd/purerbd-csi:"), c.Image)
 				// Kubernetes expands $(NODE_NAME); the flag parser
 				// must accept everything else as written.
-				cfg, _, err := parseFlags(c.Args, &bytes.Buffer{})
+				cfg, o, err := parseFlags(c.Args, &bytes.Buffer{})
 				require.NoError(t, err, "%s: purerbd-csi args %q", m.File, c.Args)
 				assert.Equal(t, csi.DefaultDriverName, cfg.DriverName)
 				sawController = sawController || cfg.Controller
 				sawNode = sawNode || cfg.Node
+				checkLiveness(t, m.File, c, o.kubelet.healthAddr)
+				if m.Kind == "DaemonSet" {
+					checkNodePod(t, m.File, m.Spec.Template.Spec, c, cfg, o.kubelet)
+				}
 			}
 			names := []string{}
 			for _, c := range m.Spec.Template.Spec.Containers {
@@ -138,4 +178,54 @@ func TestManifests(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkLiveness checks that the container's liveness probe asks the
+// plugin's own health endpoint, on the port --health-addr serves.
+func checkLiveness(t *testing.T, file string, c container, healthAddr string) {
+	t.Helper()
+	require.NotEmpty(t, healthAddr, "%s: purerbd-csi serves no health endpoint (--health-addr)", file)
+	_, port, err := net.SplitHostPort(healthAddr)
+	require.NoError(t, err, "%s: --health-addr %q", file, healthAddr)
+	require.NotNil(t, c.LivenessProbe, "%s: no livenessProbe", file)
+	require.NotNil(t, c.LivenessProbe.HTTPGet, "%s: the livenessProbe is not an httpGet", file)
+	assert.Equal(t, kubelet.HealthPath, c.LivenessProbe.HTTPGet.Path, file)
+	probed := fmt.Sprint(c.LivenessProbe.HTTPGet.Port)
+	for _, p := range c.Ports {
+		if p.Name == probed {
+			probed = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	assert.Equal(t, port, probed, "%s: the livenessProbe asks port %v, --health-addr is %s", file, c.LivenessProbe.HTTPGet.Port, healthAddr)
+}
+
+// checkNodePod checks what the node plugin needs of its pod: the host's
+// network namespace (the nbd netlink family before Linux 6.4, LINK_DEAD
+// always), and a registration with the kubelet that points at the CSI
+// socket where the kubelet finds it on the host.
+func checkNodePod(t *testing.T, file string, pod podSpec, c container, cfg csi.Config, k kubeletOptions) {
+	t.Helper()
+	assert.True(t, pod.HostNetwork, "%s: the node plugin must run with hostNetwork: true", file)
+	assert.Equal(t, "ClusterFirstWithHostNet", pod.DNSPolicy, file)
+	hostPathOf := func(mountPath string) string {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath != mountPath {
+				continue
+			}
+			for _, v := range pod.Volumes {
+				if v.Name == m.Name && v.HostPath != nil {
+					return v.HostPath.Path
+				}
+			}
+		}
+		return ""
+	}
+	require.NotEmpty(t, k.registrationPath, "%s: the node plugin does not register with the kubelet (--kubelet-registration-path)", file)
+	assert.Equal(t, "/var/lib/kubelet/plugins/"+cfg.DriverName+"/csi.sock", k.registrationPath, file)
+	sock, err := csi.EndpointPath(cfg.Endpoint)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Dir(k.registrationPath), hostPathOf(filepath.Dir(sock)),
+		"%s: the CSI socket's directory %s is not the host's %s", file, filepath.Dir(sock), filepath.Dir(k.registrationPath))
+	assert.Equal(t, "/var/lib/kubelet/plugins_registry", hostPathOf(k.registrationDir),
+		"%s: the registration directory %s is not the kubelet's", file, k.registrationDir)
 }

@@ -39,6 +39,7 @@ type options struct {
 	logLevel   slog.Level
 	logFormat  string
 	node       nodeOptions
+	kubelet    kubeletOptions
 }
 
 // nodeOptions are the flags of the node role (csi.NodeConfig fields).
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 		"node: the kernel's NBD request timeout; a request in flight when the plugin dies is resent after it, so it bounds the stall of a restart")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
+	o.kubelet.addFlags(fs)
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -103,6 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	}
 	if cfg.Node && cfg.NodeID == "" {
 		return cfg, o, errors.New("--node needs --nodeid")
+	}
+	if err := o.kubelet.check(cfg); err != nil {
+		return cfg, o, err
 	}
 	if cfg.SweepInterval < 0 {
 		return cfg, o, errors.New("--sweep-interval is negative")
@@ -165,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.NodeServer = n
 	}
-	if err := csi.NewDriver(cfg).Run(ctx); err != nil {
+	if err := serveWithKubelet(ctx, cfg, o.kubelet, csi.NewDriver(cfg).Run); err != nil {
 		cfg.Logger.Error("stopped", "error", strings.TrimPrefix(err.Error(), "csi: "))
 		return 1
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +26,9 @@ import (
 
 // TestControllerBinary runs the purerbd-csi binary as the controller
 // Deployment does (cluster config file, plugin secrets directory, unix
-// socket) against a real Ceph cluster: Probe is ready, a volume is made
-// and deleted, SIGTERM stops it cleanly and removes the socket.
+// socket) against a real Ceph cluster: Probe is ready and the health
+// endpoint answers 200, a volume is made and deleted, SIGTERM stops it
+// cleanly and removes the socket.
 func TestControllerBinary(t *testing.T) {
 	cl := radostest.New(t, radostest.Options{})
 	dir, err := os.MkdirTemp("", "csibin")
@@ -44,9 +48,15 @@ func TestControllerBinary(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(secrets, "userKey"), []byte(cl.AdminKey), 0o600))
 	sock := filepath.Join(dir, "csi.sock")
 
+	// A free port for the health endpoint, as the Deployment gives one.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	healthAddr := hl.Addr().String()
+	hl.Close()
+
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--controller", "--endpoint=unix://"+sock, "--cluster-config="+cfg,
-		"--secrets-dir="+secrets, "--log-level=debug", "--log-format=json")
+		"--secrets-dir="+secrets, "--health-addr="+healthAddr, "--log-level=debug", "--log-format=json")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -74,6 +84,21 @@ func TestControllerBinary(t *testing.T) {
 	pr, err := csipb.NewIdentityClient(conn).Probe(ctx, &csipb.ProbeRequest{})
 	require.NoError(t, err)
 	assert.True(t, pr.GetReady().GetValue(), "Probe with the plugin's credentials")
+	// The liveness probe's view of the same: the health endpoint.
+	var hresp *http.Response
+	hdeadline := time.Now().Add(10 * time.Second)
+	for {
+		hresp, err = (&http.Client{Timeout: 20 * time.Second}).Get("http://" + healthAddr + "/healthz")
+		if err == nil || time.Now().After(hdeadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, err, "GET /healthz")
+	hbody, _ := io.ReadAll(hresp.Body)
+	hresp.Body.Close()
+	assert.Equal(t, http.StatusOK, hresp.StatusCode, "%s", hbody)
+	assert.Equal(t, "ok\n", string(hbody))
 
 	ctrl := csipb.NewControllerClient(conn)
 	v, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{

@@ -236,10 +236,12 @@ func runNBDUnmap(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	c, err := kernel.Open(ctx, kernel.ClientConfig{})
 	if kernel.IoctlOnly(err, "") {
-		// A kernel before 4.12: devices there are attached through
-		// ioctls, and have no cookies.
+		// No netlink family here (a kernel before 4.12, or before 6.4
+		// outside the initial network namespace): devices attached from
+		// here went through ioctls, and have no cookies.
 		if *cookie != "" {
-			return errors.New("this kernel has no nbd netlink interface: its devices carry no cookie; give /dev/nbdN")
+			return fmt.Errorf("%s: devices attached without it carry no cookie; give /dev/nbdN",
+				kernel.MissingFamilyCause(kernel.CurrentNetns("")))
 		}
 		return kernel.DisconnectIoctl(index)
 	}

@@ -15,7 +15,9 @@ import (
 // /bin/purerbd. The guest has no network, so it maps memory disks and
 // files rather than RBD images: what it checks is the kernel side of the
 // verbs (map with conns, device and cookie; list; unmap by path and by
-// cookie; SIGTERM unmapping; release on exit and reattach by cookie).
+// cookie; SIGTERM unmapping; release on exit and reattach by cookie; a
+// map in a network namespace of its own names the namespace as what it
+// lacks netlink or LINK_DEAD for).
 const nbdMapScenario = `
 set -u
 P=/bin/purerbd
@@ -77,6 +79,20 @@ $P nbd unmap $dev || fail "unmap after reattach"
 wait $pid; rc=$?; [ $rc -eq 0 ] || fail "reattached map exited $rc"
 echo "STEP release-reattach ok"
 
+# 5: in a network namespace of its own, as a pod without hostNetwork runs:
+# before Linux 6.4 the nbd netlink family is missing there (ioctls), and on
+# every kernel LINK_DEAD is; either way the log names the namespace, and
+# does not blame the kernel's age
+unshare -n $P nbd map --memory 64M --cookie vm-cookie-6 >/tmp/map6.out 2>/tmp/map6.err & pid=$!
+dev=$(waitdev /tmp/map6.out) || fail "map in a new network namespace printed no device"
+grep -q "network namespace" /tmp/map6.err || fail "the log of a map in a new network namespace does not name the namespace"
+grep -q "hostNetwork: true" /tmp/map6.err || fail "the log of a map in a new network namespace gives no remedy"
+grep -q "Linux before 4.12" /tmp/map6.err && fail "a map in a new network namespace blames Linux 4.12"
+echo "NETNS $(uname -r): $(grep -m1 'network namespace' /tmp/map6.err)"
+kill -TERM $pid; wait $pid; rc=$?; [ $rc -eq 0 ] || fail "map in a new network namespace exited $rc on SIGTERM"
+$P nbd list | grep -q "^$dev " && fail "$dev still mapped after SIGTERM"
+echo "STEP netns-named ok"
+
 [ -z "$($P nbd list)" ] || fail "devices left mapped"
 echo "RESULT ok"
 `
@@ -106,7 +122,7 @@ func TestNBDMapInVM(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || len(res.Lines("RESULT ok")) != 1 {
 		t.Fatalf("guest scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
 	}
-	for _, l := range res.Lines("STEP ") {
+	for _, l := range append(res.Lines("STEP "), res.Lines("NETNS ")...) {
 		t.Log(l)
 	}
 	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())

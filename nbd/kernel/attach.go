@@ -55,8 +55,9 @@ type AttachConfig struct {
 	// DestroyOnDisconnect removes /dev/nbdN when it is disconnected.
 	DestroyOnDisconnect bool
 	// Ioctl attaches through the nbd driver's ioctls even where the
-	// netlink family exists. Attach falls back to them by itself on
-	// kernels without the family (before Linux 4.12). Such a device has
+	// netlink family exists. Attach falls back to them by itself where
+	// the family is missing (before Linux 4.12, or before 6.4 outside
+	// the initial network namespace). Such a device has
 	// no cookie and cannot be reattached or released, ignores
 	// DeadConnTimeout and DestroyOnDisconnect, needs a free existing
 	// /dev/nbdN (the module's nbds_max), and a connection the kernel
@@ -119,8 +120,9 @@ func (cfg *AttachConfig) check(reattach bool) error {
 // cookie and Reattachable reports false. A cookie already carried by
 // another device is refused with ErrCookieInUse (reattach that device).
 //
-// Without the nbd netlink family (a kernel before 4.12, with nbd loaded),
-// or with cfg.Ioctl, the device is attached through ioctls instead (see
+// Without the nbd netlink family (a kernel before 4.12, or before 6.4
+// outside the initial network namespace; see MissingFamilyCause), or with
+// cfg.Ioctl, the device is attached through ioctls instead (see
 // AttachConfig.Ioctl for what that loses).
 func Attach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	if err := cfg.check(false); err != nil {
@@ -132,7 +134,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	client, err := Open(ctx, cfg.Client)
 	if err != nil {
 		if useIoctl(&cfg, err) {
-			cfg.Logger.Warn("nbd: the kernel has no nbd netlink family (Linux before 4.12): attaching through ioctls; " +
+			cfg.Logger.Warn("nbd: " + MissingFamilyCause(CurrentNetns("")) + "; attaching through ioctls: " +
 				"the device cannot be reattached after this process ends, and connections the kernel drops are not replaced")
 			return attachIoctl(ctx, cfg)
 		}
@@ -229,7 +231,7 @@ func Reattach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	client, err := Open(ctx, cfg.Client)
 	if err != nil {
 		if useIoctl(&cfg, err) {
-			err = fmt.Errorf("%w (no nbd netlink family: a kernel before 4.12 has only the ioctl interface)", ErrReattachUnsupported)
+			err = fmt.Errorf("%w (%s)", ErrReattachUnsupported, MissingFamilyCause(CurrentNetns("")))
 		}
 		return nil, fmt.Errorf("nbd reattach: %w", err)
 	}

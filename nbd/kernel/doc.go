@@ -32,4 +32,12 @@
 // which give no cookie, no reattach, no release and no replacement of
 // dropped connections, and says so in its log (AttachConfig.Ioctl forces
 // that path where netlink exists).
+//
+// The network namespace matters too: before Linux 6.4 the family exists
+// only in the kernel's initial network namespace, so a process in another
+// one (a Kubernetes pod without hostNetwork) falls back to the ioctls as
+// on a kernel before 4.12; and on every kernel LINK_DEAD notifications are
+// sent into the initial namespace only, so elsewhere dropped connections
+// are never replaced. CheckSupport tells what a process has, and the logs
+// name the namespace as the cause where it is (CurrentNetns).
 package kernel

@@ -28,6 +28,10 @@ func (d *Device) startHealer() {
 		d.log.Warn("nbd: not watching for dead connections: connections the kernel drops will not be replaced", "err", err)
 		return
 	}
+	if CurrentNetns("") == NetnsOther {
+		// Subscribing worked, but nothing will arrive.
+		d.log.Warn("nbd: " + linkDeadProblem)
+	}
 	ctx := d.healCtx
 	done := make(chan struct{})
 	d.stopHeal = sync.OnceFunc(func() {

@@ -48,8 +48,9 @@ func useIoctl(cfg *AttachConfig, openErr error) bool {
 }
 
 // IoctlOnly reports whether openErr, an error of Open, means that the
-// kernel has nbd loaded but no nbd netlink family (a kernel before 4.12),
-// so that only the ioctl interface works. sysfsRoot "" means /sys.
+// kernel has nbd loaded but no nbd netlink family here (a kernel before
+// 4.12, or before 6.4 outside the initial network namespace:
+// MissingFamilyCause tells which), so that only the ioctl interface works. sysfsRoot "" means /sys.
 func IoctlOnly(openErr error, sysfsRoot string) bool {
 	if !errors.Is(openErr, ErrNotLoaded) {
 		return false
