@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/syncbuf"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
@@ -133,7 +134,7 @@ func greeted(t *testing.T, srv *nbdtest.Server) *rawConn {
 }
 
 func TestConnectionLimit(t *testing.T) {
-	var logs nbdtest.SyncBuffer
+	var logs syncbuf.Buffer
 	m, _ := nbd.NewMemory(1 << 20)
 	srv := nbdtest.Start(t, nbd.Config{
 		Exports:  []*nbd.Export{{Name: "e", Backend: m}},

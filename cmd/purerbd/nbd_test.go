@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/syncbuf"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 	"github.com/purerbd/purerbd/rados/radostest"
 )
@@ -63,7 +64,7 @@ type serving struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the server returned err
 	err    error
-	stderr *nbdtest.SyncBuffer
+	stderr *syncbuf.Buffer
 }
 
 func (s *serving) uri() string { return "nbd+unix:///?socket=" + s.socket }
@@ -93,10 +94,10 @@ func serveImage(t *testing.T, c *radostest.Cluster, args ...string) *serving {
 func startServe(t *testing.T, args ...string) *serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serving{socket: filepath.Join(t.TempDir(), "nbd.sock"), cancel: cancel, done: make(chan struct{}), stderr: &nbdtest.SyncBuffer{}}
+	s := &serving{socket: filepath.Join(t.TempDir(), "nbd.sock"), cancel: cancel, done: make(chan struct{}), stderr: &syncbuf.Buffer{}}
 	args = append([]string{"--socket", s.socket}, args...)
 	go func() {
-		s.err = runNBDServe(ctx, args, &nbdtest.SyncBuffer{}, s.stderr)
+		s.err = runNBDServe(ctx, args, &syncbuf.Buffer{}, s.stderr)
 		close(s.done)
 	}()
 	t.Cleanup(func() {

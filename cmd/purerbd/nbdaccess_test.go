@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/syncbuf"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
 
@@ -29,7 +30,7 @@ func TestNBDServeRefusesOpenListen(t *testing.T) {
 		// TLS without client certificates encrypts but lets anyone in.
 		{"--tcp", "0.0.0.0:0", "--tls-certificates", pki.Dir, "--tls-required"},
 	} {
-		var stdout, stderr nbdtest.SyncBuffer
+		var stdout, stderr syncbuf.Buffer
 		// A server that did listen stops when ctx ends, and fails below.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err := runNBDServe(ctx, append([]string{"--memory", "1M"}, args...), &stdout, &stderr)
@@ -91,7 +92,7 @@ func TestNBDServeTLSFlagErrors(t *testing.T) {
 		{[]string{"--max-connections", "-1"}, "--max-connections"},
 		{[]string{"--handshake-timeout", "0"}, "--handshake-timeout"},
 	} {
-		var stdout, stderr nbdtest.SyncBuffer
+		var stdout, stderr syncbuf.Buffer
 		err := runNBDServe(context.Background(), append([]string{"--memory", "1M", "--socket", sock}, c.args...), &stdout, &stderr)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("nbd serve %v: %v, want an error naming %q", c.args, err, c.want)
