@@ -273,6 +273,14 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 	} else if !kept {
 		n.log.Debug("credentials not kept: the state directory is not in memory", "volumeID", rec.VolumeID)
 	}
+	if !rec.ReadOnly {
+		// NBD devices are reused: a read-only flag left by a block
+		// publication of another volume must not stay.
+		if err := setDeviceReadOnly(rec.devicePath(), false); err != nil {
+			undo()
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
+	}
 	if !rec.Block {
 		if err := n.formatAndMount(ctx, rec, nc); err != nil {
 			undo()
