@@ -189,8 +189,12 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	conns := 0
+	if s := n.stateOf(v); s.dev != nil { // nil when released at once: Close began
+		conns = s.dev.Conns()
+	}
 	n.log.Info("volume staged", "volumeID", id, "device", rec.devicePath(), "block", nc.block, "fsType", nc.fsType,
-		"readOnly", nc.readOnly, "conns", v.dev.Conns(), "duration", time.Since(start).Round(time.Millisecond))
+		"readOnly", nc.readOnly, "conns", conns, "duration", time.Since(start).Round(time.Millisecond))
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 

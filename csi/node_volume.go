@@ -209,6 +209,9 @@ func (n *NodeServer) release(ctx context.Context, v *nodeVolume) error {
 	}
 	id := v.rec.VolumeID
 	n.mu.Unlock()
+	if dev == nil && img == nil {
+		return nil // not served: broken, or released already
+	}
 	var errs []error
 	if dev != nil {
 		if err := dev.Release(ctx); err != nil {
