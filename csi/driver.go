@@ -160,7 +160,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 		lis.Close()
 		return err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(d.logCalls))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(d.logCalls, d.recoverPanics))
 	csi.RegisterIdentityServer(srv, &identity{d: d})
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})

@@ -2,14 +2,20 @@ package csi_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/fakestore"
@@ -62,4 +68,43 @@ func TestRunStopsOnCancel(t *testing.T) {
 	}
 	_, err = os.Stat(sock)
 	assert.True(t, os.IsNotExist(err))
+}
+
+// TestPanicInCallIsInternal: a call that panics gets INTERNAL, the
+// plugin keeps serving, and the log has the panic and its stack but not
+// the request's key.
+func TestPanicInCallIsInternal(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	dir, err := os.MkdirTemp("", "csi")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "csi.sock")
+	logs := &syncBuffer{}
+	drv := csi.NewDriver(csi.Config{
+		ClusterConfigPath: filepath.Join(h.dir, "config.json"), Controller: true, Store: h.store,
+		Logger:    slog.New(slog.NewTextHandler(logs, nil)),
+		FaultHook: func(step string) error { panic("step " + step + " with key " + testKey) },
+	})
+	lis, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- drv.Serve(ctx, lis) }()
+	defer func() { cancel(); <-done }()
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctrl := csipb.NewControllerClient(conn)
+
+	_, err = ctrl.CreateVolume(ctx, h.volReq("pvc-panic", 1<<20))
+	assert.Equal(t, codes.Internal, status.Code(err), "%v", err)
+	assert.NotContains(t, err.Error(), testKey)
+	// Still serving.
+	_, err = csipb.NewIdentityClient(conn).Probe(ctx, &csipb.ProbeRequest{})
+	require.NoError(t, err)
+	l := logs.String()
+	assert.Contains(t, l, "a CSI call panicked")
+	assert.Contains(t, l, "runtime/debug.Stack")
+	assert.Contains(t, l, "CreateVolume")
+	assert.NotContains(t, l, testKey)
 }

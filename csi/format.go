@@ -153,7 +153,8 @@ var defaultMkfsOptions = map[string][]string{
 
 // mkfsArgs returns the program and arguments that make fsType on dev;
 // options, when not empty, replace the defaults (the mkfsOptions volume
-// parameter, split at white space).
+// parameter, split at white space, and refused unless every option is
+// on the allow-list of mkfsoptions.go).
 func mkfsArgs(fsType, options, dev string) (string, []string, error) {
 	var prog string
 	switch fsType {
@@ -166,12 +167,10 @@ func mkfsArgs(fsType, options, dev string) (string, []string, error) {
 	}
 	args := defaultMkfsOptions[fsType]
 	if strings.TrimSpace(options) != "" {
-		args = strings.Fields(options)
-	}
-	for _, a := range args {
-		if strings.HasPrefix(a, "/") {
-			return "", nil, fmt.Errorf("mkfsOptions must not name a device (%q)", a)
+		if err := checkMkfsOptions(fsType, options); err != nil {
+			return "", nil, err
 		}
+		args = strings.Fields(options)
 	}
 	return prog, append(append([]string(nil), args...), dev), nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -124,9 +125,24 @@ func readMountTable() (mountTable, error) {
 	return mountTable(l), err
 }
 
+// resolvePath returns p with every symbolic link in it resolved, the
+// way mount(2) resolves a mount point and the kernel lists it in
+// mountinfo; p itself, cleaned, when it cannot be resolved (it does not
+// exist). Mount points are compared, and unmounted, only by their
+// resolved paths: a target reached through a symbolic link would
+// otherwise look unmounted, so an unmount would report success without
+// unmounting and a retried mount would stack another one.
+func resolvePath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
 // at returns the top mount at path (the last one listed, which hides
-// the others).
+// the others), after resolving path.
 func (t mountTable) at(path string) (mountInfo, bool) {
+	path = resolvePath(path)
 	for i := len(t) - 1; i >= 0; i-- {
 		if t[i].MountPoint == path {
 			return t[i], true
@@ -260,8 +276,11 @@ func bindMount(source, target string, o mountOptions) error {
 }
 
 // unmount unmounts target, retrying for a moment while it is busy (a
-// process that is just leaving it).
+// process that is just leaving it). A symbolic link in target is
+// resolved first; the resolved path is unmounted without following
+// links again.
 func unmount(target string) error {
+	target = resolvePath(target)
 	var err error
 	for i := 0; i < 20; i++ {
 		err = unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
@@ -279,6 +298,7 @@ func unmount(target string) error {
 // unmountAll unmounts target until nothing is mounted there (mounts may
 // be stacked).
 func unmountAll(target string) error {
+	target = resolvePath(target)
 	for range 16 {
 		t, err := readMountTable()
 		if err != nil {

@@ -91,3 +91,36 @@ func TestBindMountReadOnly(t *testing.T) {
 	require.NoError(t, unmountAll(dst), "nothing mounted: no error")
 	require.NoError(t, unmountAll(src))
 }
+
+// TestMountThroughSymlink mounts a tmpfs at a directory reached through
+// a symbolic link: the link is seen as mounted, and unmounting it
+// unmounts the directory (it used to report success and leave the
+// mount). It needs CAP_SYS_ADMIN.
+func TestMountThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	require.NoError(t, os.Symlink("real", link))
+	require.NoError(t, unix.Mount("tmpfs", link, "tmpfs", 0, "size=1m"), "mounting a tmpfs needs CAP_SYS_ADMIN")
+	t.Cleanup(func() { unix.Unmount(real, 0) })
+
+	tab, err := readMountTable()
+	require.NoError(t, err)
+	_, ok := tab.at(link)
+	assert.True(t, ok, "mounted, seen through the link")
+	_, ok = tab.at(real)
+	assert.True(t, ok)
+
+	require.NoError(t, unmountAll(link))
+	tab, err = readMountTable()
+	require.NoError(t, err)
+	_, ok = tab.at(real)
+	assert.False(t, ok, "unmounting the link unmounts its target")
+
+	// unmount alone too.
+	require.NoError(t, unix.Mount("tmpfs", real, "tmpfs", 0, "size=1m"))
+	require.NoError(t, unmount(link))
+	tab, _ = readMountTable()
+	_, ok = tab.at(real)
+	assert.False(t, ok)
+}

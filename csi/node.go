@@ -46,6 +46,10 @@ const (
 	DefaultFsType          = "ext4"
 )
 
+// nodeReleaseTimeout bounds releasing a volume that a call staged or
+// took over after Close began.
+const nodeReleaseTimeout = 15 * time.Second
+
 // NodeConfig configures the node service.
 type NodeConfig struct {
 	// NodeID identifies this node (the Kubernetes node name).
@@ -98,9 +102,19 @@ type NodeServer struct {
 	state *stateStore
 	ops   *inFlight // one operation per volume and per path at a time
 
-	mu       sync.Mutex
-	vols     map[string]*nodeVolume // staged volumes by volume ID
-	closed   bool
+	mu   sync.Mutex
+	vols map[string]*nodeVolume // staged volumes by volume ID
+	// staging counts the NodeStage calls between their volume limit
+	// check and the end of their staging: they hold a place under
+	// MaxVolumes as the volumes in vols do.
+	staging int64
+	// closed is set by Close; calls that start afterwards are refused.
+	closed bool
+	// calls counts the calls holding a volume's operation lock, which
+	// Close waits for; idle is closed when it falls to zero while
+	// closed is set.
+	calls    int
+	idle     chan struct{}
 	warnings []string // what the kernel withholds (node_support.go)
 }
 
@@ -206,10 +220,35 @@ func (n *NodeServer) Start(ctx context.Context) error {
 // Close hands every device over for the next plugin process: it stops
 // serving each one once its connection is idle (the kernel holds new I/O
 // meanwhile) and closes the images, releasing their locks. The node
-// state stays. Calls after Close fail with UNAVAILABLE.
+// state stays, and so do the devices and mounts: staged volumes outlive
+// the process. Calls that start after Close began fail with
+// UNAVAILABLE. Calls already running are waited for, up to half of the
+// time ctx leaves, while every device is still served; then the
+// devices are released. A stage that completes after that releases its
+// own volume (addStaged), so no volume is left served by a process that
+// is going away.
 func (n *NodeServer) Close(ctx context.Context) error {
 	n.mu.Lock()
 	n.closed = true
+	if n.idle == nil {
+		n.idle = make(chan struct{})
+		if n.calls == 0 {
+			close(n.idle)
+		}
+	}
+	idle := n.idle
+	n.mu.Unlock()
+	wctx, cancel := drainContext(ctx)
+	select {
+	case <-idle:
+	case <-wctx.Done():
+		n.mu.Lock()
+		running := n.calls
+		n.mu.Unlock()
+		n.log.Warn("closing with calls still running: volumes they stage are released when they end", "calls", running)
+	}
+	cancel()
+	n.mu.Lock()
 	vols := make([]*nodeVolume, 0, len(n.vols))
 	for _, v := range n.vols {
 		vols = append(vols, v)
@@ -235,22 +274,78 @@ func (n *NodeServer) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// drainContext bounds Close's wait for running calls to half of the
+// time ctx leaves, keeping the rest for releasing the devices.
+func drainContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithTimeout(ctx, time.Until(d)/2)
+	}
+	return context.WithCancel(ctx)
+}
+
 // lockVolume serialises operations on one volume; a second one at the
-// same time is refused with ABORTED.
+// same time is refused with ABORTED, and every one after Close began
+// with UNAVAILABLE. Close waits for the calls holding a lock.
 func (n *NodeServer) lockVolume(id string, paths ...string) (func(), error) {
 	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
+	if n.closed {
+		n.mu.Unlock()
 		return nil, status.Error(codes.Unavailable, "the node service is shutting down")
 	}
+	n.calls++
+	n.mu.Unlock()
 	keys := []string{"volume " + id}
 	for _, p := range paths {
 		if p != "" {
 			keys = append(keys, "path "+p)
 		}
 	}
-	return n.ops.lock(keys...)
+	unlock, err := n.ops.lock(keys...)
+	if err != nil {
+		n.callDone()
+		return nil, err
+	}
+	return func() { unlock(); n.callDone() }, nil
+}
+
+// callDone ends a call counted by lockVolume.
+func (n *NodeServer) callDone() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls--
+	if n.calls == 0 && n.idle != nil {
+		close(n.idle)
+	}
+}
+
+// stageSlot is a place under MaxVolumes held by a NodeStage while it
+// stages; addStaged turns it into the staged volume, free gives it back.
+type stageSlot struct {
+	n    *NodeServer
+	used bool
+}
+
+// reserveSlot checks the volume limit and holds a place under it, in
+// one step, so that concurrent stages cannot all pass the check.
+func (n *NodeServer) reserveSlot() (*stageSlot, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	count := int64(len(n.vols)) + n.staging
+	if n.cfg.MaxVolumes > 0 && count >= n.cfg.MaxVolumes {
+		return nil, status.Errorf(codes.ResourceExhausted, "this node already has %d volumes staged or being staged, its limit", count)
+	}
+	n.staging++
+	return &stageSlot{n: n}, nil
+}
+
+// free gives the place back unless a staged volume took it.
+func (s *stageSlot) free() {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if !s.used {
+		s.used = true
+		s.n.staging--
+	}
 }
 
 // volume returns the staged volume with the given ID, or nil.

@@ -106,6 +106,9 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		o.flags |= unix.MS_RDONLY
 	}
 	if s.rec.Block {
+		if err := setBlockAccess(&s.rec, target, pub.ReadOnly, t); err != nil {
+			return nil, err
+		}
 		if err := makeBlockTarget(target); err != nil {
 			return nil, err
 		}
@@ -137,6 +140,36 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 	}
 	n.log.Info("volume published", "volumeID", id, "target", target, "readOnly", pub.ReadOnly, "block", s.rec.Block)
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// setBlockAccess makes the device of a block volume staged read-write
+// read-only for a read-only publication at target, or writable for a
+// read-write one. Publications of both kinds at once are refused: the
+// read-only flag is the whole device's. (A volume staged with a
+// reader-only access mode has a read-only device from the start.)
+func setBlockAccess(rec *stageRecord, target string, readOnly bool, t mountTable) error {
+	if rec.ReadOnly {
+		return nil
+	}
+	for other, p := range rec.Published {
+		if other == target || p.ReadOnly == readOnly {
+			continue
+		}
+		if _, mounted := t.at(other); !mounted {
+			continue
+		}
+		kind := "read-write"
+		if p.ReadOnly {
+			kind = "read-only"
+		}
+		return status.Errorf(codes.FailedPrecondition,
+			"block volume %q is published %s at %s: its device is read-only or writable as a whole, so it cannot also be published the other way on this node",
+			rec.VolumeID, kind, other)
+	}
+	if err := setDeviceReadOnly(rec.devicePath(), readOnly); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	return nil
 }
 
 // isPublication reports whether mount m at target is a publication of
@@ -201,12 +234,31 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 		return nil, status.Errorf(codes.Internal, "removing the target path: %v", err)
 	}
 	if v := n.volume(id); v != nil {
-		if _, ok := n.stateOf(v).rec.Published[target]; ok {
+		s := n.stateOf(v)
+		if p, ok := s.rec.Published[target]; ok {
 			if err := n.update(v, func(r *stageRecord) { delete(r.Published, target) }); err != nil {
 				return nil, err
+			}
+			if s.rec.Block && !s.rec.ReadOnly && p.ReadOnly && !hasReadOnlyPublication(&s.rec, target) && s.broken == nil {
+				// The last reader is gone: the device may be written
+				// again by the next publication.
+				if err := setDeviceReadOnly(s.rec.devicePath(), false); err != nil {
+					return nil, status.Errorf(codes.Internal, "%v", err)
+				}
 			}
 		}
 	}
 	n.log.Info("volume unpublished", "volumeID", id, "target", target)
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// hasReadOnlyPublication reports whether a volume has a read-only
+// publication other than at target.
+func hasReadOnlyPublication(rec *stageRecord, target string) bool {
+	for other, p := range rec.Published {
+		if other != target && p.ReadOnly {
+			return true
+		}
+	}
+	return false
 }

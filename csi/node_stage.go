@@ -151,12 +151,11 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if v := n.volume(id); v != nil {
 		return &csi.NodeStageVolumeResponse{}, n.restage(ctx, v, nc, staging, req.GetSecrets())
 	}
-	n.mu.Lock()
-	count := int64(len(n.vols))
-	n.mu.Unlock()
-	if n.cfg.MaxVolumes > 0 && count >= n.cfg.MaxVolumes {
-		return nil, status.Errorf(codes.ResourceExhausted, "this node already has %d volumes staged, its limit", count)
+	slot, err := n.reserveSlot()
+	if err != nil {
+		return nil, err
 	}
+	defer slot.free()
 	if err := prepareStagingDir(staging); err != nil {
 		return nil, err
 	}
@@ -186,12 +185,16 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		Exclusive:   nc.exclusive,
 	}
 	start := time.Now()
-	v, err := n.stage(ctx, vid, cl, cred, rec, nc)
+	v, err := n.stage(ctx, vid, cl, cred, rec, nc, slot)
 	if err != nil {
 		return nil, err
 	}
+	conns := 0
+	if s := n.stateOf(v); s.dev != nil { // nil when released at once: Close began
+		conns = s.dev.Conns()
+	}
 	n.log.Info("volume staged", "volumeID", id, "device", rec.devicePath(), "block", nc.block, "fsType", nc.fsType,
-		"readOnly", nc.readOnly, "conns", v.dev.Conns(), "duration", time.Since(start).Round(time.Millisecond))
+		"readOnly", nc.readOnly, "conns", conns, "duration", time.Since(start).Round(time.Millisecond))
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
@@ -221,9 +224,9 @@ func prepareStagingDir(staging string) error {
 	return nil
 }
 
-// stage attaches a new volume, formats and mounts it. On failure it
-// undoes what it did.
-func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord, nc nodeCapability) (_ *nodeVolume, err error) {
+// stage attaches a new volume, formats and mounts it, and adds it to the
+// staged volumes in place of slot. On failure it undoes what it did.
+func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord, nc nodeCapability, slot *stageSlot) (_ *nodeVolume, err error) {
 	img, err := n.openImage(ctx, vid, cl, cred, rec)
 	if err != nil {
 		return nil, err
@@ -274,17 +277,55 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 	} else if !kept {
 		n.log.Debug("credentials not kept: the state directory is not in memory", "volumeID", rec.VolumeID)
 	}
+	if !rec.ReadOnly {
+		// NBD devices are reused: a read-only flag left by a block
+		// publication of another volume must not stay.
+		if err := setDeviceReadOnly(rec.devicePath(), false); err != nil {
+			undo()
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
+	}
 	if !rec.Block {
 		if err := n.formatAndMount(ctx, rec, nc); err != nil {
 			undo()
 			return nil, err
 		}
 	}
-	n.mu.Lock()
-	n.vols[rec.VolumeID] = v
-	n.mu.Unlock()
-	n.startWatch(v, dev, cfg)
+	n.addStaged(ctx, v, cfg, slot)
 	return v, nil
+}
+
+// addStaged adds a volume that was just staged to the staged volumes, in
+// place of its slot, and watches its device. When Close has begun
+// meanwhile, and so may have released the volumes it knew of already,
+// the volume is released here instead: it stays staged (its device,
+// mount and node state are there for the next process), but this
+// process no longer serves it.
+func (n *NodeServer) addStaged(ctx context.Context, v *nodeVolume, cfg kernel.AttachConfig, slot *stageSlot) {
+	n.mu.Lock()
+	n.vols[v.rec.VolumeID] = v
+	if !slot.used {
+		slot.used = true
+		n.staging--
+	}
+	closed := n.closed
+	dev := v.dev
+	n.mu.Unlock()
+	if closed {
+		n.releaseLate(ctx, v)
+		return
+	}
+	n.startWatch(v, dev, cfg)
+}
+
+// releaseLate releases a volume that a call made served after Close
+// began.
+func (n *NodeServer) releaseLate(ctx context.Context, v *nodeVolume) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeReleaseTimeout)
+	defer cancel()
+	if err := n.release(rctx, v); err != nil {
+		n.log.Error("releasing a volume served after the node service began closing", "volumeID", v.rec.VolumeID, "error", err.Error())
+	}
 }
 
 // formatAndMount makes a file system on a blank device and mounts the

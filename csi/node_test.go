@@ -10,6 +10,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -343,4 +344,36 @@ func TestNodeMaxVolumes(t *testing.T) {
 	})
 	assert.Equal(t, codes.ResourceExhausted, code(err))
 	assert.Empty(t, op.opened)
+}
+
+// TestNodeSymlinkedPaths sends node calls whose paths are symbolic links
+// to mount points: NodeUnpublish unmounts what the link leads to, and
+// NodeStage sees that something is mounted at its staging path rather
+// than stacking a mount on it. It needs CAP_SYS_ADMIN.
+func TestNodeSymlinkedPaths(t *testing.T) {
+	ctx := context.Background()
+	n, _ := newTestNode(t)
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	require.NoError(t, os.Symlink(real, link))
+	mounted := func() bool {
+		tab, err := readMountTable()
+		require.NoError(t, err)
+		_, ok := tab.at(real)
+		return ok
+	}
+	require.NoError(t, unix.Mount("tmpfs", real, "tmpfs", 0, "size=1m"), "mounting a tmpfs needs CAP_SYS_ADMIN")
+	t.Cleanup(func() { unmountAll(real) })
+
+	_, err := n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+		VolumeId: testVolumeID("v"), StagingTargetPath: link,
+		VolumeCapability: mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, ""),
+		Secrets:          map[string]string{"userID": "u", "userKey": "good-key"},
+	})
+	assert.Equal(t, codes.AlreadyExists, code(err), "%v", err)
+
+	_, err = n.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: testVolumeID("v"), TargetPath: link})
+	require.NoError(t, err)
+	assert.False(t, mounted(), "NodeUnpublish through a link unmounts")
 }

@@ -177,7 +177,14 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	n.mu.Lock()
 	v.img, v.dev, v.broken = img, dev, nil
 	v.rec.Index = dev.Index()
+	closed := n.closed
 	n.mu.Unlock()
+	if closed {
+		// Close may have released this volume already, before the
+		// takeover served it again.
+		n.releaseLate(ctx, v)
+		return status.Error(codes.Unavailable, "the node service is shutting down")
+	}
 	if err := n.update(v, func(*stageRecord) {}); err != nil {
 		n.log.Warn("saving the node state after a takeover", "volumeID", rec.VolumeID, "error", errorMessage(err))
 	}
@@ -202,6 +209,9 @@ func (n *NodeServer) release(ctx context.Context, v *nodeVolume) error {
 	}
 	id := v.rec.VolumeID
 	n.mu.Unlock()
+	if dev == nil && img == nil {
+		return nil // not served: broken, or released already
+	}
 	var errs []error
 	if dev != nil {
 		if err := dev.Release(ctx); err != nil {
@@ -301,6 +311,12 @@ type watchdog struct {
 func (n *NodeServer) startWatch(v *nodeVolume, dev *kernel.Device, cfg kernel.AttachConfig) {
 	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
 	n.mu.Lock()
+	if v.dev != dev {
+		// Released (or replaced) since it was attached: nothing to
+		// watch, and a watchdog would serve a released device again.
+		n.mu.Unlock()
+		return
+	}
 	v.watch = w
 	n.mu.Unlock()
 	cfg.Conns = 0

@@ -49,6 +49,7 @@ var (
 	xfsVol   = csi.VolumeID{ClusterID: clusterID, Pool: 2, Image: "csi-vol-xfs"}.String()
 	xStaging = kubelet + "/plugins/kubernetes.io/csi/rbd.purerbd.io/0456/globalmount"
 	bTarget  = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-2/pod-c"
+	bTargetR = kubelet + "/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-2/pod-d"
 )
 
 type scenario struct {
@@ -371,6 +372,9 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := s.Step("node races: stages at the volume limit, a stage during Close", func() error { return s.nodeRaces(ctx) }); err != nil {
+		return err
+	}
 	if err := s.Step("xfs volume: mkfs.xfs, write, online expand with xfs_growfs, unstage", func() error {
 		return s.xfsVolume(ctx)
 	}); err != nil {
@@ -548,6 +552,9 @@ func (s *scenario) blockVolume(ctx context.Context) error {
 	if err != nil || !bytes.Equal(back, data) {
 		return fmt.Errorf("the image holds other bytes than written through the target (%v)", err)
 	}
+	if err := s.readOnlyBlock(ctx, data); err != nil {
+		return fmt.Errorf("read-only publication: %w", err)
+	}
 	stats, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: blockVol, VolumePath: bTarget})
 	if err != nil {
 		return err
@@ -556,6 +563,53 @@ func (s *scenario) blockVolume(ctx context.Context) error {
 		return fmt.Errorf("block stats %v", stats)
 	}
 	return s.healthy(ctx, blockVol)
+}
+
+// readOnlyBlock publishes the block volume, staged read-write and
+// published read-write at bTarget, read-only at bTargetR: refused while
+// the read-write publication is there (the read-only flag is the whole
+// device's); once it is gone, writes through the read-only target fail
+// (a read-only bind mount alone would not stop them) and reads work; a
+// read-write publication is refused while the reader is there, and
+// writes again once it is gone. data is at 8 MiB.
+func (s *scenario) readOnlyBlock(ctx context.Context, data []byte) error {
+	unpublish := func(target string) error {
+		_, err := s.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: blockVol, TargetPath: target})
+		return err
+	}
+	if err := wantCode(s.publish(ctx, blockVol, bStaging, bTargetR, rwx, true), codes.FailedPrecondition); err != nil {
+		return fmt.Errorf("read-only next to read-write: %w", err)
+	}
+	if err := unpublish(bTarget); err != nil {
+		return err
+	}
+	if err := s.publish(ctx, blockVol, bStaging, bTargetR, rwx, true); err != nil {
+		return err
+	}
+	if err := guestio.DirectIO(bTargetR, data, 8*mib); err == nil {
+		return errors.New("a write through the read-only target succeeded")
+	} else if !errors.Is(err, unix.EROFS) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("a write through the read-only target failed with %v, not EROFS, EPERM or EACCES", err)
+	} else {
+		fmt.Printf("    write through the read-only target refused: %v\n", err)
+	}
+	back, err := directRead(bTargetR, len(data), 8*mib)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(back, data) {
+		return errors.New("the read-only target reads other bytes")
+	}
+	if err := wantCode(s.publish(ctx, blockVol, bStaging, bTarget, rwx, false), codes.FailedPrecondition); err != nil {
+		return fmt.Errorf("read-write next to read-only: %w", err)
+	}
+	if err := unpublish(bTargetR); err != nil {
+		return err
+	}
+	if err := s.publish(ctx, blockVol, bStaging, bTarget, rwx, false); err != nil {
+		return err
+	}
+	return guestio.DirectIO(bTarget, data, 8*mib)
 }
 
 // restartWithoutAccess kills the plugin, takes away the credentials kept
