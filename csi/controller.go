@@ -97,6 +97,9 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if fs := fsTypeOf(req.GetVolumeCapabilities()); fs != "" {
 		p.FsType = fs
 	}
+	if err := checkClassMkfsOptions(p.FsType, p.MkfsOptions); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	unlock, err := d.inFlight.lock(nameKey("volume", req.GetName()))
 	if err != nil {
 		return nil, err

@@ -100,12 +100,14 @@ func TestCreateVolumeParameters(t *testing.T) {
 		{map[string]string{"pool": "rbd", "volumeNamePrefix": "a/b"}, codes.InvalidArgument, `volumeNamePrefix`},
 		{map[string]string{"pool": "rbd", "radosNamespace": "missing"}, codes.InvalidArgument, `namespace "missing"`},
 		{map[string]string{"pool": "rbd", "csi.storage.k8s.io/fstype": "btrfs"}, codes.InvalidArgument, `"btrfs" is not supported`},
+		{map[string]string{"pool": "rbd", "mkfsOptions": "-m0 -d run/purerbd-csi"}, codes.InvalidArgument, `-d`},
+		{map[string]string{"pool": "rbd", "mkfsOptions": "-m0 -E nodiscard", "csi.storage.k8s.io/fstype": "xfs"}, codes.InvalidArgument, `mkfs`},
 		// Everything ceph-csi users put in a StorageClass, plus the
 		// sidecars' own keys.
 		{map[string]string{
 			"clusterID": testCluster, "pool": "rbd", "dataPool": "ec-data", "radosNamespace": "",
 			"imageFeatures":    "layering,exclusive-lock,object-map,fast-diff,deep-flatten",
-			"volumeNamePrefix": "k8s-", "snapshotNamePrefix": "k8s-snap-", "mkfsOptions": "-m0 -E nodiscard",
+			"volumeNamePrefix": "k8s-", "snapshotNamePrefix": "k8s-snap-", "mkfsOptions": "-K -i maxpct=10",
 			"csi.storage.k8s.io/fstype":                             "xfs",
 			"csi.storage.k8s.io/provisioner-secret-name":            "csi-rbd-secret",
 			"csi.storage.k8s.io/provisioner-secret-namespace":       "default",
@@ -128,7 +130,7 @@ func TestCreateVolumeParameters(t *testing.T) {
 			continue
 		}
 		vc := r.GetVolume().GetVolumeContext()
-		assert.Equal(t, "-m0 -E nodiscard", vc["mkfsOptions"])
+		assert.Equal(t, "-K -i maxpct=10", vc["mkfsOptions"])
 		assert.Equal(t, "xfs", vc["fsType"])
 		assert.Equal(t, "ec-data", vc["dataPool"])
 		assert.True(t, strings.HasPrefix(vc["imageName"], "k8s-"), vc["imageName"])

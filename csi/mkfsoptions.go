@@ -293,3 +293,28 @@ func allowedNames(sub map[string]subOption) string {
 	sort.Strings(l)
 	return strings.Join(l, ", ")
 }
+
+// checkClassMkfsOptions is the controller's check of a StorageClass's
+// mkfsOptions, so a class that would be refused at every NodeStage is
+// refused at CreateVolume already. Without an fsType the node's default
+// decides, so options valid for any file system the node makes pass;
+// the node checks again before it runs mkfs.
+func checkClassMkfsOptions(fsType, options string) error {
+	if options == "" {
+		return nil
+	}
+	if fsType != "" {
+		return checkMkfsOptions(fsType, options)
+	}
+	var first error
+	for _, fs := range supportedFsTypes {
+		err := checkMkfsOptions(fs, options)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
