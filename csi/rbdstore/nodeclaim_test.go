@@ -2,8 +2,11 @@ package rbdstore_test
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
@@ -101,4 +104,63 @@ func TestSingleWriterOnOneNodeOnCeph(t *testing.T) {
 	require.NoError(t, p.deleteSnapshot(t, s.GetSnapshotId()))
 	require.NoError(t, p.deleteVolume(t, v.GetVolumeId()))
 	assert.False(t, strings.Contains(strings.Join(images(t), " "), vid.Image))
+}
+
+// TestSingleWriterRaceOnCeph has two nodes (two stores: two rados
+// clients) stage the same single-writer volume at the same instant,
+// round after round: in every round exactly one wins and the other is
+// refused with ErrBusy. Each node is slowed down at random, for up to
+// 250 ms, between deciding that it may take the volume and taking it, as
+// a loaded node or network would: the claim must not depend on the
+// winner finishing within the exclusive lock's minimum hold.
+func TestSingleWriterRaceOnCeph(t *testing.T) {
+	ctx := testCtx(t)
+	image := "race-" + randomHex(4)
+	rbdCLI(t, "create", "--size", "8M", cluster.Pool+"/"+image)
+	vid := csi.VolumeID{ClusterID: cluster.FSID, Pool: poolID(t), Image: image}
+
+	nodes := []string{"node-a", "node-b"}
+	stores := make([]*rbdstore.Store, len(nodes))
+	for i := range stores {
+		stores[i] = rbdstore.New(rbdstore.Options{})
+		defer stores[i].Close()
+		rbdstore.SetClaimPause(stores[i], func(string) { time.Sleep(rand.N(250 * time.Millisecond)) })
+	}
+	const rounds = 50
+	doubles := 0
+	for round := range rounds {
+		start := make(chan struct{})
+		imgs := make([]csi.NodeImage, len(nodes))
+		errs := make([]error, len(nodes))
+		var wg sync.WaitGroup
+		for i, node := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				imgs[i], errs[i] = stores[i].OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true, Node: node})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var winners []string
+		for i, err := range errs {
+			if err == nil {
+				winners = append(winners, nodes[i])
+				continue
+			}
+			require.ErrorIs(t, err, csi.ErrBusy, "round %d, %s", round, nodes[i])
+		}
+		if len(winners) != 1 {
+			doubles++
+			t.Errorf("round %d: winners %v, want exactly one", round, winners)
+		}
+		for _, img := range imgs {
+			if img != nil {
+				require.NoError(t, img.Close())
+			}
+		}
+	}
+	t.Logf("%d rounds, %d with more than one winner", rounds, doubles)
+	rbdCLI(t, "rm", cluster.Pool+"/"+image)
 }

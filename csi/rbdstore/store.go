@@ -45,6 +45,10 @@ type Store struct {
 	mu     sync.Mutex
 	conns  map[string]*entry
 	closed bool
+
+	// claimPause, when set (tests), pauses every attempt to claim a
+	// single-writer volume for a node.
+	claimPause func(node string)
 }
 
 // entry is one cached connection; its mutex serializes connecting.
