@@ -2,6 +2,8 @@ package rbdstore_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 // TestSingleWriterOnOneNodeOnCeph opens a single-writer volume as two
@@ -41,6 +44,13 @@ func TestSingleWriterOnOneNodeOnCeph(t *testing.T) {
 	a, err := nodeA.OpenImage(ctx, csiCluster(), admin(), vid, rwo("node-a"))
 	require.NoError(t, err)
 	assert.Contains(t, rbdCLI(t, "image-meta", "get", spec, rbdstore.NodeClaimKey), "node-a client.")
+	header := "rbd_header." + a.(interface{ ID() string }).ID()
+	claimLock := func() string {
+		out, err := cluster.Rados(ctx, "-p", cluster.Pool, "lock", "info", header, rbdstore.NodeClaimLock)
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	assert.Contains(t, claimLock(), `"cookie":"node-a"`, "the rados tool sees the claim")
 	data := bytes.Repeat([]byte("node-a!!"), 512)
 	_, err = a.WriteAtContext(ctx, data, 0)
 	require.NoError(t, err)
@@ -94,11 +104,20 @@ func TestSingleWriterOnOneNodeOnCeph(t *testing.T) {
 	assert.Contains(t, rbdCLI(t, "image-meta", "get", spec, rbdstore.NodeClaimKey), "node-b client.")
 	require.NoError(t, b.Close())
 
+	assert.NotContains(t, claimLock(), "node-b", "NodeUnstage released the claim")
+
 	// A stale claim (its client gone without unstaging) does not hold
-	// the volume.
+	// the volume: one in the metadata, as older plugins wrote them, and
+	// a claim lock whose client (the rados tool) has exited.
 	rbdCLI(t, "image-meta", "set", spec, rbdstore.NodeClaimKey, "node-dead client.999999")
+	out, err = cluster.Rados(ctx, "-p", cluster.Pool, "lock", "get", header, rbdstore.NodeClaimLock,
+		"--lock-cookie", "node-dead", "--lock-tag", "purerbd", "--lock-type", "exclusive")
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, claimLock(), `"cookie":"node-dead"`)
 	b, err = nodeB.OpenImage(ctx, csiCluster(), admin(), vid, rwo("node-b"))
 	require.NoError(t, err)
+	assert.Contains(t, claimLock(), `"cookie":"node-b"`)
+	assert.NotContains(t, claimLock(), "node-dead")
 	require.NoError(t, b.Close())
 
 	require.NoError(t, p.deleteSnapshot(t, s.GetSnapshotId()))
@@ -163,4 +182,77 @@ func TestSingleWriterRaceOnCeph(t *testing.T) {
 	}
 	t.Logf("%d rounds, %d with more than one winner", rounds, doubles)
 	rbdCLI(t, "rm", cluster.Pool+"/"+image)
+}
+
+// TestSingleWriterClaimSurvivesNewGlobalIDOnCeph stages a single-writer
+// volume on node A, then stops the cluster for longer than the AUTH
+// ticket lives: node A's client authenticates anew with another global
+// id and re-registers its header watch under it, from the same address.
+// Its claim is still alive: node B is refused. Once node A unstages,
+// node B stages.
+func TestSingleWriterClaimSurvivesNewGlobalIDOnCeph(t *testing.T) {
+	const authTTL = 8 * time.Second
+	cl := radostest.New(t, radostest.Options{Conf: map[string]string{
+		"auth_service_ticket_ttl": fmt.Sprint((authTTL / 2).Seconds()),
+		"auth_mon_ticket_ttl":     fmt.Sprint(authTTL.Seconds()),
+		// the watch of the old global id goes soon after the restart
+		"osd_client_watch_timeout": "10",
+	}})
+	ctx := testCtx(t)
+	spec := cl.Pool + "/reauth"
+	out, err := cl.Rbd(ctx, "create", "--size", "8M", spec)
+	require.NoError(t, err, "%s", out)
+	cc := csi.Cluster{ID: cl.FSID, Monitors: cl.MonAddrs}
+	cred := csi.Credentials{ID: "admin", Key: cl.AdminKey}
+	vid := csi.VolumeID{ClusterID: cl.FSID, Pool: poolIDOf(t, cl), Image: "reauth"}
+	rwo := func(node string) csi.OpenImageOptions { return csi.OpenImageOptions{Exclusive: true, Node: node} }
+	watchers := func() []watcher {
+		out, err := cl.Rbd(ctx, "status", "--format", "json", spec)
+		require.NoError(t, err, "%s", out)
+		var st struct{ Watchers []watcher }
+		require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+		return st.Watchers
+	}
+
+	nodeA := rbdstore.New(rbdstore.Options{})
+	defer nodeA.Close()
+	nodeB := rbdstore.New(rbdstore.Options{})
+	defer nodeB.Close()
+	a, err := nodeA.OpenImage(ctx, cc, cred, vid, rwo("node-a"))
+	require.NoError(t, err)
+	before := watchers()
+	require.Len(t, before, 1)
+
+	for _, d := range []string{"osd.0", "mon.a"} {
+		require.NoError(t, cl.Stop(d))
+	}
+	time.Sleep(authTTL + 4*time.Second)
+	for _, d := range []string{"mon.a", "osd.0"} {
+		require.NoError(t, cl.Start(d))
+	}
+	require.NoError(t, cl.WaitQuorum(ctx))
+	require.NoError(t, cl.WaitOSDsUp(ctx))
+	var after []watcher
+	require.Eventually(t, func() bool {
+		after = watchers()
+		return len(after) == 1 && after[0].Client != before[0].Client
+	}, 90*time.Second, time.Second, "node A's watch under a new global id, and only it")
+	require.Equal(t, before[0].Address, after[0].Address)
+	t.Logf("node A's client was client.%d, is client.%d now, at %s", before[0].Client, after[0].Client, after[0].Address)
+
+	_, err = nodeB.OpenImage(ctx, cc, cred, vid, rwo("node-b"))
+	require.ErrorIs(t, err, csi.ErrBusy, "node A's stage is alive")
+	t.Logf("node B refused: %v", err)
+
+	require.NoError(t, a.Close())
+	b, err := nodeB.OpenImage(ctx, cc, cred, vid, rwo("node-b"))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+}
+
+// watcher is a watcher as `rbd status --format json` prints it.
+type watcher struct {
+	Address string
+	Client  uint64
+	Cookie  uint64
 }
