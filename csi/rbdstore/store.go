@@ -74,9 +74,9 @@ func (o Options) confMode(user, key string) string {
 	return v
 }
 
-// modes returns the connection modes of user towards monitors and OSDs
-// ("": Ceph's defaults).
-func (o Options) modes(user string) (mon, osd string) {
+// Modes returns the connection modes of user ("" for a user without a
+// section of its own) towards monitors and OSDs ("": Ceph's defaults).
+func (o Options) Modes(user string) (mon, osd string) {
 	if o.MsMode != "" {
 		return o.MsMode, o.MsMode
 	}
@@ -187,7 +187,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
-	monMode, mode := s.opts.modes(cred.ID)
+	monMode, mode := s.opts.Modes(cred.ID)
 	conn, err := rados.Connect(cctx, rados.Config{
 		MonHost:        monHost(c),
 		Name:           "client." + cred.ID,
