@@ -175,8 +175,7 @@ func (c *claimer) breakDead(ctx context.Context, info cls.LockInfo) error {
 	for _, lk := range info.Lockers {
 		if lk.Cookie != c.node {
 			if w, ok := claimAlive(lk, ws); ok {
-				return fmt.Errorf("%w: the image is in use by node %q (staged there for a single writer, %s at %s): unstage it there first",
-					csi.ErrBusy, lk.Cookie, w.Client, w.Address)
+				return inUse(lk.Cookie, w)
 			}
 			c.log.Info("taking over the claim of a node whose stage is gone",
 				"image", c.img.Name(), "node", lk.Cookie, "client", lk.Entity.String(), "addr", lk.Addr.String())
@@ -187,6 +186,12 @@ func (c *claimer) breakDead(ctx context.Context, info cls.LockInfo) error {
 		}
 	}
 	return nil
+}
+
+// inUse is the refusal of a volume that node's live stage w holds.
+func inUse(node string, w rbd.Watcher) error {
+	return fmt.Errorf("%w: the image is in use by node %q (staged there for a single writer, %s at %s): unstage it there first",
+		csi.ErrBusy, node, w.Client, w.Address)
 }
 
 // claimAlive finds the watch of the client that took lk: same address
@@ -226,8 +231,7 @@ func (c *claimer) checkLegacy(ctx context.Context) error {
 	}
 	for _, w := range ws {
 		if w.Client == mc.client {
-			return fmt.Errorf("%w: the image is in use by node %q (staged there for a single writer, %s at %s): unstage it there first",
-				csi.ErrBusy, mc.node, w.Client, w.Address)
+			return inUse(mc.node, w)
 		}
 	}
 	return nil
