@@ -47,6 +47,10 @@ type podSpec struct {
 		HostPath *struct {
 			Path string `json:"path"`
 		} `json:"hostPath"`
+		ConfigMap *struct {
+			Name     string `json:"name"`
+			Optional bool   `json:"optional"`
+		} `json:"configMap"`
 	} `json:"volumes"`
 }
 
@@ -137,6 +141,21 @@ func TestManifests(t *testing.T) {
 				cfg, o, err := parseFlags(c.Args, &bytes.Buffer{})
 				require.NoError(t, err, "%s: purerbd-csi args %q", m.File, c.Args)
 				assert.Equal(t, csi.DefaultDriverName, cfg.DriverName)
+				// ceph-csi's optional ceph-config ConfigMap, where
+				// --ceph-conf looks by default
+				mounted := ""
+				for _, vm := range c.VolumeMounts {
+					if vm.MountPath+"/ceph.conf" == defaultCephConf {
+						mounted = vm.Name
+					}
+				}
+				optional := false
+				for _, v := range m.Spec.Template.Spec.Volumes {
+					if v.Name == mounted && v.ConfigMap != nil && v.ConfigMap.Name == "ceph-config" {
+						optional = v.ConfigMap.Optional
+					}
+				}
+				assert.True(t, optional, "%s: the ceph-config ConfigMap is mounted at /etc/ceph, optional", m.File)
 				sawController = sawController || cfg.Controller
 				sawNode = sawNode || cfg.Node
 				checkLiveness(t, m.File, c, o.kubelet.healthAddr)
@@ -155,6 +174,16 @@ func TestManifests(t *testing.T) {
 		case "VolumeSnapshotClass":
 			assert.Equal(t, csi.DefaultDriverName, m.Driver)
 		case "ConfigMap":
+			if m.Metadata["name"] == "ceph-config" {
+				// the ceph.conf the plugins read their modes from
+				conf := filepath.Join(t.TempDir(), "ceph.conf")
+				require.NoError(t, os.WriteFile(conf, []byte(m.Data["ceph.conf"]), 0o644))
+				opts, err := storeOptions(cephOptions{conf: conf, confGiven: true})
+				require.NoError(t, err, "ceph.conf of %s", m.File)
+				mon, osd := opts.Modes("")
+				assert.Equal(t, [2]string{"secure", "secure"}, [2]string{mon, osd}, "the example encrypts every connection")
+				continue
+			}
 			cs, err := csi.ParseClusters([]byte(m.Data["config.json"]))
 			require.NoError(t, err, "config.json of %s", m.File)
 			require.Len(t, cs, 1)

@@ -40,6 +40,14 @@ type options struct {
 	logFormat  string
 	node       nodeOptions
 	kubelet    kubeletOptions
+	ceph       cephOptions
+}
+
+// cephOptions are the flags that shape the Ceph connections.
+type cephOptions struct {
+	conf      string // ceph.conf to read the connection modes from
+	confGiven bool   // --ceph-conf was given: the file must exist
+	msMode    string // overrides the modes of conf
 }
 
 // nodeOptions are the flags of the node role (csi.NodeConfig fields).
@@ -82,6 +90,10 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)
+	fs.StringVar(&o.ceph.conf, "ceph-conf", defaultCephConf,
+		"ceph.conf whose ms_mon_client_mode and ms_client_mode set the connection modes to monitors and OSDs (ceph-csi's ceph-config ConfigMap); the default path is skipped when absent")
+	fs.StringVar(&o.ceph.msMode, "ms-mode", "",
+		"connection mode to monitors and OSDs alike, over ceph.conf: crc, secure, prefer-crc or prefer-secure (secure: encrypted; default: Ceph's, secure first to monitors, crc first to OSDs)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -91,6 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	if fs.NArg() > 0 {
 		return cfg, o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) { o.ceph.confGiven = o.ceph.confGiven || f.Name == "ceph-conf" })
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, o, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
 	}
@@ -140,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Logger = slog.New(h)
 	// One store for both roles: the controller's sessions and the node's
 	// images share connections.
-	store, err := newStore(cfg.Logger)
+	store, err := newStore(cfg.Logger, o.ceph)
 	if err != nil {
 		cfg.Logger.Error("cannot start", "error", err.Error())
 		return 1

@@ -22,7 +22,7 @@ func TestParseFlags(t *testing.T) {
 		"--controller", "--node", "--endpoint=unix:///tmp/x.sock", "--nodeid=n1", "--drivername=rbd.example.com",
 		"--cluster-config=/c.json", "--log-level=debug", "--log-format=json", "--sweep-interval=1m",
 		"--state-dir=/run/x", "--host-root=/host", "--tools-dir=/t", "--max-volumes=7", "--nbd-connections=2",
-		"--nbd-io-timeout=6s", "--nbd-reattach-timeout=2m",
+		"--nbd-io-timeout=6s", "--nbd-reattach-timeout=2m", "--ceph-conf=/etc/x.conf", "--ms-mode=secure",
 	}, &stderr)
 	require.NoError(t, err)
 	assert.True(t, cfg.Controller)
@@ -37,6 +37,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Nil(t, cfg.Credentials)
 	assert.NotEmpty(t, cfg.Version)
 	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, ioTimeout: 6 * time.Second, reattach: 2 * time.Minute}, o.node)
+	assert.Equal(t, cephOptions{conf: "/etc/x.conf", confGiven: true, msMode: "secure"}, o.ceph)
 
 	cfg, o, err = parseFlags([]string{"--controller"}, &stderr)
 	require.NoError(t, err)
@@ -48,6 +49,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "unix:///csi/csi.sock", cfg.Endpoint)
 	assert.Equal(t, "/etc/ceph-csi-config/config.json", cfg.ClusterConfigPath)
 	assert.Equal(t, 10*time.Minute, cfg.SweepInterval)
+	assert.Equal(t, cephOptions{conf: "/etc/ceph/ceph.conf"}, o.ceph)
 
 	for _, bad := range [][]string{
 		{},                                 // no role
@@ -112,4 +114,45 @@ func TestRunVersionAndErrors(t *testing.T) {
 	assert.Equal(t, 2, run(context.Background(), nil, &out, &errb))
 	assert.Contains(t, errb.String(), "--controller, --node or both")
 	assert.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errb))
+}
+
+// TestCephConf maps --ceph-conf and --ms-mode onto the store's
+// connection modes.
+func TestCephConf(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "ceph.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("[global]\n\tauth_client_required = cephx\n\tms_client_mode = secure\n"+
+		"[client]\n\tms_mon_client_mode = secure\n[client.ops]\n\tms_client_mode = prefer-secure\n"), 0o644))
+	missing := filepath.Join(dir, "none.conf")
+
+	opts, err := storeOptions(cephOptions{conf: conf})
+	require.NoError(t, err)
+	mon, osd := opts.Modes("csi")
+	assert.Equal(t, [2]string{"secure", "secure"}, [2]string{mon, osd})
+	_, osd = opts.Modes("ops")
+	assert.Equal(t, "prefer-secure", osd, "a user's own section wins")
+
+	opts, err = storeOptions(cephOptions{conf: conf, msMode: "crc"})
+	require.NoError(t, err)
+	mon, osd = opts.Modes("ops")
+	assert.Equal(t, [2]string{"crc", "crc"}, [2]string{mon, osd}, "--ms-mode overrides ceph.conf")
+
+	opts, err = storeOptions(cephOptions{conf: missing})
+	require.NoError(t, err, "the default ceph.conf is optional, as the ConfigMap is")
+	assert.Nil(t, opts.Conf)
+	mon, osd = opts.Modes("csi")
+	assert.Equal(t, [2]string{"", ""}, [2]string{mon, osd}, "Ceph's defaults")
+
+	_, err = storeOptions(cephOptions{conf: missing, confGiven: true})
+	assert.ErrorContains(t, err, "--ceph-conf", "a ceph.conf named on the command line must exist")
+	_, err = storeOptions(cephOptions{msMode: "tls"})
+	assert.ErrorContains(t, err, "--ms-mode")
+	bad := filepath.Join(dir, "bad.conf")
+	require.NoError(t, os.WriteFile(bad, []byte("[client]\nms_client_mode = plain\n"), 0o644))
+	_, err = storeOptions(cephOptions{conf: bad})
+	assert.ErrorContains(t, err, "ms_client_mode")
+
+	var out, errb bytes.Buffer
+	assert.Equal(t, 1, run(context.Background(), []string{"--controller", "--ms-mode=tls"}, &out, &errb))
+	assert.Contains(t, errb.String(), "--ms-mode")
 }

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
+	"github.com/purerbd/purerbd/rados/cephconf"
 )
+
+// defaultCephConf is where ceph-csi's manifests mount the ceph-config
+// ConfigMap's ceph.conf, and where purerbd's mount it too.
+const defaultCephConf = "/etc/ceph/ceph.conf"
 
 // store is the plugin's way to Ceph, closed on exit: the controller's
 // image store and the node's image opener.
@@ -16,6 +24,38 @@ type store interface {
 }
 
 // newStore returns the store over RADOS and RBD (packages rados and rbd).
-func newStore(log *slog.Logger) (store, error) {
-	return rbdstore.New(rbdstore.Options{Logger: log}), nil
+func newStore(log *slog.Logger, o cephOptions) (store, error) {
+	opts, err := storeOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = log
+	mon, osd := opts.Modes("")
+	conf := ""
+	if opts.Conf != nil {
+		conf = o.conf
+	}
+	log.Info("Ceph connection modes (empty: Ceph's defaults)", "ceph_conf", conf, "monitors", mon, "osds", osd)
+	return rbdstore.New(opts), nil
+}
+
+// storeOptions maps the Ceph flags onto the store's options: ceph.conf
+// is read when present; a missing file is an error only when
+// --ceph-conf named it (the ConfigMap is optional).
+func storeOptions(o cephOptions) (rbdstore.Options, error) {
+	opts := rbdstore.Options{MsMode: o.msMode}
+	if o.conf != "" {
+		c, err := cephconf.Load(o.conf)
+		switch {
+		case err == nil:
+			opts.Conf = c
+		case errors.Is(err, fs.ErrNotExist) && !o.confGiven:
+		default:
+			return opts, fmt.Errorf("--ceph-conf: %w", err)
+		}
+	}
+	if err := opts.Check(); err != nil {
+		return opts, fmt.Errorf("connection modes (--ms-mode, --ceph-conf %s): %w", o.conf, err)
+	}
+	return opts, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
 	"github.com/purerbd/purerbd/csi/sanitytest"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 type lockedBuffer struct {
@@ -134,13 +135,16 @@ func TestSanityOnCeph(t *testing.T) {
 	assert.NotContains(t, rbdCLI(t, "ls", cluster.Pool), "csi-vol-")
 }
 
-func poolID(t *testing.T) int64 {
+func poolID(t *testing.T) int64 { return poolIDOf(t, cluster) }
+
+// poolIDOf returns the id of cl's pool.
+func poolIDOf(t *testing.T, cl *radostest.Cluster) int64 {
 	t.Helper()
 	st := rbdstore.New(rbdstore.Options{})
 	defer st.Close()
-	s, err := st.Session(testCtx(t), csiCluster(), admin())
+	s, err := st.Session(testCtx(t), csi.Cluster{ID: cl.FSID, Monitors: cl.MonAddrs}, csi.Credentials{ID: "admin", Key: cl.AdminKey})
 	require.NoError(t, err)
-	id, err := s.LookupPool(testCtx(t), cluster.Pool)
+	id, err := s.LookupPool(testCtx(t), cl.Pool)
 	require.NoError(t, err)
 	return id
 }

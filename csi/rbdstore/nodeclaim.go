@@ -4,19 +4,50 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"syscall"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/cls"
 )
 
-// NodeClaimKey is the image metadata key in which a node that stages a
-// single-writer volume records itself: "<node ID> <client>", the client
-// being the rados entity ("client.4123") whose header watch shows that
-// the stage is alive. The exclusive lock stays cooperative (the
-// controller's resizes and snapshots take it for a moment), so it
-// cannot say which node owns a volume; this key does.
-const NodeClaimKey = "purerbd.node"
+// A node that stages a single-writer volume claims it with NodeClaimLock,
+// an exclusive lock of RADOS' `lock` class on the image's header whose
+// cookie is the node ID. Taking a lock is one atomic operation on the
+// OSD: of two nodes staging at once, exactly one gets it. The exclusive
+// lock of RBD ("rbd_lock", librbd's) stays cooperative (the controller's
+// resizes and snapshots take it for a moment), so it cannot say which
+// node owns a volume; this lock does, and librbd and krbd never look at
+// it.
+//
+// A claim is alive while the client that took it still watches the
+// header. The client is recognised by its address, whose nonce is fixed
+// for the life of a rados connection, as librbd recognises the owner of
+// its lock: the entity name (client.<global id>) changes when the client
+// authenticates anew, and the watch handle when the watch is
+// re-registered, while the stage goes on. A claim of the same node (a
+// restarted plugin taking its volumes back) is always taken over; a
+// claim whose client no longer watches (the node unstaged, or died and
+// its watch timed out) is broken.
+const (
+	NodeClaimLock = "purerbd_node"
+	nodeClaimTag  = "purerbd"
+	nodeClaimDesc = "purerbd: staged here for a single writer"
+	// NodeClaimKey is the image metadata key in which the claiming node
+	// also records itself, "<node ID> <client>", for operators (`rbd
+	// image-meta get`) and for plugins older than NodeClaimLock, which
+	// honour only it.
+	NodeClaimKey = "purerbd.node"
+)
+
+// claimAttempts bounds the rounds of taking, inspecting and breaking the
+// lock; each round either wins, refuses, or breaks a claim that is gone,
+// so only nodes taking each other's claims over and over exhaust it.
+const claimAttempts = 8
 
 // nodeClaim is a parsed NodeClaimKey value.
 type nodeClaim struct {
@@ -30,75 +61,204 @@ func parseNodeClaim(v string) nodeClaim {
 
 func (c nodeClaim) String() string { return c.node + " " + c.client }
 
-// claimForNode makes img, open for writing as client self, the volume
-// of node: it refuses (csi.ErrBusy) when another node's live stage
-// holds it, and otherwise takes the exclusive lock and records the
-// claim. The check is made once before the lock is asked for, so that a
-// refused node does not take the lock from the node using the volume,
-// and again while holding it, so that two nodes staging at once cannot
-// both win. A claim is alive while its client watches the header: a
-// node that unstaged, or died and timed out, does not hold the volume;
-// a claim of this node (a restarted plugin taking its volumes back) is
-// always overridden.
-func claimForNode(ctx context.Context, img *rbd.Image, node, self string) error {
-	if err := checkNodeClaim(ctx, img, node); err != nil {
+// claimer claims, and releases, the header of one open image for a node.
+type claimer struct {
+	io   *rados.IOContext
+	img  *rbd.Image
+	node string
+	log  *slog.Logger
+	// pause, when set (tests), is called before each attempt to take
+	// the lock: a slow node between deciding and acting.
+	pause func(node string)
+}
+
+// heldClaim is what an open that claimed its volume releases at close.
+type heldClaim struct {
+	locker denc.EntityName // the client the OSD recorded as the lock's holder
+	meta   string          // the NodeClaimKey value written
+}
+
+func (c *claimer) oid() string { return headerPrefix + c.img.ID() }
+
+func (c *claimer) call(ctx context.Context, m cls.Method) ([]byte, error) {
+	w := rados.NewWriteOp()
+	step := w.Exec(m.Class, m.Name, m.In)
+	if err := c.io.OperateWrite(ctx, c.oid(), w); err != nil {
+		return nil, err
+	}
+	return step.Output, nil
+}
+
+// claim makes the image, open for writing as client self, the volume of
+// c.node: it takes NodeClaimLock (csi.ErrBusy when another node's live
+// stage holds it), honours an older plugin's claim, takes RBD's
+// exclusive lock and records the claim in the image metadata.
+func (c *claimer) claim(ctx context.Context, self string) (*heldClaim, error) {
+	locker, err := c.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldClaim{locker: locker}
+	err = c.checkLegacy(ctx)
+	if err == nil {
+		if err = c.img.Lock(ctx); err != nil {
+			err = fmt.Errorf("taking the exclusive lock: %w", err)
+		}
+	}
+	if err == nil {
+		h.meta = nodeClaim{node: c.node, client: self}.String()
+		if err = c.img.MetadataSet(ctx, NodeClaimKey, h.meta); err != nil {
+			err = fmt.Errorf("recording the node's claim: %w", err)
+		}
+	}
+	if err != nil {
+		c.release(context.WithoutCancel(ctx), h)
+		return nil, err
+	}
+	return h, nil
+}
+
+// lock takes NodeClaimLock and returns the holder the OSD recorded.
+func (c *claimer) lock(ctx context.Context) (denc.EntityName, error) {
+	for range claimAttempts {
+		if c.pause != nil {
+			c.pause(c.node)
+		}
+		_, err := c.call(ctx, cls.Lock(NodeClaimLock, cls.LockExclusive, c.node, nodeClaimTag, nodeClaimDesc, denc.UTime{}, 0))
+		if err != nil && !errors.Is(err, rados.ErrExists) && !errors.Is(err, syscall.EBUSY) {
+			return denc.EntityName{}, fmt.Errorf("taking the node claim: %w", err)
+		}
+		info, ierr := c.info(ctx)
+		if ierr != nil {
+			return denc.EntityName{}, ierr
+		}
+		if err == nil || errors.Is(err, rados.ErrExists) {
+			// EEXIST: this client holds it already (the same stage
+			// opened twice by one process).
+			for _, lk := range info.Lockers {
+				if lk.Cookie == c.node {
+					return lk.Entity, nil
+				}
+			}
+			continue // broken at once by a node that took this one for dead
+		}
+		if err := c.breakDead(ctx, info); err != nil {
+			return denc.EntityName{}, err
+		}
+	}
+	return denc.EntityName{}, fmt.Errorf("%w: the node claim changed hands %d times while node %q tried to take it", csi.ErrUnavailable, claimAttempts, c.node)
+}
+
+func (c *claimer) info(ctx context.Context) (cls.LockInfo, error) {
+	m := cls.GetInfo(NodeClaimLock)
+	out, err := c.io.Exec(ctx, c.oid(), m.Class, m.Name, m.In)
+	if errors.Is(err, rados.ErrNotFound) {
+		return cls.LockInfo{}, nil
+	}
+	if err != nil {
+		return cls.LockInfo{}, fmt.Errorf("reading the node claim: %w", err)
+	}
+	return cls.DecodeGetInfo(out)
+}
+
+// breakDead breaks the holders of the claim that are this node (an
+// earlier process of its plugin) or gone, and refuses with csi.ErrBusy
+// when another node's stage is alive.
+func (c *claimer) breakDead(ctx context.Context, info cls.LockInfo) error {
+	if len(info.Lockers) == 0 {
+		return nil
+	}
+	ws, err := c.img.Watchers(ctx)
+	if err != nil {
 		return err
 	}
-	if err := img.Lock(ctx); err != nil {
-		return fmt.Errorf("taking the exclusive lock: %w", err)
-	}
-	if err := checkNodeClaim(ctx, img, node); err != nil {
-		return err
-	}
-	if err := img.MetadataSet(ctx, NodeClaimKey, nodeClaim{node: node, client: self}.String()); err != nil {
-		return fmt.Errorf("recording the node's claim: %w", err)
+	for _, lk := range info.Lockers {
+		if lk.Cookie != c.node {
+			if w, ok := claimAlive(lk, ws); ok {
+				return inUse(lk.Cookie, w)
+			}
+			c.log.Info("taking over the claim of a node whose stage is gone",
+				"image", c.img.Name(), "node", lk.Cookie, "client", lk.Entity.String(), "addr", lk.Addr.String())
+		}
+		_, err := c.call(ctx, cls.BreakLock(NodeClaimLock, lk.Entity, lk.Cookie))
+		if err != nil && !errors.Is(err, rados.ErrNotFound) {
+			return fmt.Errorf("breaking the node claim of %q: %w", lk.Cookie, err)
+		}
 	}
 	return nil
 }
 
-// checkNodeClaim returns csi.ErrBusy when a live stage of another node
-// holds img.
-func checkNodeClaim(ctx context.Context, img *rbd.Image, node string) error {
-	v, err := img.MetadataGet(ctx, NodeClaimKey)
+// inUse is the refusal of a volume that node's live stage w holds.
+func inUse(node string, w rbd.Watcher) error {
+	return fmt.Errorf("%w: the image is in use by node %q (staged there for a single writer, %s at %s): unstage it there first",
+		csi.ErrBusy, node, w.Client, w.Address)
+}
+
+// claimAlive finds the watch of the client that took lk: same address
+// (IP, port and nonce; the address type may be written differently), or
+// the same entity.
+func claimAlive(lk cls.Locker, ws []rbd.Watcher) (rbd.Watcher, bool) {
+	for _, w := range ws {
+		if w.Client == lk.Entity.String() {
+			return w, true
+		}
+		a, err := denc.ParseEntityAddr(w.Address)
+		if err == nil && !lk.Addr.IsZero() && a.IP == lk.Addr.IP && a.Port == lk.Addr.Port && a.Nonce == lk.Addr.Nonce {
+			return w, true
+		}
+	}
+	return rbd.Watcher{}, false
+}
+
+// checkLegacy refuses (csi.ErrBusy) when the metadata names another
+// node whose client still watches the header: a plugin older than
+// NodeClaimLock, which records its claims there only.
+func (c *claimer) checkLegacy(ctx context.Context) error {
+	v, err := c.img.MetadataGet(ctx, NodeClaimKey)
 	if errors.Is(err, rbd.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("reading the node claim: %w", err)
 	}
-	c := parseNodeClaim(v)
-	if c.node == "" || c.node == node {
+	mc := parseNodeClaim(v)
+	if mc.node == "" || mc.node == c.node {
 		return nil
 	}
-	ws, err := img.Watchers(ctx)
+	ws, err := c.img.Watchers(ctx)
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
-		if w.Client == c.client {
-			return fmt.Errorf("%w: the image is in use by node %q (staged there for a single writer, %s at %s): unstage it there first",
-				csi.ErrBusy, c.node, w.Client, w.Address)
+		if w.Client == mc.client {
+			return inUse(mc.node, w)
 		}
 	}
 	return nil
 }
 
-// releaseNodeClaim removes the claim of img if it is still the one this
-// stage made; done at close (NodeUnstage, or a plugin handing its
-// devices over to its next process, which claims them again).
-func releaseNodeClaim(ctx context.Context, img *rbd.Image, claim string) error {
-	v, err := img.MetadataGet(ctx, NodeClaimKey)
-	if errors.Is(err, rbd.ErrNotFound) {
-		return nil
+// release removes the claim h if it is still the one this stage made:
+// done at close (NodeUnstage, or a plugin handing its devices over to
+// its next process, which claims them again). The lock is broken by its
+// recorded holder rather than unlocked, so that a client that has
+// authenticated anew since still releases it; a later process of the
+// node holds it under another entity and keeps it.
+func (c *claimer) release(ctx context.Context, h *heldClaim) {
+	if h.meta != "" {
+		v, err := c.img.MetadataGet(ctx, NodeClaimKey)
+		switch {
+		case errors.Is(err, rbd.ErrNotFound):
+		case err != nil:
+			c.log.Warn("reading the node claim", "image", c.img.Name(), "error", err.Error())
+		case strings.TrimSpace(v) == h.meta:
+			if err := c.img.MetadataRemove(ctx, NodeClaimKey); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+				c.log.Warn("removing the node claim", "image", c.img.Name(), "error", err.Error())
+			}
+		}
 	}
-	if err != nil {
-		return err
+	_, err := c.call(ctx, cls.BreakLock(NodeClaimLock, h.locker, c.node))
+	if err != nil && !errors.Is(err, rados.ErrNotFound) {
+		// The claim is dead once the header watch goes: no harm.
+		c.log.Warn("releasing the node claim", "image", c.img.Name(), "error", err.Error())
 	}
-	if strings.TrimSpace(v) != claim {
-		return nil // another stage's claim now
-	}
-	if err := img.MetadataRemove(ctx, NodeClaimKey); err != nil && !errors.Is(err, rbd.ErrNotFound) {
-		return err
-	}
-	return nil
 }

@@ -52,12 +52,13 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 	}
 	oi := &openImage{Image: img, release: release, logger: s.log}
 	if claim {
-		self := fmt.Sprintf("client.%d", conn.InstanceID())
-		if err := claimForNode(ctx, img, opts.Node, self); err != nil {
+		cl := &claimer{io: io, img: img, node: opts.Node, log: s.log.With("cluster", c.ID), pause: s.claimPause}
+		h, err := cl.claim(ctx, fmt.Sprintf("client.%d", conn.InstanceID()))
+		if err != nil {
 			oi.CloseContext(context.WithoutCancel(ctx))
 			return nil, mapErr(err)
 		}
-		oi.claim = nodeClaim{node: opts.Node, client: self}.String()
+		oi.claimer, oi.claim = cl, h
 	}
 	return oi, nil
 }
@@ -68,7 +69,8 @@ type openImage struct {
 	*rbd.Image
 	once    sync.Once
 	release func()
-	claim   string // the NodeClaimKey value this open recorded, if any
+	claimer *claimer   // set when this open claimed its volume for its node
+	claim   *heldClaim // what it claimed, until released
 	logger  *slog.Logger
 }
 
@@ -79,12 +81,9 @@ func (i *openImage) Close() error { return i.CloseContext(context.Background()) 
 
 // CloseContext closes the image within ctx.
 func (i *openImage) CloseContext(ctx context.Context) error {
-	if i.claim != "" {
-		if err := releaseNodeClaim(ctx, i.Image, i.claim); err != nil {
-			// The claim is stale once the header watch goes: no harm.
-			i.log().Warn("removing the node claim", "error", err.Error())
-		}
-		i.claim = ""
+	if i.claim != nil {
+		i.claimer.release(ctx, i.claim)
+		i.claim = nil
 	}
 	err := i.Image.CloseContext(ctx)
 	i.once.Do(i.release)

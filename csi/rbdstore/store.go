@@ -21,6 +21,7 @@ import (
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
+	"github.com/purerbd/purerbd/rados/msgr"
 )
 
 // Options tune a Store.
@@ -35,6 +36,51 @@ type Options struct {
 	// OpTimeout bounds each RADOS operation without a deadline of its
 	// own (default 2 minutes).
 	OpTimeout time.Duration
+	// Conf is a ceph.conf, such as the one ceph-csi's ceph-config
+	// ConfigMap provides at /etc/ceph/ceph.conf; nil for none. The
+	// connection modes of each user come from it: ms_mon_client_mode
+	// towards monitors and ms_client_mode towards OSDs, looked up in
+	// [client.<id>], [client] and [global]. Where it sets none, Ceph's
+	// defaults apply: monitors secure first, OSDs crc first.
+	Conf *cephconf.Conf
+	// MsMode, when set, is the connection mode towards monitors and
+	// OSDs alike, whatever Conf says: "crc", "secure", "prefer-crc" or
+	// "prefer-secure", as rbd map's ms_mode.
+	MsMode string
+}
+
+// Check reports connection modes that o sets and the client does not
+// know, in MsMode and in Conf's [client] and [global] sections.
+func (o Options) Check() error {
+	for _, m := range []struct{ what, mode string }{
+		{"--ms-mode", o.MsMode},
+		{"ms_mon_client_mode", o.confMode("", "ms_mon_client_mode")},
+		{"ms_client_mode", o.confMode("", "ms_client_mode")},
+	} {
+		if _, err := msgr.ParseMode(m.mode); err != nil {
+			return fmt.Errorf("%s: %w", m.what, err)
+		}
+	}
+	return nil
+}
+
+// confMode is option key of Conf for user ("" for any).
+func (o Options) confMode(user, key string) string {
+	entity := "client"
+	if user != "" {
+		entity += "." + user
+	}
+	v, _ := o.Conf.Get(entity, key)
+	return v
+}
+
+// Modes returns the connection modes of user ("" for a user without a
+// section of its own) towards monitors and OSDs ("": Ceph's defaults).
+func (o Options) Modes(user string) (mon, osd string) {
+	if o.MsMode != "" {
+		return o.MsMode, o.MsMode
+	}
+	return o.confMode(user, "ms_mon_client_mode"), o.confMode(user, "ms_client_mode")
 }
 
 // Store is a csi.ImageStore over RADOS. It is safe for concurrent use.
@@ -45,6 +91,10 @@ type Store struct {
 	mu     sync.Mutex
 	conns  map[string]*entry
 	closed bool
+
+	// claimPause, when set (tests), pauses every attempt to claim a
+	// single-writer volume for a node.
+	claimPause func(node string)
 }
 
 // entry is one cached connection; its mutex serializes connecting.
@@ -96,6 +146,13 @@ func cacheKey(c csi.Cluster, cred csi.Credentials) string {
 	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
 }
 
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 func monHost(c csi.Cluster) string { return strings.Join(c.Monitors, ",") }
 
 // Session returns a session on a cached or new connection.
@@ -130,10 +187,13 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
+	monMode, mode := s.opts.Modes(cred.ID)
 	conn, err := rados.Connect(cctx, rados.Config{
 		MonHost:        monHost(c),
 		Name:           "client." + cred.ID,
 		Key:            cred.Key,
+		MonMode:        monMode,
+		Mode:           mode,
 		ConnectTimeout: s.opts.ConnectTimeout,
 		OpTimeout:      s.opts.OpTimeout,
 		Logger:         s.log,
@@ -144,6 +204,9 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 			delete(s.conns, key)
 		}
 		s.mu.Unlock()
+		if errors.Is(err, msgr.ErrModeRefused) {
+			err = fmt.Errorf("the monitors refuse connection mode %q (ms_mon_client_mode in ceph.conf, or --ms-mode): %w", first(monMode, "secure crc"), err)
+		}
 		return nil, nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
 	}
 	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID())
