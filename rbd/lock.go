@@ -144,7 +144,7 @@ func (l *exclusiveLock) handleBusy(ctx context.Context, oid string) error {
 	}
 	alive := false
 	for _, w := range watchers {
-		if w.Entity == lk.Entity && w.Cookie == handle {
+		if lockerWatches(lk, w, handle) {
 			alive = true
 		}
 	}
@@ -213,10 +213,74 @@ func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
 }
 
 func (l *exclusiveLock) unlockHeader(ctx context.Context) {
-	err := callWrite(ctx, l.img.meta, headerObject(l.img.id), cls.Unlock(lockName, l.cookie))
-	if err != nil && !errors.Is(err, syscall.ENOENT) {
+	if err := l.unlockOwn(ctx); err != nil {
 		l.img.log.Warn("releasing the header lock failed", "err", err)
 	}
+}
+
+// lockerWatches reports whether watcher w is the live owner of a lock
+// held by lk with the watch handle of its cookie. As librbd does, it
+// matches the locker's address and the watch cookie: both survive a
+// client's re-authentication under a new global id, its entity name does
+// not. The name decides only where an address is missing.
+func lockerWatches(lk cls.Locker, w watcherInfo, handle uint64) bool {
+	if w.Cookie != handle {
+		return false
+	}
+	if !lk.Addr.IsZero() && !w.Addr.IsZero() {
+		return sameInstance(lk.Addr, w.Addr)
+	}
+	return w.Entity == lk.Entity
+}
+
+// sameInstance reports whether two addresses name one client instance
+// (IP, port and nonce; the address type may be written differently).
+func sameInstance(a, b denc.EntityAddr) bool {
+	return a.IP == b.IP && a.Port == b.Port && a.Nonce == b.Nonce
+}
+
+// unlockOwn releases the header lock this image holds. The OSD files a
+// lock under the entity name that took it; after re-authenticating under
+// a new global id the client cannot unlock it in its own name (ENOENT),
+// and a lock left behind would make the next owner think this live
+// client dead and blocklist it. So a lock with this image's cookie held
+// at this client's address under another name is broken instead.
+func (l *exclusiveLock) unlockOwn(ctx context.Context) error {
+	img := l.img
+	oid := headerObject(img.id)
+	err := callWrite(ctx, img.meta, oid, cls.Unlock(lockName, l.cookie))
+	if !errors.Is(err, syscall.ENOENT) {
+		return err
+	}
+	out, err := call(ctx, img.meta, oid, cls.GetInfo(lockName))
+	if err != nil {
+		return fmt.Errorf("reading the lock: %w", err)
+	}
+	info, err := cls.DecodeGetInfo(out)
+	if err != nil {
+		return err
+	}
+	watchers, err := img.meta.listWatchers(ctx, oid)
+	if err != nil {
+		return fmt.Errorf("listing watchers: %w", err)
+	}
+	own := img.watchHandle()
+	for _, lk := range info.Lockers {
+		if lk.Cookie != l.cookie {
+			continue
+		}
+		for _, w := range watchers {
+			if w.Cookie != own || !sameInstance(lk.Addr, w.Addr) {
+				continue
+			}
+			img.log.Info("releasing the exclusive lock taken under an earlier global id", "owner", lk.Entity.String(), "cookie", lk.Cookie)
+			err := callWrite(ctx, img.meta, oid, cls.BreakLock(lockName, lk.Entity, lk.Cookie))
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // release waits for writes in flight, closes the object map, unlocks and
@@ -236,8 +300,7 @@ func (l *exclusiveLock) release(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	err := callWrite(ctx, img.meta, headerObject(img.id), cls.Unlock(lockName, l.cookie))
-	if err != nil && !errors.Is(err, syscall.ENOENT) {
+	if err := l.unlockOwn(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("rbd: releasing the exclusive lock of %q: %w", img.name, err))
 	}
 	l.owned.Store(false)
@@ -293,9 +356,17 @@ func (l *exclusiveLock) rewatched(handle uint64) {
 		err := callWrite(ctx, l.img.meta, headerObject(l.img.id),
 			cls.SetCookie(lockName, cls.LockExclusive, l.cookie, lockTag, newCookie))
 		if err != nil {
+			// Typically a new global id: the OSD filed the lock under
+			// the old name. Give it up rather than leave it behind, or
+			// the next client would find this live one dead and
+			// blocklist it; a later write acquires it again.
 			l.img.log.Warn("exclusive lock lost after the header watch was re-established", "err", err)
+			if err := l.unlockOwn(ctx); err != nil {
+				l.img.log.Warn("releasing the exclusive lock left under the old watch", "err", err)
+			}
 			l.omap.Store(nil)
 			l.owned.Store(false)
+			l.img.notifyHeader(ctx, watchnotify.NotifyMessage{Op: watchnotify.OpReleasedLock, Client: l.img.clientID()})
 			return
 		}
 		l.setCookie(newCookie)
