@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
@@ -123,7 +124,11 @@ func FuzzHandshakeOptions(f *testing.F) {
 		srv := fuzzServer(t)
 		defer srv.Close()
 		c := &memConn{in: bytes.NewReader(input)}
-		serveWithin(t, "ServeConn", func() error { return srv.ServeConn(context.Background(), c) })
+		alloctest.CheckAllowing(t, len(input), connBuffers, func() {
+			c.in.Reset(input)
+			c.out.Reset()
+			serveWithin(t, "ServeConn", func() error { return srv.ServeConn(context.Background(), c) })
+		})
 		if err := checkHandshake(input, c.output()); err != nil {
 			t.Fatalf("%v\ninput  % x\noutput % x", err, input, c.output())
 		}
@@ -224,7 +229,8 @@ func FuzzTransmissionRequests(f *testing.F) {
 		}
 		srv := fuzzServer(t)
 		defer srv.Close()
-		c := &memConn{in: bytes.NewReader(append(prefix, reqs...))}
+		wire := append(prefix, reqs...)
+		c := &memConn{in: bytes.NewReader(wire)}
 		serve := func(conn net.Conn) error {
 			if kind == modeKernel {
 				m, _ := nbd.NewMemory(fuzzExportSize)
@@ -232,7 +238,11 @@ func FuzzTransmissionRequests(f *testing.F) {
 			}
 			return srv.ServeConn(context.Background(), conn)
 		}
-		serveWithin(t, "serve", func() error { return serve(c) })
+		alloctest.CheckAllowing(t, len(wire), connBuffers+declaredWrites(reqs), func() {
+			c.in.Reset(wire)
+			c.out.Reset()
+			serveWithin(t, "serve", func() error { return serve(c) })
+		})
 		out := c.output()
 		if kind != modeKernel {
 			out = skipHandshake(t, out, kind == modeStructured)
@@ -242,6 +252,32 @@ func FuzzTransmissionRequests(f *testing.F) {
 		}
 		overPipe(t, append(prefix, reqs...), serve)
 	})
+}
+
+// connBuffers is what a connection allocates whatever its client sends:
+// the server's 64 KiB read buffer and 64 KiB reply buffer.
+const connBuffers = 2 * 64 << 10
+
+// declaredWrites sums the payload sizes the WRITE requests of in declare,
+// complete or not (in has its magics fixed by planRequests). The server
+// takes a buffer of the declared size before the payload arrives; what
+// bounds those is the connection's budget (MaxInFlight and the payload
+// limit), not the bytes received, so the allocation check allows them.
+func declaredWrites(in []byte) uint64 {
+	var n uint64
+	for len(in) >= 28 && binary.BigEndian.Uint32(in) == nbdtest.MagicRequest {
+		typ, length := binary.BigEndian.Uint16(in[6:]), binary.BigEndian.Uint32(in[24:])
+		in = in[28:]
+		if typ != nbdtest.CmdWrite {
+			continue
+		}
+		n += uint64(min(length, nbd.DefaultMaxPayload))
+		if uint64(length) > uint64(len(in)) {
+			break
+		}
+		in = in[length:]
+	}
+	return n
 }
 
 // plannedRequest is a complete request of the fuzz input.

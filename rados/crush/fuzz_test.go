@@ -1,6 +1,10 @@
 package crush
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
+)
 
 // fuzzWorkBound is the most work (bucket items weighed, see WorkBound)
 // one DoRule call of a fuzz target may need: well under a second.
@@ -8,11 +12,14 @@ const fuzzWorkBound = 1e6
 
 // FuzzCrushDecode feeds arbitrary bytes to Decode and, for maps that
 // decode, runs every rule on a few inputs: neither may panic, and the
-// mapper must terminate. Seeds (testdata/fuzz/FuzzCrushDecode) are the
+// mapper must terminate. Decode may allocate only a bounded multiple of
+// its input (alloctest). Seeds (testdata/fuzz/FuzzCrushDecode) are the
 // corpus CrushWrapper samples and crushtool-built maps.
 func FuzzCrushDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := Decode(data)
+		var m *Map
+		var err error
+		alloctest.Check(t, len(data), func() { m, err = Decode(data) })
 		if err != nil {
 			return
 		}
