@@ -338,9 +338,6 @@ func (m *Map) DoRuleErr(ruleno int, x uint32, maxOut int, weights []uint32, args
 		return nil, fmt.Errorf("%w (rule %d)", ErrMSRUnsupported, ruleno)
 	}
 	mp := &mapping{m: m, weights: weights, args: args, x: x}
-	if len(args) != len(m.Buckets) {
-		mp.args = nil
-	}
 
 	resultMax := maxOut
 	scratch := make([]int32, 3*resultMax)
