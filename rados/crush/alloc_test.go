@@ -49,7 +49,7 @@ func hostileMap(nullBuckets, straw2Items int, chooseArgs func(e *denc.Encoder)) 
 	e.U8(0)  // chooseleaf_vary_r
 	e.U8(0)  // straw_calc_version
 	e.U32(t.AllowedBucketAlgs | 1<<AlgStraw2)
-	e.U8(0) // chooseleaf_stable
+	e.U8(0)       // chooseleaf_stable
 	for range 3 { // class_map, class_name, class_bucket
 		e.U32(0)
 	}
