@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"path/filepath"
@@ -123,10 +124,9 @@ func FuzzHandshakeOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input []byte) {
 		srv := fuzzServer(t)
 		defer srv.Close()
-		c := &memConn{in: bytes.NewReader(input)}
+		var c *memConn
 		alloctest.CheckAllowing(t, len(input), connBuffers, func() {
-			c.in.Reset(input)
-			c.out.Reset()
+			c = &memConn{in: bytes.NewReader(input)}
 			serveWithin(t, "ServeConn", func() error { return srv.ServeConn(context.Background(), c) })
 		})
 		if err := checkHandshake(input, c.output()); err != nil {
@@ -230,7 +230,7 @@ func FuzzTransmissionRequests(f *testing.F) {
 		srv := fuzzServer(t)
 		defer srv.Close()
 		wire := append(prefix, reqs...)
-		c := &memConn{in: bytes.NewReader(wire)}
+		var c *memConn
 		serve := func(conn net.Conn) error {
 			if kind == modeKernel {
 				m, _ := nbd.NewMemory(fuzzExportSize)
@@ -238,9 +238,8 @@ func FuzzTransmissionRequests(f *testing.F) {
 			}
 			return srv.ServeConn(context.Background(), conn)
 		}
-		alloctest.CheckAllowing(t, len(wire), connBuffers+declaredWrites(reqs), func() {
-			c.in.Reset(wire)
-			c.out.Reset()
+		alloctest.CheckAllowing(t, len(wire), connBuffers+exportState+declaredPayloads(reqs), func() {
+			c = &memConn{in: bytes.NewReader(wire)}
 			serveWithin(t, "serve", func() error { return serve(c) })
 		})
 		out := c.output()
@@ -258,20 +257,32 @@ func FuzzTransmissionRequests(f *testing.F) {
 // the server's 64 KiB read buffer and 64 KiB reply buffer.
 const connBuffers = 2 * 64 << 10
 
-// declaredWrites sums the payload sizes the WRITE requests of in declare,
-// complete or not (in has its magics fixed by planRequests). The server
-// takes a buffer of the declared size before the payload arrives; what
-// bounds those is the connection's budget (MaxInFlight and the payload
-// limit), not the bytes received, so the allocation check allows them.
-func declaredWrites(in []byte) uint64 {
+// exportState is what the fuzz export (a Memory) allocates for its own
+// bookkeeping on the first write into it: storage, not decoding.
+const exportState = 64 << 10
+
+// declaredPayloads sums the buffers the READ, WRITE and BLOCK_STATUS
+// requests of in call for by what they declare, complete or not (in has
+// its magics fixed by planRequests): a READ's or WRITE's length rounded up
+// to the buffer pool's power-of-two class (at least 4 KiB), a block
+// status reply at its largest. The server takes those before a WRITE's
+// payload arrives and for a READ whatever its length; what bounds them is
+// the connection's budget (MaxInFlight and the payload limit, issue 22
+// item 8), not the bytes received, so the allocation check allows them.
+func declaredPayloads(in []byte) uint64 {
 	var n uint64
 	for len(in) >= 28 && binary.BigEndian.Uint32(in) == nbdtest.MagicRequest {
 		typ, length := binary.BigEndian.Uint16(in[6:]), binary.BigEndian.Uint32(in[24:])
 		in = in[28:]
+		switch typ {
+		case nbdtest.CmdRead, nbdtest.CmdWrite:
+			n += 1 << bits.Len32(max(4096, min(length, nbd.DefaultMaxPayload))-1)
+		case nbdtest.CmdBlockStatus:
+			n += blockStatusReply
+		}
 		if typ != nbdtest.CmdWrite {
 			continue
 		}
-		n += uint64(min(length, nbd.DefaultMaxPayload))
 		if uint64(length) > uint64(len(in)) {
 			break
 		}
@@ -279,6 +290,10 @@ func declaredWrites(in []byte) uint64 {
 	}
 	return n
 }
+
+// blockStatusReply is the largest block status a request can get: 2^16
+// extents of 8 bytes, and the extents' list on the way.
+const blockStatusReply = 1 << 16 * (16 + 8)
 
 // plannedRequest is a complete request of the fuzz input.
 type plannedRequest struct {
