@@ -420,31 +420,23 @@ const ownedAll = owned(vecState | vecWeight | vecInfo | vecXInfo | vecUUID | vec
 // copy gives n its own copies of the vectors vs not copied yet.
 func (o *owned) copy(n *OSDMap, vs vector) {
 	need := vs &^ vector(*o)
-	if need&vecState != 0 {
-		n.OSDState = slices.Clone(n.OSDState)
-	}
-	if need&vecWeight != 0 {
-		n.OSDWeight = slices.Clone(n.OSDWeight)
-	}
-	if need&vecInfo != 0 {
-		n.OSDInfo = slices.Clone(n.OSDInfo)
-	}
-	if need&vecXInfo != 0 {
-		n.OSDXInfo = slices.Clone(n.OSDXInfo)
-	}
-	if need&vecUUID != 0 {
-		n.OSDUUID = slices.Clone(n.OSDUUID)
-	}
-	if need&vecAffinity != 0 {
-		n.PrimaryAffinity = slices.Clone(n.PrimaryAffinity)
-	}
-	if need&vecAddrs != 0 {
-		n.ClientAddrs = slices.Clone(n.ClientAddrs)
-		n.ClusterAddrs = slices.Clone(n.ClusterAddrs)
-		n.HBBackAddrs = slices.Clone(n.HBBackAddrs)
-		n.HBFrontAddrs = slices.Clone(n.HBFrontAddrs)
+	cloneIf(need&vecState != 0, &n.OSDState)
+	cloneIf(need&vecWeight != 0, &n.OSDWeight)
+	cloneIf(need&vecInfo != 0, &n.OSDInfo)
+	cloneIf(need&vecXInfo != 0, &n.OSDXInfo)
+	cloneIf(need&vecUUID != 0, &n.OSDUUID)
+	cloneIf(need&vecAffinity != 0, &n.PrimaryAffinity)
+	for _, a := range []*[]denc.EntityAddrVec{&n.ClientAddrs, &n.ClusterAddrs, &n.HBBackAddrs, &n.HBFrontAddrs} {
+		cloneIf(need&vecAddrs != 0, a)
 	}
 	*o |= owned(vs)
+}
+
+// cloneIf replaces *s by a copy when need is set.
+func cloneIf[T any](need bool, s *[]T) {
+	if need {
+		*s = slices.Clone(*s)
+	}
 }
 
 // setMaxOSD resizes every per-OSD vector into new arrays, new OSDs
