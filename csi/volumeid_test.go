@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -152,7 +154,9 @@ func FuzzParseVolumeID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := ParseVolumeID(s)
+		var v VolumeID
+		var err error
+		alloctest.Check(t, len(s), func() { v, err = ParseVolumeID(s) })
 		if err != nil {
 			return
 		}
@@ -175,7 +179,9 @@ func FuzzParseSnapshotID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := ParseSnapshotID(s)
+		var v SnapshotID
+		var err error
+		alloctest.Check(t, len(s), func() { v, err = ParseSnapshotID(s) })
 		if err != nil {
 			return
 		}

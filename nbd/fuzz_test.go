@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
@@ -122,8 +124,11 @@ func FuzzHandshakeOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input []byte) {
 		srv := fuzzServer(t)
 		defer srv.Close()
-		c := &memConn{in: bytes.NewReader(input)}
-		serveWithin(t, "ServeConn", func() error { return srv.ServeConn(context.Background(), c) })
+		var c *memConn
+		alloctest.CheckAllowing(t, len(input), connBuffers, func() {
+			c = &memConn{in: bytes.NewReader(input)}
+			serveWithin(t, "ServeConn", func() error { return srv.ServeConn(context.Background(), c) })
+		})
 		if err := checkHandshake(input, c.output()); err != nil {
 			t.Fatalf("%v\ninput  % x\noutput % x", err, input, c.output())
 		}
@@ -224,7 +229,8 @@ func FuzzTransmissionRequests(f *testing.F) {
 		}
 		srv := fuzzServer(t)
 		defer srv.Close()
-		c := &memConn{in: bytes.NewReader(append(prefix, reqs...))}
+		wire := append(prefix, reqs...)
+		var c *memConn
 		serve := func(conn net.Conn) error {
 			if kind == modeKernel {
 				m, _ := nbd.NewMemory(fuzzExportSize)
@@ -232,7 +238,10 @@ func FuzzTransmissionRequests(f *testing.F) {
 			}
 			return srv.ServeConn(context.Background(), conn)
 		}
-		serveWithin(t, "serve", func() error { return serve(c) })
+		alloctest.CheckAllowing(t, len(wire), connBuffers+exportState+declaredPayloads(reqs), func() {
+			c = &memConn{in: bytes.NewReader(wire)}
+			serveWithin(t, "serve", func() error { return serve(c) })
+		})
 		out := c.output()
 		if kind != modeKernel {
 			out = skipHandshake(t, out, kind == modeStructured)
@@ -243,6 +252,48 @@ func FuzzTransmissionRequests(f *testing.F) {
 		overPipe(t, append(prefix, reqs...), serve)
 	})
 }
+
+// connBuffers is what a connection allocates whatever its client sends:
+// the server's 64 KiB read buffer and 64 KiB reply buffer.
+const connBuffers = 2 * 64 << 10
+
+// exportState is what the fuzz export (a Memory) allocates for its own
+// bookkeeping on the first write into it: storage, not decoding.
+const exportState = 64 << 10
+
+// declaredPayloads sums the buffers the READ, WRITE and BLOCK_STATUS
+// requests of in call for by what they declare, complete or not (in has
+// its magics fixed by planRequests): a READ's or WRITE's length rounded up
+// to the buffer pool's power-of-two class (at least 4 KiB), a block
+// status reply at its largest. The server takes those before a WRITE's
+// payload arrives and for a READ whatever its length; what bounds them is
+// the connection's budget (MaxInFlight and the payload limit, issue 22
+// item 8), not the bytes received, so the allocation check allows them.
+func declaredPayloads(in []byte) uint64 {
+	var n uint64
+	for len(in) >= 28 && binary.BigEndian.Uint32(in) == nbdtest.MagicRequest {
+		typ, length := binary.BigEndian.Uint16(in[6:]), binary.BigEndian.Uint32(in[24:])
+		in = in[28:]
+		switch typ {
+		case nbdtest.CmdRead, nbdtest.CmdWrite:
+			n += 1 << bits.Len32(max(4096, min(length, nbd.DefaultMaxPayload))-1)
+		case nbdtest.CmdBlockStatus:
+			n += blockStatusReply
+		}
+		if typ != nbdtest.CmdWrite {
+			continue
+		}
+		if uint64(length) > uint64(len(in)) {
+			break
+		}
+		in = in[length:]
+	}
+	return n
+}
+
+// blockStatusReply is the largest block status a request can get: 2^16
+// extents of 8 bytes, and the extents' list on the way.
+const blockStatusReply = 1 << 16 * (16 + 8)
 
 // plannedRequest is a complete request of the fuzz input.
 type plannedRequest struct {

@@ -85,8 +85,13 @@ func (ss *session) option() (exp *exportState, done bool, err error) {
 		}
 		return nil, false, ss.optReplyMsg(opt, repErrTooBig, "option data too long")
 	}
-	data := make([]byte, length)
-	if _, err := io.ReadFull(ss.br, data); err != nil {
+	// The buffer grows with the data that arrives, not with the length
+	// the client announces: a 16-byte header must not cost 64 KiB.
+	data, err := io.ReadAll(io.LimitReader(ss.br, int64(length)))
+	if err == nil && len(data) < int(length) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return nil, false, fmt.Errorf("nbd handshake: read option data: %w", err)
 	}
 

@@ -3,6 +3,8 @@ package rados
 import (
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -26,7 +28,9 @@ func FuzzPoolOpReply(f *testing.F) {
 	f.Add(encodePoolOpReply(0, 42, []byte{3, 0, 0, 0, 0, 0, 0, 0}))
 	f.Add(encodePoolOpReply(-2, 42, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodePoolOpReply(b)
+		var r poolOpReply
+		var err error
+		alloctest.Check(t, len(b), func() { r, err = decodePoolOpReply(b) })
 		if err != nil {
 			return
 		}

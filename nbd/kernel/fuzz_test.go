@@ -3,6 +3,8 @@ package kernel
 import (
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/nbd/kernel/internal/genl"
 )
 
@@ -12,11 +14,14 @@ func FuzzParseStatusReply(f *testing.F) {
 	f.Add(unhex(f, cap61Status))
 	f.Add(unhex(f, cap61Status+cap61StatusAck))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := genl.ParseMessages(b)
-		if err != nil {
-			return
-		}
-		l, err := parseStatusReply(msgs)
+		var l []DeviceStatus
+		var err error
+		alloctest.Check(t, len(b), func() {
+			var msgs []genl.Message
+			if msgs, err = genl.ParseMessages(b); err == nil {
+				l, err = parseStatusReply(msgs)
+			}
+		})
 		if err != nil {
 			return
 		}
@@ -33,11 +38,15 @@ func FuzzParseConnectReply(f *testing.F) {
 	f.Add(unhex(f, cap61ConnectRep))
 	f.Add(unhex(f, cap61ConnectRep+cap61ConnectAck))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := genl.ParseMessages(b)
-		if err != nil {
-			return
-		}
-		if i, err := parseConnectReply(msgs); err == nil && i < 0 {
+		var i int
+		var err error
+		alloctest.Check(t, len(b), func() {
+			var msgs []genl.Message
+			if msgs, err = genl.ParseMessages(b); err == nil {
+				i, err = parseConnectReply(msgs)
+			}
+		})
+		if err == nil && i < 0 {
 			t.Fatalf("negative index %d", i)
 		}
 	})
@@ -48,11 +57,14 @@ func FuzzParseLinkDead(f *testing.F) {
 	f.Add(unhex(f, cap61LinkDead1))
 	f.Add(unhex(f, cap61Status))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := genl.ParseMessages(b)
-		if err != nil {
-			return
-		}
-		l, err := parseLinkDead(msgs)
+		var l []int
+		var err error
+		alloctest.Check(t, len(b), func() {
+			var msgs []genl.Message
+			if msgs, err = genl.ParseMessages(b); err == nil {
+				l, err = parseLinkDead(msgs)
+			}
+		})
 		if err != nil {
 			return
 		}

@@ -417,6 +417,17 @@ func (c *Client) complete(cookie uint64, cl *call) {
 	close(cl.done)
 }
 
+// readAnnounced reads the n bytes a chunk header announces into memory
+// that grows as they arrive, so a header announcing megabytes that do not
+// follow costs nothing.
+func readAnnounced(r io.Reader, n uint32) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err == nil && len(b) < int(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	return b, err
+}
+
 // readReply reads one simple reply or one structured chunk.
 func (c *Client) readReply(br *bufio.Reader) error {
 	var m [4]byte
@@ -510,8 +521,8 @@ func (c *Client) readChunk(br *bufio.Reader) error {
 		if cl.typ != CmdBlockStatus || length < 12 || (length-4)%8 != 0 || length > 4+8<<20 {
 			return fmt.Errorf("nbdtest: block status chunk of length %d", length)
 		}
-		b := make([]byte, length)
-		if _, err := io.ReadFull(br, b); err != nil {
+		b, err := readAnnounced(br, length)
+		if err != nil {
 			return fmt.Errorf("nbdtest: read chunk: %w", err)
 		}
 		if id := binary.BigEndian.Uint32(b); !c.HasMeta || id != c.MetaContextID {
@@ -527,8 +538,8 @@ func (c *Client) readChunk(br *bufio.Reader) error {
 		if length < 6 || length > 6+4096+8 {
 			return fmt.Errorf("nbdtest: error chunk of length %d", length)
 		}
-		b := make([]byte, length)
-		if _, err := io.ReadFull(br, b); err != nil {
+		b, err := readAnnounced(br, length)
+		if err != nil {
 			return fmt.Errorf("nbdtest: read chunk: %w", err)
 		}
 		msgLen := uint32(binary.BigEndian.Uint16(b[4:]))

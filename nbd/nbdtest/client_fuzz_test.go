@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // fuzzClient is a client with five requests pending (cookies 1 to 5) and
@@ -37,13 +39,15 @@ func FuzzClientReplies(f *testing.F) {
 		if len(in) == 0 {
 			return
 		}
-		c := fuzzClient(in[0]&1 == 1)
-		br := bufio.NewReader(bytes.NewReader(in[1:]))
-		for i := 0; i < 64; i++ {
-			if err := c.readReply(br); err != nil {
-				return
+		alloctest.Check(t, len(in), func() {
+			c := fuzzClient(in[0]&1 == 1)
+			br := bufio.NewReaderSize(bytes.NewReader(in[1:]), 16)
+			for i := 0; i < 64; i++ {
+				if err := c.readReply(br); err != nil {
+					return
+				}
 			}
-		}
+		})
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -38,7 +40,10 @@ func FuzzCephXTypes(f *testing.F) {
 		mk := corpusTypes[names[int(b[0])%len(names)]]
 		v := mk()
 		d := denc.NewDecoder(b[1:])
-		v.Decode(d)
+		alloctest.Check(t, len(b), func() {
+			v, d = mk(), denc.NewDecoder(b[1:])
+			v.Decode(d)
+		})
 		if d.Err() != nil {
 			return
 		}
@@ -75,8 +80,10 @@ func fuzzCephX(t testing.TB) (*CephX, Handler) {
 // tickets, connection secret and service tickets) to a monitor handler.
 func FuzzMonAuthDone(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, h := fuzzCephX(t)
-		_, _ = h.Done(1, b)
+		alloctest.Check(t, len(b), func() {
+			_, h := fuzzCephX(t)
+			_, _ = h.Done(1, b)
+		})
 	})
 }
 
@@ -89,7 +96,7 @@ func FuzzServerChallenge(f *testing.F) {
 		if _, err := h.Request(); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = h.More(b)
+		alloctest.Check(t, len(b), func() { _, _ = h.More(b) })
 	})
 }
 
@@ -114,7 +121,7 @@ func fuzzAuthenticated(t *testing.T) (*CephX, *fakeCephxServer) {
 func FuzzRenewalReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cx, _ := fuzzAuthenticated(t)
-		_ = cx.HandleRenewalReply(b)
+		alloctest.Check(t, len(b), func() { _ = cx.HandleRenewalReply(b) })
 	})
 }
 
@@ -130,11 +137,13 @@ func FuzzAuthorizerReply(f *testing.F) {
 		if _, err := h.Request(); err != nil {
 			t.Fatal(err)
 		}
-		if b[0]&1 == 1 {
-			_, _ = h.More(b[1:])
-		} else {
-			_, _ = h.Done(0, b[1:])
-		}
+		alloctest.Check(t, len(b), func() {
+			if b[0]&1 == 1 {
+				_, _ = h.More(b[1:])
+			} else {
+				_, _ = h.Done(0, b[1:])
+			}
+		})
 	})
 }
 

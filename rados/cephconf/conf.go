@@ -61,15 +61,18 @@ func Parse(r io.Reader, name string) (*Conf, error) {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	section := "global"
 	lineNo := 0
-	var pending string
+	// A continued line accumulates in one growing buffer: joining the
+	// pieces as strings would copy the line once per continuation.
+	var pending []byte
 	for sc.Scan() {
 		lineNo++
-		line := pending + sc.Text()
-		pending = ""
-		if strings.HasSuffix(line, "\\") {
-			pending = strings.TrimSuffix(line, "\\")
+		pending = append(pending, sc.Bytes()...)
+		if n := len(pending); n > 0 && pending[n-1] == '\\' {
+			pending = pending[:n-1]
 			continue
 		}
+		line := string(pending)
+		pending = pending[:0]
 		line = stripComment(line)
 		line = strings.TrimSpace(line)
 		if line == "" {

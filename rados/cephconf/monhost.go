@@ -64,7 +64,7 @@ func ParseMonHost(ctx context.Context, s string, res Resolver) ([]MonAddr, error
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w in %q", ErrNoMons, s)
+		return nil, fmt.Errorf("%w in %q", ErrNoMons, clip(s))
 	}
 	return out, nil
 }
@@ -86,7 +86,7 @@ func splitMonHost(s string) ([]string, error) {
 		case ']':
 			depth--
 			if depth < 0 {
-				return nil, fmt.Errorf("cephconf: mon_host %q: unbalanced ']'", s)
+				return nil, fmt.Errorf("cephconf: mon_host %q: unbalanced ']'", clip(s))
 			}
 		case ',', ';', ' ', '\t':
 			if depth == 0 {
@@ -95,7 +95,7 @@ func splitMonHost(s string) ([]string, error) {
 		}
 	}
 	if depth != 0 {
-		return nil, fmt.Errorf("cephconf: mon_host %q: unbalanced '['", s)
+		return nil, fmt.Errorf("cephconf: mon_host %q: unbalanced '['", clip(s))
 	}
 	flush(len(s))
 	return toks, nil
@@ -120,11 +120,11 @@ func parseMonToken(ctx context.Context, tok string, res Resolver) ([]MonAddr, er
 	}
 	host, port, err := splitHostPort(rest)
 	if err != nil {
-		return nil, fmt.Errorf("cephconf: mon_host entry %q: %w", tok, err)
+		return nil, fmt.Errorf("cephconf: mon_host entry %q: %w", clip(tok), err)
 	}
 	ips, err := resolve(ctx, host, res)
 	if err != nil {
-		return nil, fmt.Errorf("cephconf: mon_host entry %q: %w", tok, err)
+		return nil, fmt.Errorf("cephconf: mon_host entry %q: %w", clip(tok), err)
 	}
 	dial, legacy := msgr2Port(typ, port)
 	out := make([]MonAddr, 0, len(ips))
@@ -161,7 +161,7 @@ func parseAddrvec(ctx context.Context, tok string, res Resolver) ([]MonAddr, err
 	}
 	for _, p := range parts {
 		if !isTyped(p) {
-			return nil, fmt.Errorf("cephconf: mon_host entry %q: untyped address %q inside an address vector", tok, p)
+			return nil, fmt.Errorf("cephconf: mon_host entry %q: untyped address %q inside an address vector", clip(tok), clip(p))
 		}
 	}
 	var v1 []MonAddr
@@ -203,7 +203,7 @@ func splitHostPort(s string) (string, uint16, error) {
 	}
 	p, err := strconv.ParseUint(ps, 10, 16)
 	if err != nil || p == 0 {
-		return "", 0, fmt.Errorf("bad port %q", ps)
+		return "", 0, fmt.Errorf("bad port %q", clip(ps))
 	}
 	return host, uint16(p), nil
 }
@@ -213,15 +213,26 @@ func resolve(ctx context.Context, host string, res Resolver) ([]netip.Addr, erro
 		return []netip.Addr{ip.Unmap()}, nil
 	}
 	if res == nil {
-		return nil, fmt.Errorf("host name %q and no resolver", host)
+		return nil, fmt.Errorf("host name %q and no resolver", clip(host))
 	}
 	ips, err := res.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return nil, fmt.Errorf("resolving %q: %w", host, err)
+		return nil, fmt.Errorf("resolving %q: %w", clip(host), err)
 	}
 	out := make([]netip.Addr, len(ips))
 	for i, ip := range ips {
 		out[i] = ip.Unmap()
 	}
 	return out, nil
+}
+
+// clip shortens text quoted in an error: a mon_host of kilobytes must not
+// make each error that names it, quoted and wrapped, cost many times its
+// size.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -92,14 +94,19 @@ func FuzzParseMonHost(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = ParseMonHost(context.Background(), s, nil)
+		alloctest.Check(t, len(s), func() { _, _ = ParseMonHost(context.Background(), s, nil) })
 	})
 }
+
+// confScanBuffer is the line buffer Parse starts with, whatever it reads.
+const confScanBuffer = 64 << 10
 
 func FuzzParseConf(f *testing.F) {
 	f.Add("[global]\nmon host = 1.2.3.4\n\\\n[client]\nkey = \"x;y\" # c\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := Parse(strings.NewReader(s), "fuzz")
+		var c *Conf
+		var err error
+		alloctest.CheckAllowing(t, len(s), confScanBuffer, func() { c, err = Parse(strings.NewReader(s), "fuzz") })
 		if err == nil {
 			c.Get("client.admin", "mon_host")
 		}

@@ -185,11 +185,10 @@ func (ws *workspace) bucketChoose(b *Bucket, bi int, x uint32, r int, args Choos
 	case AlgStraw:
 		return strawChoose(b, x, r)
 	case AlgStraw2:
-		var arg *ChooseArg
-		if bi < len(args) {
-			arg = &args[bi]
+		if arg, ok := args[bi]; ok {
+			return straw2Choose(b, x, r, &arg, position)
 		}
-		return straw2Choose(b, x, r, arg, position)
+		return straw2Choose(b, x, r, nil, position)
 	}
 	return b.Items[0]
 }

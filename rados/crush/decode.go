@@ -3,6 +3,8 @@ package crush
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -253,8 +255,8 @@ func decodeChooseArgs(d *denc.Decoder, buckets []*Bucket) map[int64]ChooseArgMap
 	out := make(map[int64]ChooseArgMap, n)
 	for i := 0; i < n; i++ {
 		index := d.I64("choose_args index")
-		args := make(ChooseArgMap, len(buckets))
 		cnt := d.Count("choose_args buckets", 12)
+		args := make(ChooseArgMap, cnt)
 		for j := 0; j < cnt && d.Err() == nil; j++ {
 			bi := d.U32("choose_args bucket index")
 			if d.Err() != nil {
@@ -264,7 +266,7 @@ func decodeChooseArgs(d *denc.Decoder, buckets []*Bucket) map[int64]ChooseArgMap
 				d.Failf("choose_args bucket index", "index %d beyond %d buckets", bi, len(buckets))
 				break
 			}
-			arg := &args[bi]
+			var arg ChooseArg
 			positions := d.Count("weight_set positions", 4)
 			if positions > 0 {
 				arg.WeightSets = make([][]uint32, positions)
@@ -294,6 +296,7 @@ func decodeChooseArgs(d *denc.Decoder, buckets []*Bucket) map[int64]ChooseArgMap
 					arg.IDs[k] = d.I32("choose_args id")
 				}
 			}
+			args[int(bi)] = arg
 		}
 		if d.Err() != nil {
 			return nil
@@ -304,36 +307,34 @@ func decodeChooseArgs(d *denc.Decoder, buckets []*Bucket) map[int64]ChooseArgMap
 }
 
 // finish does what Ceph does after decoding: drop choose_args of buckets
-// that are not straw2, resize mis-sized weight sets, recompute
+// that are not straw2, cut weight sets longer than their bucket (shorter
+// ones weigh the missing items 0, see ChooseArg, which is what Ceph's
+// padding with zeros amounts to without allocating it), recompute
 // max_devices, and note whether rule ids and rulesets agree.
 func (m *Map) finish() error {
-	for idx, args := range m.ChooseArgs {
+	for _, args := range m.ChooseArgs {
 		positions := 1
-		for _, a := range args {
-			if len(a.WeightSets) > 0 {
+		for _, j := range slices.Sorted(maps.Keys(args)) {
+			if a := args[j]; len(a.WeightSets) > 0 {
 				positions = len(a.WeightSets)
 				break
 			}
 		}
-		for j := range args {
+		for j, a := range args {
 			b := m.Buckets[j]
-			a := &args[j]
 			if b == nil || b.Alg != AlgStraw2 {
-				*a = ChooseArg{}
+				delete(args, j)
 				continue
 			}
 			if len(a.WeightSets) == 0 || len(a.WeightSets) != positions {
 				continue
 			}
 			for p, ws := range a.WeightSets {
-				if len(ws) != len(b.Items) {
-					fixed := make([]uint32, len(b.Items))
-					copy(fixed, ws)
-					a.WeightSets[p] = fixed
+				if len(ws) > len(b.Items) {
+					a.WeightSets[p] = ws[:len(b.Items):len(b.Items)]
 				}
 			}
 		}
-		m.ChooseArgs[idx] = args
 	}
 	var maxDev int64
 	for _, b := range m.Buckets {

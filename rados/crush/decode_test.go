@@ -223,7 +223,7 @@ func compareWithDump(m *Map, d *crushDump) []string {
 			bad("choose_args %s: %d buckets, want %d", key, n, len(dargs))
 		}
 		for _, da := range dargs {
-			a := args[-1-da.BucketID]
+			a := args[int(-1-da.BucketID)]
 			if len(a.WeightSets) != len(da.WeightSet) || len(a.IDs) != len(da.IDs) {
 				bad("choose_args %s bucket %d: shape differs", key, da.BucketID)
 				continue

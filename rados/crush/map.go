@@ -114,12 +114,16 @@ type Step struct {
 	Arg2 int32
 }
 
-// ChooseArgMap holds, per bucket index (-1-id), replacement weights and
-// ids for straw2 buckets. Entries for other buckets are zero.
-type ChooseArgMap []ChooseArg
+// ChooseArgMap holds, by bucket index (-1-id), replacement weights and
+// ids for straw2 buckets; buckets without an entry use their own. It is
+// a map, not a slice of every bucket as Ceph keeps it: a choose_args
+// entry of a few bytes must not cost an array of the whole map's buckets.
+type ChooseArgMap map[int]ChooseArg
 
 // ChooseArg replaces a straw2 bucket's weights (one set per replica
 // position, the last one repeating) and optionally the ids fed to the hash.
+// A weight set shorter than the bucket weighs its missing items 0, as
+// Ceph's padding of such sets with zeros does.
 type ChooseArg struct {
 	WeightSets [][]uint32
 	IDs        []int32

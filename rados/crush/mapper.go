@@ -9,6 +9,23 @@ import (
 // (Squid's multi-step retry rules), which this mapper does not implement.
 var ErrMSRUnsupported = errors.New("crush: MSR rules are not supported")
 
+// ErrWorkBound is returned by DoRuleErr when a mapping gives up after
+// MaxWork units of work: the map asks for more retries, replicas or
+// descents than any real placement needs (see MaxWork).
+var ErrWorkBound = errors.New("crush: mapping exceeds the work bound")
+
+// MaxWork bounds the work of one DoRule call, counted as bucket items
+// weighed (each choice in a bucket counts the bucket's size, at least 1).
+// Ceph's mapper is bounded only by what the map says: choose_total_tries
+// and the set_choose*_tries steps are 32-bit values, a choose step may
+// ask for 2^31 replicas that are all rejected, and local fallback scans
+// whole buckets, so a damaged or hostile map can make one placement run
+// for hours. Real placements, even on large clusters with many OSDs out,
+// weigh orders of magnitude fewer items; the oracle tests against
+// crushtool and osdmaptool stay far below it. A mapping that reaches the
+// bound maps to nothing (ErrWorkBound from DoRuleErr).
+const MaxWork = 1 << 21
+
 // workspace is the scratch of one mapping: permutation state for the
 // buckets that need it, allocated on first use.
 type workspace struct {
@@ -39,6 +56,20 @@ type mapping struct {
 	weights []uint32
 	args    ChooseArgMap
 	x       uint32
+	// work counts bucket items weighed so far (see MaxWork); over is set
+	// once it passes MaxWork, and every loop of the mapper then ends.
+	work int
+	over bool
+}
+
+// charge counts a choice among the items of a bucket and reports whether
+// the mapping may go on.
+func (mp *mapping) charge(items int) bool {
+	mp.work += max(1, items)
+	if mp.work > MaxWork {
+		mp.over = true
+	}
+	return !mp.over
 }
 
 // bucketAt returns the bucket for a negative item id and its index, or
@@ -102,7 +133,7 @@ func (mp *mapping) chooseFirstN(bucket *Bucket, bucketIdx int, numrep, typ int,
 		startRep = 0
 	}
 	var item int32
-	for rep := startRep; rep < numrep && count > 0; rep++ {
+	for rep := startRep; rep < numrep && count > 0 && !mp.over; rep++ {
 		ftotal := uint32(0)
 		skipRep := false
 		for {
@@ -117,6 +148,10 @@ func (mp *mapping) chooseFirstN(bucket *Bucket, bucketIdx int, numrep, typ int,
 				reject := false
 				var itemtype int
 
+				if !mp.charge(len(in.Items)) {
+					skipRep = true
+					break
+				}
 				if len(in.Items) == 0 {
 					reject = true
 				} else {
@@ -227,8 +262,8 @@ func (mp *mapping) chooseIndep(bucket *Bucket, bucketIdx int, left, numrep, typ 
 			out2[rep] = itemUndef
 		}
 	}
-	for ftotal := uint32(0); left > 0 && ftotal < tries; ftotal++ {
-		for rep := outpos; rep < endpos; rep++ {
+	for ftotal := uint32(0); left > 0 && ftotal < tries && !mp.over; ftotal++ {
+		for rep := outpos; rep < endpos && !mp.over; rep++ {
 			if out[rep] != itemUndef {
 				continue
 			}
@@ -242,7 +277,7 @@ func (mp *mapping) chooseIndep(bucket *Bucket, bucketIdx int, left, numrep, typ 
 				} else {
 					r += numrep * int(ftotal)
 				}
-				if len(in.Items) == 0 {
+				if !mp.charge(len(in.Items)) || len(in.Items) == 0 {
 					break
 				}
 				item := mp.ws.bucketChoose(in, inIdx, mp.x, r, mp.args, outpos)
@@ -338,9 +373,6 @@ func (m *Map) DoRuleErr(ruleno int, x uint32, maxOut int, weights []uint32, args
 		return nil, fmt.Errorf("%w (rule %d)", ErrMSRUnsupported, ruleno)
 	}
 	mp := &mapping{m: m, weights: weights, args: args, x: x}
-	if len(args) != len(m.Buckets) {
-		mp.args = nil
-	}
 
 	resultMax := maxOut
 	scratch := make([]int32, 3*resultMax)
@@ -445,6 +477,9 @@ func (m *Map) DoRuleErr(ruleno int, x uint32, maxOut int, weights []uint32, args
 						chooseTries, leafTries, recurseToLeaf, c[osize:], 0)
 					osize += outSize
 				}
+			}
+			if mp.over {
+				return nil, fmt.Errorf("%w (rule %d, input %#x)", ErrWorkBound, ruleno, x)
 			}
 			if recurseToLeaf {
 				copy(o[:osize], c[:osize])

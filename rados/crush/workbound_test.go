@@ -1,6 +1,7 @@
 package crush
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,5 +70,35 @@ func TestWorkBound(t *testing.T) {
 	}
 	if (&Map{}).WorkBound(0, 5) != 0 {
 		t.Error("a rule that does not exist costs something")
+	}
+}
+
+// TestMapperBoundsItsWork maps the seed whose rule asks for 3158576
+// replicas that are all rejected: Ceph's mapper (and this one before it
+// counted its work) spent seconds on each input; now each mapping gives
+// up after MaxWork items and says so (issue 22, item 6).
+func TestMapperBoundsItsWork(t *testing.T) {
+	m, err := Decode(fuzzSeed(t, "testdata/fuzz/FuzzCrushDecode/746153b7cdd2f337"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded := 0
+	for r, rule := range m.Rules {
+		if rule == nil {
+			continue
+		}
+		for x := uint32(0); x < 3; x++ {
+			t0 := time.Now()
+			_, err := m.DoRuleErr(r, x, 5, nil, nil) // every device out: every try rejected
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Fatalf("rule %d input %d: mapping took %v", r, x, d)
+			}
+			if errors.Is(err, ErrWorkBound) {
+				bounded++
+			}
+		}
+	}
+	if bounded == 0 {
+		t.Fatal("no mapping reached the work bound")
 	}
 }

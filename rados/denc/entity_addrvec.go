@@ -5,9 +5,14 @@ import (
 	"strings"
 )
 
-// minEntityAddrLen is the smallest encoding of one entity_addr_t inside
-// an address vector (marker, envelope, type, nonce, zero sockaddr length).
-const minEntityAddrLen = 1 + 6 + 12
+// MinEntityAddrLen is the smallest encoding of one entity_addr_t (marker,
+// envelope, type, nonce, zero sockaddr length; the legacy form is longer).
+// Decoders of lists of addresses check counts against it.
+const MinEntityAddrLen = 1 + 6 + 12
+
+// MinEntityAddrVecLen is the smallest encoding of an entity_addrvec_t:
+// the marker and an empty list's count.
+const MinEntityAddrVecLen = 1 + 4
 
 // EntityAddrVec is Ceph's entity_addrvec_t: the addresses one entity
 // listens on, typically a v2 and a v1 address.
@@ -31,7 +36,7 @@ func (v *EntityAddrVec) Decode(d *Decoder) {
 	case 1:
 		a.decodeAfterMarker(d)
 	case 2:
-		*v = List(d, "entity_addrvec_t", minEntityAddrLen, Get[EntityAddr])
+		*v = List(d, "entity_addrvec_t", MinEntityAddrLen, Get[EntityAddr])
 		return
 	default:
 		d.Failf("entity_addrvec_t marker", "marker %d, want 0, 1 or 2", m)

@@ -3,6 +3,8 @@ package denc
 import (
 	"bytes"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // fuzzTypes are the types FuzzSmallTypes drives; the first input byte
@@ -26,7 +28,9 @@ var fuzzTypes = append(append([]struct {
 // and re-encode to the same bytes again (decode∘encode is a fixed point).
 func checkStable(t *testing.T, name string, rt func([]byte) ([]byte, error), b []byte) {
 	t.Helper()
-	once, err := rt(b)
+	var once []byte
+	var err error
+	alloctest.Check(t, len(b), func() { once, err = rt(b) })
 	if err != nil {
 		return
 	}
@@ -91,7 +95,9 @@ func FuzzParseEntityAddrVec(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := ParseEntityAddrVec(s)
+		var v EntityAddrVec
+		var err error
+		alloctest.Check(t, len(s), func() { v, err = ParseEntityAddrVec(s) })
 		if err != nil {
 			return
 		}

@@ -8,6 +8,11 @@ type PoolSnapInfo struct {
 	Name   string
 }
 
+// MinPoolSnapInfoLen is the smallest encoding of a pool_snap_info_t: a
+// version 1 (no compat, no length) with its snap id, stamp and an empty
+// name.
+const MinPoolSnapInfoLen = 1 + 8 + 8 + 4
+
 // Decode reads a pool_snap_info_t.
 func (p *PoolSnapInfo) Decode(d *Decoder) {
 	d.VersionedLegacy("pool_snap_info_t", 2, 2, 2, 0, func(d *Decoder, _ uint8) {

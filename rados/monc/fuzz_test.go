@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // addCaptures seeds f with the captured fronts whose names match glob.
@@ -26,7 +28,9 @@ func addCaptures(f *testing.F, glob string, add func(b []byte)) {
 func FuzzCommandAck(f *testing.F) {
 	addCaptures(f, "MMonCommandAck-*", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a, err := decodeCommandAck(b)
+		var a commandAck
+		var err error
+		alloctest.Check(t, len(b), func() { a, err = decodeCommandAck(b) })
 		if err == nil && len(a.rs) > len(b) {
 			t.Fatalf("status of %d bytes from %d bytes of input", len(a.rs), len(b))
 		}
@@ -38,14 +42,16 @@ func FuzzSubscribeAck(f *testing.F) {
 	f.Add(make([]byte, 20))
 	f.Add(make([]byte, 19))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = decodeSubscribeAck(b)
+		alloctest.Check(t, len(b), func() { _, _ = decodeSubscribeAck(b) })
 	})
 }
 
 func FuzzAuthReply(f *testing.F) {
 	addCaptures(f, "MAuthReply-*", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeAuthReply(b)
+		var r authReply
+		var err error
+		alloctest.Check(t, len(b), func() { r, err = decodeAuthReply(b) })
 		if err == nil && len(r.payload)+len(r.msg) > len(b) {
 			t.Fatal("decoded more than the input holds")
 		}
@@ -55,7 +61,10 @@ func FuzzAuthReply(f *testing.F) {
 func FuzzMonMapMessage(f *testing.F) {
 	addCaptures(f, "MMonMap*", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if m, err := decodeMonMapMessage(b); err == nil {
+		var m *MonMap
+		var err error
+		alloctest.Check(t, len(b), func() { m, err = decodeMonMapMessage(b) })
+		if err == nil {
 			_ = m.String()
 		}
 	})
@@ -64,14 +73,16 @@ func FuzzMonMapMessage(f *testing.F) {
 func FuzzVersionReply(f *testing.F) {
 	addCaptures(f, "MMonGetVersionReply*", func(b []byte) { f.Add(uint16(2), b); f.Add(uint16(1), b) })
 	f.Fuzz(func(t *testing.T, version uint16, b []byte) {
-		_, _ = decodeVersionReply(b, version)
+		alloctest.Check(t, len(b)+2, func() { _, _ = decodeVersionReply(b, version) })
 	})
 }
 
 func FuzzOSDMapEpochs(f *testing.F) {
 	addCaptures(f, "MOSDMap-*", func(b []byte) { f.Add(uint16(4), b) })
 	f.Fuzz(func(t *testing.T, version uint16, b []byte) {
-		ep, err := decodeOSDMapEpochs(b, version)
+		var ep osdMapEpochs
+		var err error
+		alloctest.Check(t, len(b)+2, func() { ep, err = decodeOSDMapEpochs(b, version) })
 		if err != nil {
 			return
 		}
@@ -91,7 +102,10 @@ func FuzzOSDMapEpochs(f *testing.F) {
 func FuzzConfig(f *testing.F) {
 	addCaptures(f, "MConfig*", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if m, err := decodeConfigMessage(b); err == nil && len(m)*8 > len(b) {
+		var m map[string]string
+		var err error
+		alloctest.Check(t, len(b), func() { m, err = decodeConfigMessage(b) })
+		if err == nil && len(m)*8 > len(b) {
 			t.Fatalf("%d options from %d bytes", len(m), len(b))
 		}
 	})

@@ -204,7 +204,8 @@ func (m *MonMap) Decode(d *denc.Decoder) {
 				m.Mons[name] = MonInfo{Name: name, Addrs: denc.EntityAddrVec{a}}
 			}
 		} else {
-			m.Mons = denc.Map(d, "MonMap mon_info", 4+6, func(d *denc.Decoder) (string, MonInfo) {
+			// a name, then a mon_info_t: envelope, name, address vector
+			m.Mons = denc.Map(d, "MonMap mon_info", 4+6+4+denc.MinEntityAddrVecLen, func(d *denc.Decoder) (string, MonInfo) {
 				return d.String("MonMap mon name"), denc.Get[MonInfo](d)
 			})
 		}

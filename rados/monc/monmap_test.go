@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
@@ -403,7 +405,9 @@ func TestMonMapVersion10(t *testing.T) {
 func FuzzMonMap(f *testing.F) {
 	f.Add([]byte{9, 6, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeMonMap(b)
+		var m *MonMap
+		var err error
+		alloctest.Check(t, len(b), func() { m, err = DecodeMonMap(b) })
 		if err != nil {
 			return
 		}
@@ -426,7 +430,9 @@ func FuzzMonMap(f *testing.F) {
 func FuzzMonInfo(f *testing.F) {
 	f.Add([]byte{5, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mi, err := denc.Unmarshal[MonInfo](b)
+		var mi MonInfo
+		var err error
+		alloctest.Check(t, len(b), func() { mi, err = denc.Unmarshal[MonInfo](b) })
 		if err != nil {
 			return
 		}

@@ -48,8 +48,13 @@ func readBanner(r io.Reader) (banner, error) {
 	if n < bannerMinLen {
 		return b, fmt.Errorf("%w: banner payload of %d bytes, want at least %d", ErrProtocol, n, bannerMinLen)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
+	// The payload is read as it arrives: a peer announcing 64 KiB and
+	// sending nothing costs nothing.
+	payload, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err == nil && len(payload) < int(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return b, err
 	}
 	b.supported = binary.LittleEndian.Uint64(payload)

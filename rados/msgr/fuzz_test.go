@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"time"
 
 	"github.com/purerbd/purerbd/rados/crc32c"
@@ -22,10 +24,18 @@ import (
 // fuzzLimits keep allocations small while fuzzing.
 var fuzzLimits = limits{control: 1 << 20, front: 1 << 20, middle: 1 << 20, data: 4 << 20}
 
+// frameLookahead is what a frame reader may allocate beyond the bytes it
+// received: its probe scratch and, for the last frame of a stream that
+// ends early, a buffer of up to probeLen for segments announced but not
+// sent (a larger segment is read through the probe first).
+const frameLookahead = 2*probeLen + 4096
+
 // FuzzBanner parses a peer banner.
 func FuzzBanner(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bn, err := readBanner(bytes.NewReader(b))
+		var bn banner
+		var err error
+		alloctest.Check(t, len(b), func() { bn, err = readBanner(bytes.NewReader(b)) })
 		if err == nil {
 			_ = bn.check()
 		}
@@ -35,7 +45,9 @@ func FuzzBanner(f *testing.F) {
 // FuzzHello decodes a HELLO control payload.
 func FuzzHello(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeHello(b)
+		var h helloFrame
+		var err error
+		alloctest.Check(t, len(b), func() { h, err = decodeHello(b) })
 		if err == nil {
 			if _, err := decodeHello(h.encode()); err != nil {
 				t.Fatalf("re-encoded HELLO does not decode: %v", err)
@@ -61,7 +73,7 @@ func FuzzControl(f *testing.F) {
 		if len(b) == 0 {
 			return
 		}
-		_ = controlDecoders[int(b[0])%len(controlDecoders)](b[1:])
+		alloctest.Check(t, len(b), func() { _ = controlDecoders[int(b[0])%len(controlDecoders)](b[1:]) })
 	})
 }
 
@@ -103,19 +115,21 @@ func FuzzFramePlain(f *testing.F) {
 				return keeps%2 == 0
 			}
 		}
-		r := bytes.NewReader(wire)
-		for i := 0; i < 16; i++ {
-			fm, err := fr.read(r)
-			if claims != 0 {
-				t.Fatalf("a claimed buffer was not released (err %v)", err)
+		alloctest.CheckAllowing(t, len(b), frameLookahead, func() {
+			r := bytes.NewReader(wire)
+			for i := 0; i < 16; i++ {
+				fm, err := fr.read(r)
+				if claims != 0 {
+					t.Fatalf("a claimed buffer was not released (err %v)", err)
+				}
+				if err != nil {
+					return
+				}
+				if fm.tag == tagMessage {
+					_, _, _ = decodeHeader2(fm.segs[0])
+				}
 			}
-			if err != nil {
-				return
-			}
-			if fm.tag == tagMessage {
-				_, _, _ = decodeHeader2(fm.segs[0])
-			}
-		}
+		})
 	})
 }
 
@@ -139,12 +153,14 @@ func FuzzFrameSecure(f *testing.F) {
 		if b[0]&1 == 0 {
 			wire = sealFuzzFrame(tx, b[1:])
 		}
-		r := bytes.NewReader(wire)
-		for i := 0; i < 4; i++ {
-			if _, err := fr.read(r); err != nil {
-				return
+		alloctest.CheckAllowing(t, len(b), frameLookahead, func() {
+			r := bytes.NewReader(wire)
+			for i := 0; i < 4; i++ {
+				if _, err := fr.read(r); err != nil {
+					return
+				}
 			}
-		}
+		})
 	})
 }
 

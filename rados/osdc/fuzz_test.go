@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/msgr"
 )
@@ -22,7 +24,9 @@ func FuzzOSDOpReply(f *testing.F) {
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
 		msg := &msgr.Message{Type: MsgOSDOpReply, Version: version, Front: front, Data: data}
-		r, err := DecodeOSDOpReply(msg)
+		var r *MOSDOpReply
+		var err error
+		alloctest.Check(t, 2+len(front)+len(data), func() { r, err = DecodeOSDOpReply(msg) })
 		if err != nil {
 			return
 		}
@@ -62,11 +66,17 @@ func FuzzWatchNotify(f *testing.F) {
 	m := (&MWatchNotify{Opcode: WatchEventNotifyComplete, Cookie: 3, NotifyID: 99, Data: []byte{0, 0, 0, 0, 0, 0, 0, 0}, ReturnCode: -110}).Message()
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
-		w, err := DecodeWatchNotify(&msgr.Message{Type: MsgWatchNotify, Version: version, Front: front, Data: data})
+		var w *MWatchNotify
+		var err error
+		alloctest.Check(t, 2+len(front)+len(data), func() {
+			w, err = DecodeWatchNotify(&msgr.Message{Type: MsgWatchNotify, Version: version, Front: front, Data: data})
+			if err == nil {
+				_, _, _ = DecodeNotifyAcks(w.Data)
+			}
+		})
 		if err != nil {
 			return
 		}
-		_, _, _ = DecodeNotifyAcks(w.Data)
 		if version < 3 || len(front) == 0 || front[0] == 0 {
 			return
 		}
@@ -87,7 +97,11 @@ func FuzzOSDBackoff(f *testing.F) {
 	m = b.Message()
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
-		b, err := DecodeOSDBackoff(&msgr.Message{Type: MsgOSDBackoff, Version: version, Front: front, Data: data})
+		var b *MOSDBackoff
+		var err error
+		alloctest.Check(t, 2+len(front)+len(data), func() {
+			b, err = DecodeOSDBackoff(&msgr.Message{Type: MsgOSDBackoff, Version: version, Front: front, Data: data})
+		})
 		if err != nil {
 			return
 		}
@@ -103,7 +117,11 @@ func FuzzOSDMapMessage(f *testing.F) {
 	m := (&MOSDMap{Incrementals: map[uint32][]byte{3: {1, 2}}, Maps: map[uint32][]byte{2: {9}}, Oldest: 1, Newest: 3}).Message()
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
-		mm, err := DecodeOSDMapMessage(&msgr.Message{Type: MsgOSDMap, Version: version, Front: front, Data: data})
+		var mm *MOSDMap
+		var err error
+		alloctest.Check(t, 2+len(front)+len(data), func() {
+			mm, err = DecodeOSDMapMessage(&msgr.Message{Type: MsgOSDMap, Version: version, Front: front, Data: data})
+		})
 		if err != nil {
 			return
 		}
@@ -128,43 +146,47 @@ func FuzzOpResults(f *testing.F) {
 		if len(b) == 0 {
 			return
 		}
-		p := b[1:]
-		switch b[0] % 9 {
-		case 0:
-			_, _, _ = ParseStat(p)
-		case 1:
-			_, _, _ = ParseOmapVals(p)
-		case 2:
-			_, _, _ = ParseOmapKeys(p)
-		case 3:
-			_, _ = ParseXattrs(p)
-		case 4:
-			_, _, _ = ParseSparseRead(p)
-		case 5:
-			next, _, err := ParseNLSResponse(p)
-			if err == nil {
-				_ = next.String()
-			}
-		case 6:
-			_, _, _ = DecodeNotifyAcks(p)
-		case 7:
-			_, _ = ParseWatchers(p)
-		case 8:
-			var h HObject
-			d := denc.NewDecoder(p)
-			h.Decode(d)
-			if d.Err() == nil {
-				e := denc.NewEncoder(nil)
-				h.Encode(e)
-				var h2 HObject
-				d2 := denc.NewDecoder(e.Bytes())
-				h2.Decode(d2)
-				if d2.Err() != nil || h2.Compare(h) != 0 {
-					t.Fatalf("hobject round trip: %v %v", h, h2)
-				}
+		alloctest.Check(t, len(b), func() { parseOpResult(t, b[0], b[1:]) })
+	})
+}
+
+// parseOpResult runs the parser of operation outputs that sel picks.
+func parseOpResult(t *testing.T, sel byte, p []byte) {
+	switch sel % 9 {
+	case 0:
+		_, _, _ = ParseStat(p)
+	case 1:
+		_, _, _ = ParseOmapVals(p)
+	case 2:
+		_, _, _ = ParseOmapKeys(p)
+	case 3:
+		_, _ = ParseXattrs(p)
+	case 4:
+		_, _, _ = ParseSparseRead(p)
+	case 5:
+		next, _, err := ParseNLSResponse(p)
+		if err == nil {
+			_ = next.String()
+		}
+	case 6:
+		_, _, _ = DecodeNotifyAcks(p)
+	case 7:
+		_, _ = ParseWatchers(p)
+	case 8:
+		var h HObject
+		d := denc.NewDecoder(p)
+		h.Decode(d)
+		if d.Err() == nil {
+			e := denc.NewEncoder(nil)
+			h.Encode(e)
+			var h2 HObject
+			d2 := denc.NewDecoder(e.Bytes())
+			h2.Decode(d2)
+			if d2.Err() != nil || h2.Compare(h) != 0 {
+				t.Fatalf("hobject round trip: %v %v", h, h2)
 			}
 		}
-	})
+	}
 }
 
 func FuzzOSDOp(f *testing.F) {
@@ -172,7 +194,11 @@ func FuzzOSDOp(f *testing.F) {
 		OID: "o", Ops: []OSDOp{Write(0, []byte("abc")), SetXattr("n", []byte("v"))}, SnapID: SnapHead}).Message()
 	f.Add(m.Version, m.Front, m.Data)
 	f.Fuzz(func(t *testing.T, version uint16, front, data []byte) {
-		op, err := DecodeOSDOp(&msgr.Message{Type: MsgOSDOp, Version: version, Front: front, Data: data})
+		var op *MOSDOp
+		var err error
+		alloctest.Check(t, 2+len(front)+len(data), func() {
+			op, err = DecodeOSDOp(&msgr.Message{Type: MsgOSDOp, Version: version, Front: front, Data: data})
+		})
 		if err != nil {
 			return
 		}

@@ -51,6 +51,9 @@ func (m *OSDMap) Apply(inc *Incremental) (*OSDMap, error) {
 	if inc.Epoch == 1 {
 		n.FSID = inc.FSID
 	}
+	if limit := max(m.MaxOSD, maxOSDGrowth); inc.NewMaxOSD > limit {
+		return nil, fmt.Errorf("%w: epoch %d sets max_osd %d, above %d", ErrBadIncremental, inc.Epoch, inc.NewMaxOSD, limit)
+	}
 	if err := n.apply(inc); err != nil {
 		return nil, err
 	}
@@ -58,6 +61,7 @@ func (m *OSDMap) Apply(inc *Incremental) (*OSDMap, error) {
 }
 
 func (n *OSDMap) apply(inc *Incremental) error {
+	var own owned
 	n.Epoch++
 	n.Modified = inc.Modified
 
@@ -79,6 +83,7 @@ func (n *OSDMap) apply(inc *Incremental) error {
 	}
 	if inc.NewMaxOSD >= 0 {
 		n.setMaxOSD(inc.NewMaxOSD)
+		own = ownedAll
 	}
 	if err := n.checkOSDs(inc); err != nil {
 		return err
@@ -125,6 +130,9 @@ func (n *OSDMap) apply(inc *Incremental) error {
 		delete(n.PoolNames, id)
 	}
 
+	if len(inc.NewWeight) > 0 {
+		own.copy(n, vecWeight|vecState|vecXInfo)
+	}
 	for osd, w := range inc.NewWeight {
 		n.OSDWeight[osd] = w
 		if w != 0 {
@@ -133,6 +141,9 @@ func (n *OSDMap) apply(inc *Incremental) error {
 			n.OSDState[osd] &^= StateAutoOut | StateNew
 			n.OSDXInfo[osd].OldWeight = 0
 		}
+	}
+	if len(inc.NewPrimaryAffinity) > 0 {
+		own.copy(n, vecAffinity)
 	}
 	for osd, a := range inc.NewPrimaryAffinity {
 		n.setPrimaryAffinity(osd, a)
@@ -144,6 +155,9 @@ func (n *OSDMap) apply(inc *Incremental) error {
 		n.ErasureCodeProfiles[name] = prof
 	}
 
+	if len(inc.NewState) > 0 {
+		own.copy(n, vecState|vecInfo|vecXInfo|vecUUID|vecAffinity|vecAddrs)
+	}
 	for _, osd := range sortedKeys(inc.NewState) {
 		s := inc.NewState[osd]
 		if s == 0 {
@@ -168,6 +182,9 @@ func (n *OSDMap) apply(inc *Incremental) error {
 			n.OSDState[osd] ^= s
 		}
 	}
+	if len(inc.NewUpClient) > 0 {
+		own.copy(n, vecState|vecInfo|vecAddrs)
+	}
 	for osd, addrs := range inc.NewUpClient {
 		n.OSDState[osd] |= StateExists | StateUp
 		n.OSDState[osd] &^= StateStop
@@ -176,8 +193,14 @@ func (n *OSDMap) apply(inc *Incremental) error {
 		n.HBFrontAddrs[osd] = inc.NewHBFrontUp[osd]
 		n.OSDInfo[osd].UpFrom = n.Epoch
 	}
+	if len(inc.NewUpCluster) > 0 {
+		own.copy(n, vecAddrs)
+	}
 	for osd, addrs := range inc.NewUpCluster {
 		n.ClusterAddrs[osd] = addrs
+	}
+	if len(inc.NewUpThru)+len(inc.NewLastCleanInterval)+len(inc.NewLost) > 0 {
+		own.copy(n, vecInfo)
 	}
 	for osd, e := range inc.NewUpThru {
 		n.OSDInfo[osd].UpThru = e
@@ -189,8 +212,14 @@ func (n *OSDMap) apply(inc *Incremental) error {
 	for osd, e := range inc.NewLost {
 		n.OSDInfo[osd].LostAt = e
 	}
+	if len(inc.NewXInfo) > 0 {
+		own.copy(n, vecXInfo)
+	}
 	for osd, x := range inc.NewXInfo {
 		n.OSDXInfo[osd] = x
+	}
+	if len(inc.NewUUID) > 0 {
+		own.copy(n, vecUUID)
 	}
 	for osd, u := range inc.NewUUID {
 		n.OSDUUID[osd] = u
@@ -357,8 +386,61 @@ func (n *OSDMap) checkOSDs(inc *Incremental) error {
 	return nil
 }
 
-// setMaxOSD resizes every per-OSD vector, new OSDs starting out of the
-// cluster.
+// maxOSDGrowth is the highest max_osd an incremental may set on a map
+// whose max_osd is lower. new_max_osd is a value, not a count: four bytes
+// of it would otherwise size every per-OSD vector (a few hundred bytes per
+// OSD) up to maxOSDLimit. Monitors refuse `osd setmaxosd` beyond
+// mon_max_osd, 10000 by default; this leaves that more than sixfold room.
+// A map already larger may keep or shrink its size, and a full map, whose
+// per-OSD vectors are in its encoding, is bounded by maxOSDLimit alone.
+const maxOSDGrowth = 1 << 16
+
+// vector names the per-OSD vectors of an OSDMap that Apply may change.
+type vector uint16
+
+const (
+	vecState vector = 1 << iota
+	vecWeight
+	vecInfo
+	vecXInfo
+	vecUUID
+	vecAffinity
+	vecAddrs // client, cluster and both heartbeat address vectors
+)
+
+// owned records which per-OSD vectors the map Apply builds has copied.
+// The others still share their arrays with the map Apply started from,
+// which must not change; they are copied on first write, so an
+// incremental that changes one OSD's weight copies the weights only,
+// and one that changes no OSD copies nothing.
+type owned vector
+
+const ownedAll = owned(vecState | vecWeight | vecInfo | vecXInfo | vecUUID | vecAffinity | vecAddrs)
+
+// copy gives n its own copies of the vectors vs not copied yet.
+func (o *owned) copy(n *OSDMap, vs vector) {
+	need := vs &^ vector(*o)
+	cloneIf(need&vecState != 0, &n.OSDState)
+	cloneIf(need&vecWeight != 0, &n.OSDWeight)
+	cloneIf(need&vecInfo != 0, &n.OSDInfo)
+	cloneIf(need&vecXInfo != 0, &n.OSDXInfo)
+	cloneIf(need&vecUUID != 0, &n.OSDUUID)
+	cloneIf(need&vecAffinity != 0, &n.PrimaryAffinity)
+	for _, a := range []*[]denc.EntityAddrVec{&n.ClientAddrs, &n.ClusterAddrs, &n.HBBackAddrs, &n.HBFrontAddrs} {
+		cloneIf(need&vecAddrs != 0, a)
+	}
+	*o |= owned(vs)
+}
+
+// cloneIf replaces *s by a copy when need is set.
+func cloneIf[T any](need bool, s *[]T) {
+	if need {
+		*s = slices.Clone(*s)
+	}
+}
+
+// setMaxOSD resizes every per-OSD vector into new arrays, new OSDs
+// starting out of the cluster.
 func (n *OSDMap) setMaxOSD(max int32) {
 	size := int(max)
 	n.MaxOSD = max
@@ -386,10 +468,8 @@ func (n *OSDMap) setPrimaryAffinity(osd int32, a uint32) {
 	n.PrimaryAffinity[osd] = a
 }
 
+// resize returns a new array of n elements: those of s, then fill.
 func resize[T any](s []T, n int, fill T) []T {
-	if n <= len(s) {
-		return s[:n:n]
-	}
 	out := make([]T, n)
 	copy(out, s)
 	for i := len(s); i < n; i++ {
@@ -404,29 +484,20 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 	return keys
 }
 
-// clone copies everything Apply may change. Pools, the CRUSH map and
-// per-PG lists are replaced, never modified, so they are shared.
+// clone copies the maps Apply may change. Pools, the CRUSH map and
+// per-PG lists are replaced, never modified, so they are shared; so are
+// the per-OSD vectors until Apply writes to them (see owned).
 func (m *OSDMap) clone() *OSDMap {
 	n := *m
 	n.Pools = cloneMap(m.Pools)
 	n.PoolNames = cloneMap(m.PoolNames)
-	n.OSDState = slices.Clone(m.OSDState)
-	n.OSDWeight = slices.Clone(m.OSDWeight)
-	n.ClientAddrs = slices.Clone(m.ClientAddrs)
 	n.PGTemp = cloneMap(m.PGTemp)
 	n.PrimaryTemp = cloneMap(m.PrimaryTemp)
-	n.PrimaryAffinity = slices.Clone(m.PrimaryAffinity)
 	n.ErasureCodeProfiles = cloneMap(m.ErasureCodeProfiles)
 	n.PGUpmap = cloneMap(m.PGUpmap)
 	n.PGUpmapItems = cloneMap(m.PGUpmapItems)
 	n.PGUpmapPrimaries = cloneMap(m.PGUpmapPrimaries)
-	n.HBBackAddrs = slices.Clone(m.HBBackAddrs)
-	n.ClusterAddrs = slices.Clone(m.ClusterAddrs)
-	n.HBFrontAddrs = slices.Clone(m.HBFrontAddrs)
-	n.OSDInfo = slices.Clone(m.OSDInfo)
 	n.Blocklist = cloneMap(m.Blocklist)
-	n.OSDUUID = slices.Clone(m.OSDUUID)
-	n.OSDXInfo = slices.Clone(m.OSDXInfo)
 	n.RemovedSnapsQueue = cloneMap(m.RemovedSnapsQueue)
 	n.CrushNodeFlags = cloneMap(m.CrushNodeFlags)
 	n.DeviceClassFlags = cloneMap(m.DeviceClassFlags)

@@ -270,7 +270,7 @@ func decodeU32List(d *denc.Decoder, what string) []uint32 {
 }
 
 func decodeAddrVecs(d *denc.Decoder, what string) []denc.EntityAddrVec {
-	return denc.List(d, what, 1, denc.Get[denc.EntityAddrVec])
+	return denc.List(d, what, denc.MinEntityAddrVecLen, denc.Get[denc.EntityAddrVec])
 }
 
 const pgLen = 17 // encoded pg_t
@@ -312,7 +312,7 @@ func decodeProfiles(d *denc.Decoder, what string) map[string]map[string]string {
 }
 
 func decodeAddrTimes(d *denc.Decoder, what string) map[denc.EntityAddr]denc.UTime {
-	return denc.Map(d, what, 9, func(d *denc.Decoder) (denc.EntityAddr, denc.UTime) {
+	return denc.Map(d, what, denc.MinEntityAddrLen+8, func(d *denc.Decoder) (denc.EntityAddr, denc.UTime) {
 		var a denc.EntityAddr
 		a.Decode(d)
 		var t denc.UTime

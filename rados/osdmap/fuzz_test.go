@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -54,7 +55,9 @@ func exercise(m *OSDMap) {
 
 func FuzzOSDMapDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeOSDMap(data, false)
+		var m *OSDMap
+		var err error
+		alloctest.Check(t, len(data), func() { m, err = decodeOSDMap(data, false) })
 		if err != nil {
 			return
 		}
@@ -64,7 +67,9 @@ func FuzzOSDMapDecode(f *testing.F) {
 
 func FuzzIncrementalDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inc, err := decodeIncremental(data, false)
+		var inc *Incremental
+		var err error
+		alloctest.Check(t, len(data), func() { inc, err = decodeIncremental(data, false) })
 		if err != nil {
 			return
 		}
@@ -83,7 +88,9 @@ func FuzzIncrementalDecode(f *testing.F) {
 
 func FuzzPoolDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := DecodePool(data)
+		var p *Pool
+		var err error
+		alloctest.Check(t, len(data), func() { p, err = DecodePool(data) })
 		if err != nil {
 			return
 		}

@@ -197,7 +197,7 @@ func (inc *Incremental) decodeOSD(d *denc.Decoder, v uint8) {
 	})
 	inc.NewLost = decodeOSDU32(d, "new_lost")
 	inc.NewBlocklist = decodeAddrTimes(d, "new_blocklist")
-	inc.OldBlocklist = denc.List(d, "old_blocklist", 1, denc.Get[denc.EntityAddr])
+	inc.OldBlocklist = denc.List(d, "old_blocklist", denc.MinEntityAddrLen, denc.Get[denc.EntityAddr])
 	inc.NewUpCluster = decodeOSDAddrVecs(d, "new_up_cluster")
 	inc.ClusterSnapshot = d.String("cluster_snapshot")
 	inc.NewUUID = denc.Map(d, "new_uuid", 20, func(d *denc.Decoder) (int32, denc.UUID) {
@@ -261,7 +261,7 @@ func (inc *Incremental) decodeOSD(d *denc.Decoder, v uint8) {
 	}
 	if v >= 11 {
 		inc.NewRangeBlocklist = decodeAddrTimes(d, "new_range_blocklist")
-		inc.OldRangeBlocklist = denc.List(d, "old_range_blocklist", 1, denc.Get[denc.EntityAddr])
+		inc.OldRangeBlocklist = denc.List(d, "old_range_blocklist", denc.MinEntityAddrLen, denc.Get[denc.EntityAddr])
 	}
 	if v >= 12 {
 		inc.MutateAllowCrimson = d.U8("mutate_allow_crimson")
@@ -276,7 +276,7 @@ func decodeOSDU32(d *denc.Decoder, what string) map[int32]uint32 {
 }
 
 func decodeOSDAddrVecs(d *denc.Decoder, what string) map[int32]denc.EntityAddrVec {
-	return denc.Map(d, what, 5, func(d *denc.Decoder) (int32, denc.EntityAddrVec) {
+	return denc.Map(d, what, 4+denc.MinEntityAddrVecLen, func(d *denc.Decoder) (int32, denc.EntityAddrVec) {
 		o := d.I32(what + " osd")
 		var v denc.EntityAddrVec
 		v.Decode(d)

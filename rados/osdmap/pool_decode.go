@@ -49,12 +49,12 @@ func (p *Pool) decodeBody(d *denc.Decoder, v uint8) {
 	p.SnapEpoch = d.U32("pool snap_epoch")
 
 	if v >= 3 {
-		p.Snaps = decodePoolSnaps(d, d.Count("pool snaps", 9))
+		p.Snaps = decodePoolSnaps(d, d.Count("pool snaps", poolSnapLen))
 		p.RemovedSnaps = decodeIntervals(d, "pool removed_snaps")
 		p.AUID = d.U64("pool auid")
 	} else {
-		n := d.Count("pool snaps", 0)
-		m := d.Count("pool removed_snaps", 0)
+		n := d.Count("pool snaps", poolSnapLen)
+		m := d.Count("pool removed_snaps", 16)
 		p.AUID = d.U64("pool auid")
 		p.Snaps = decodePoolSnaps(d, n)
 		p.RemovedSnaps = decodeIntervalsN(d, "pool removed_snaps", m)
@@ -205,6 +205,10 @@ func (p *Pool) decodeBody(d *denc.Decoder, v uint8) {
 		endOfKnown(d, "pg_pool_t", v, poolMaxVersion)
 	}
 }
+
+// poolSnapLen is the smallest encoding of one entry of a pool's snaps: the
+// snap id and a pool_snap_info_t.
+const poolSnapLen = 8 + denc.MinPoolSnapInfoLen
 
 func decodePoolSnaps(d *denc.Decoder, n int) map[uint64]denc.PoolSnapInfo {
 	if d.Err() != nil || n == 0 {

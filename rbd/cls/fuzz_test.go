@@ -3,6 +3,8 @@ package cls
 import (
 	"bytes"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // replyDecoders are the decoders of class-method replies and on-disk
@@ -47,7 +49,9 @@ func FuzzReplies(f *testing.F) {
 			return
 		}
 		rd := replyDecoders[int(b[0])%len(replyDecoders)]
-		once, err := rd.roundTrip(b[1:])
+		var once []byte
+		var err error
+		alloctest.Check(t, len(b), func() { once, err = rd.roundTrip(b[1:]) })
 		if err != nil || once == nil {
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
@@ -67,7 +69,9 @@ func TestGetSetResize(t *testing.T) {
 func FuzzBitVector(f *testing.F) {
 	f.Add(New(17).Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		bv, err := Unmarshal(b)
+		var bv *BitVector
+		var err error
+		alloctest.Check(t, len(b), func() { bv, err = Unmarshal(b) })
 		if err != nil {
 			return
 		}

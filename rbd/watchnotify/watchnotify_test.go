@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
+
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"github.com/purerbd/purerbd/rbd/cls"
 )
@@ -83,7 +85,9 @@ func TestRoundTrip(t *testing.T) {
 func FuzzNotify(f *testing.F) {
 	f.Add(NotifyMessage{Op: OpRequestLock, Client: ClientID{1, 2}}.Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ParseNotify(b)
+		var m NotifyMessage
+		var err error
+		alloctest.Check(t, len(b), func() { m, err = ParseNotify(b) })
 		if err != nil || len(b) == 0 {
 			return
 		}
@@ -101,7 +105,9 @@ func FuzzNotify(f *testing.F) {
 func FuzzResponse(f *testing.F) {
 	f.Add(ResponseMessage{Result: -16}.Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseResponse(b)
+		var r ResponseMessage
+		var err error
+		alloctest.Check(t, len(b), func() { r, err = ParseResponse(b) })
 		if err != nil {
 			return
 		}

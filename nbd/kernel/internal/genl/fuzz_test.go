@@ -3,6 +3,8 @@ package genl
 import (
 	"bytes"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // walk parses every attribute list reachable from b, as a reader that
@@ -32,7 +34,9 @@ func FuzzParseMessages(f *testing.F) {
 		f.Add(mustHex(f, s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := ParseMessages(b)
+		var msgs []Message
+		var err error
+		alloctest.Check(t, len(b), func() { msgs, err = ParseMessages(b) })
 		if err != nil {
 			return
 		}
@@ -65,7 +69,7 @@ func FuzzParseAttrs(f *testing.F) {
 	f.Add(seed)
 	f.Add(mustHex(f, capFamilyNlctrl)[headerLen+genlHeaderLen:])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		walk(b, 0)
+		alloctest.Check(t, len(b), func() { walk(b, 0) })
 		attrs, err := ParseAttrs(b)
 		if err != nil {
 			return
