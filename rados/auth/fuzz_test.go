@@ -212,8 +212,8 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, _ := seal(info.SessionKey, CephXAuthorizeChallenge{ServerChallenge: 9}.Encode)
+	ch, _ := seal(info.SessionKey, usageAuthorizeChallenge, CephXAuthorizeChallenge{ServerChallenge: 9}.Encode)
 	write("FuzzAuthorizerReply", "challenge", append([]byte{1}, ch...))
-	rep, _ := sealBlob(info.SessionKey, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 1, ConnectionSecret: srv.connSecret}.Encode)
+	rep, _ := sealBlob(info.SessionKey, usageAuthorizeReply, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 1, ConnectionSecret: srv.connSecret}.Encode)
 	write("FuzzAuthorizerReply", "reply", append([]byte{0}, rep...))
 }
