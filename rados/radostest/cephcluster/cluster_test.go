@@ -16,9 +16,14 @@ func TestMissingBinaries(t *testing.T) {
 }
 
 func TestNewKeyShape(t *testing.T) {
-	k, err := newKey()
+	k, err := newKey(keyTypeAES)
 	if err != nil || len(k) != 40 || !strings.HasPrefix(k, "AQ") {
-		t.Fatalf("newKey = %q, %v", k, err)
+		t.Fatalf("newKey(aes) = %q, %v", k, err)
+	}
+	// aes256k keys look like Tentacle's own: "Ag..." and 44 bytes
+	k, err = newKey(keyTypeAES256K)
+	if err != nil || len(k) != 60 || !strings.HasPrefix(k, "Ag") {
+		t.Fatalf("newKey(aes256k) = %q, %v", k, err)
 	}
 }
 
