@@ -5,6 +5,8 @@ import (
 	"crypto/aes"
 	"encoding/hex"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
@@ -137,5 +139,49 @@ func TestParseKeyAES256K(t *testing.T) {
 	short := NewCryptoKey(KeyTypeAES256K, denc.UTime{}, make([]byte, 16))
 	if _, err := ParseKey(keyBase64(short)); err == nil {
 		t.Fatal("16-byte aes256k key accepted")
+	}
+}
+
+// Keys made by Tentacle's own ceph-authtool (--gen-print-key and
+// --create-keyring --gen-key; throwaway test keys): aes256k CryptoKeys
+// as Ceph 20.2 encodes them, which must decode, validate and re-encode
+// byte for byte. The encoding corpus (up to 20.3.0-4314) holds no
+// CryptoKey of type 2, so these are the Ceph-made samples of it.
+func TestTentacleMadeKeys(t *testing.T) {
+	b, err := os.ReadFile("testdata/tentacle/keys.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) == 0 {
+		t.Fatal("no keys")
+	}
+	kr, err := ReadKeyring("testdata/tentacle/client.tentacle.keyring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kr.Key(mustName(t, "client.tentacle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = append(lines, keyBase64(k))
+	for _, s := range lines {
+		k, err := ParseKey(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if k.Type != KeyTypeAES256K || len(k.Secret()) != aes256kKeyLen {
+			t.Fatalf("%s: %v", s, k)
+		}
+		if got := keyBase64(k); got != s {
+			t.Fatalf("re-encoded %s as %s", s, got)
+		}
+		ct, err := k.encrypt(usageTicketSessionKey, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pt, err := k.decrypt(usageTicketSessionKey, ct); err != nil || string(pt) != "x" {
+			t.Fatalf("round trip: %q %v", pt, err)
+		}
 	}
 }
