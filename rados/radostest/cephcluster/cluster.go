@@ -64,7 +64,8 @@ type Options struct {
 	// busy memstore OSD spends a third of its CPU in _int_malloc and
 	// slows down as its heap fragments, so it measures the allocator
 	// rather than its clients. Ceph's CLIs run by Tool and the tests are
-	// never preloaded.
+	// never preloaded. (ReleaseTentacle's daemons link tcmalloc
+	// themselves, so there GlibcMalloc only drops the preload.)
 	GlibcMalloc bool
 	// Release picks the Ceph release: ReleaseHost (the host's packages)
 	// or ReleaseTentacle (Ceph 20.2 from a Debian sid root, built once
@@ -131,11 +132,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cephcluster: %w", err)
 	}
-	if root != "" {
-		if err := placeDirInRoot(root, dir); err != nil {
-			return nil, err
-		}
-	}
 	c := &Cluster{
 		Dir:          dir,
 		Conf:         filepath.Join(dir, "ceph.conf"),
@@ -152,6 +148,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			err = fmt.Errorf("%w (logs in %s)%s", err, dir, c.logTails(20))
 		}
 	}()
+	if root != "" {
+		if err := c.prepareRoot(); err != nil {
+			return nil, err
+		}
+	}
 
 	nports := opts.Mons
 	if opts.MsgrV1 {
@@ -226,14 +227,8 @@ func (c *Cluster) Close() error {
 		c.ports.release()
 	}
 	if !c.Options.KeepDir {
-		var rm error
-		if c.root != "" {
-			rm = removeDirInRoot(c.root, c.Dir)
-		} else {
-			rm = os.RemoveAll(c.Dir)
-		}
-		if rm != nil {
-			errs = append(errs, rm)
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -88,39 +87,52 @@ func EnsureRoot(ctx context.Context, release string) (string, error) {
 	return root, nil
 }
 
-// placeDirInRoot makes dir reachable under the same path inside root and
-// outside it: the real directory is root+dir and dir becomes a symlink to
-// it. Daemons in the chroot and clients outside then agree on every path
-// in ceph.conf, with no bind mount to clean up.
-func placeDirInRoot(root, dir string) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("cephcluster: cluster dir %q must be absolute to live in a root", dir)
+// rootBinds are the host directories a chrooted daemon or tool sees at
+// the same path inside the root: the temporary directory (where tests keep
+// the files they hand to Ceph's tools) and the cluster dir when it lies
+// elsewhere. Daemons and clients outside then agree on every path in
+// ceph.conf and on the command line.
+func (c *Cluster) rootBinds() []string {
+	tmp := filepath.Clean(os.TempDir())
+	binds := []string{tmp}
+	if rel, err := filepath.Rel(tmp, c.Dir); err != nil || strings.HasPrefix(rel, "..") {
+		binds = append(binds, c.Dir)
 	}
-	inside := filepath.Join(root, dir)
-	if err := os.MkdirAll(inside, 0o700); err != nil {
-		return fmt.Errorf("cephcluster: %w", err)
-	}
-	if fi, err := os.Lstat(dir); err == nil {
-		if fi.Mode()&os.ModeSymlink == 0 {
-			// an empty directory (os.MkdirTemp's) gives way to the link
-			if err := os.Remove(dir); err != nil {
-				return fmt.Errorf("cephcluster: cluster dir %s must be empty to live in a root: %w", dir, err)
-			}
-		} else if err := os.Remove(dir); err != nil {
+	return binds
+}
+
+// prepareRoot makes the mount points of rootBinds inside the root.
+func (c *Cluster) prepareRoot() error {
+	for _, b := range c.rootBinds() {
+		if !filepath.IsAbs(b) {
+			return fmt.Errorf("cephcluster: %q must be an absolute path to be seen from the root", b)
+		}
+		if err := os.MkdirAll(filepath.Join(c.root, b), 0o755); err != nil {
 			return fmt.Errorf("cephcluster: %w", err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cephcluster: %w", err)
-	}
-	if err := os.Symlink(inside, dir); err != nil {
-		return fmt.Errorf("cephcluster: %w", err)
 	}
 	return nil
 }
 
-// removeDirInRoot removes what placeDirInRoot made.
-func removeDirInRoot(root, dir string) error {
-	return errors.Join(os.Remove(dir), os.RemoveAll(filepath.Join(root, dir)))
+// chrootArgs returns the command (unshare) and arguments that run bin in
+// the root: in a private mount namespace of its own, rootBinds are bind
+// mounted into the root and the shell execs chroot, which execs bin, so
+// the PID stays bin's. The mounts vanish with the process: nothing is
+// left mounted on the host, and removing the cache never reaches host
+// directories.
+func (c *Cluster) chrootArgs(bin string, args []string) (string, []string) {
+	var sb strings.Builder
+	sb.WriteString("set -e\n")
+	for _, b := range c.rootBinds() {
+		fmt.Fprintf(&sb, "mount --bind %s %s\n", shellQuote(b), shellQuote(filepath.Join(c.root, b)))
+	}
+	sb.WriteString(`exec chroot "$@"` + "\n")
+	return "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", sb.String(), "sh", c.root, bin}, args...)
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // rootTCMalloc finds libtcmalloc.so.4 inside root and returns its path as

@@ -69,9 +69,7 @@ func (c *Cluster) Rbd(ctx context.Context, args ...string) ([]byte, error) {
 // and execs bin: the process's PID is bin's).
 func (c *Cluster) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	if c.root != "" {
-		// chroot execs bin too: the PID stays bin's
-		args = append([]string{c.root, bin}, args...)
-		bin = "chroot"
+		bin, args = c.chrootArgs(bin, args)
 	}
 	if c.Options.Netns != "" {
 		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Options.Netns, bin}, args...)...)
