@@ -17,11 +17,9 @@ var cephxIV = [aes.BlockSize]byte{'c', 'e', 'p', 'h', 's', 'a', 'g', 'e', 'y', '
 var errDecrypt = errors.New("cannot decrypt (wrong key?)")
 
 // aesCBCEncrypt encrypts plaintext with AES-128-CBC under the fixed IV and
-// PKCS#7 padding (always 1..16 bytes), as Ceph's CryptoAES does.
+// PKCS#7 padding (always 1..16 bytes), as Ceph's CryptoAES does. key is
+// a validated AES key.
 func aesCBCEncrypt(key CryptoKey, plaintext []byte) ([]byte, error) {
-	if err := key.validate(); err != nil {
-		return nil, err
-	}
 	block, err := aes.NewCipher(key.secret)
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -38,9 +36,6 @@ func aesCBCEncrypt(key CryptoKey, plaintext []byte) ([]byte, error) {
 
 // aesCBCDecrypt reverses aesCBCEncrypt into fresh memory.
 func aesCBCDecrypt(key CryptoKey, ciphertext []byte) ([]byte, error) {
-	if err := key.validate(); err != nil {
-		return nil, err
-	}
 	if len(ciphertext) == 0 || len(ciphertext)%aes.BlockSize != 0 {
 		return nil, fmt.Errorf("ciphertext length %d is not a positive multiple of %d", len(ciphertext), aes.BlockSize)
 	}

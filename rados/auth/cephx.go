@@ -151,15 +151,29 @@ func (c *CephX) authenticate(e *denc.Encoder, serverChallenge uint64, oldTicket 
 	return nil
 }
 
-// challengeProof computes the proof of key knowledge as Ceph does: encrypt
-// the challenge blob into a length-prefixed ciphertext and XOR together
-// every whole little-endian u64 of that encoding.
+// challengeProof computes the proof of key knowledge as Ceph does
+// (cephx_calc_client_server_challenge): for an AES key, encrypt the
+// challenge blob into a length-prefixed ciphertext; for an aes256k key,
+// whose ciphertexts are randomised, take HMAC-SHA256 of the bare blob
+// under the secret. Either way, XOR together every whole little-endian
+// u64 of the result.
 func challengeProof(key CryptoKey, server, client uint64) (uint64, error) {
-	blob, err := sealBlob(key, func(e *denc.Encoder) {
-		CephXChallengeBlob{ServerChallenge: server, ClientChallenge: client}.Encode(e)
-	})
-	if err != nil {
+	if err := key.validate(); err != nil {
 		return 0, err
+	}
+	var blob []byte
+	if key.Type == KeyTypeAES256K {
+		e := denc.NewEncoder(make([]byte, 0, 16))
+		CephXChallengeBlob{ServerChallenge: server, ClientChallenge: client}.Encode(e)
+		blob = hmacSHA256(key, e.Bytes())
+	} else {
+		var err error
+		blob, err = sealBlob(key, 0, func(e *denc.Encoder) {
+			CephXChallengeBlob{ServerChallenge: server, ClientChallenge: client}.Encode(e)
+		})
+		if err != nil {
+			return 0, err
+		}
 	}
 	var k uint64
 	for i := 0; i+8 <= len(blob); i += 8 {
@@ -206,7 +220,7 @@ func (c *CephX) decodeTicketReply(d *denc.Decoder, principal CryptoKey, principa
 		if err := d.Err(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
 		}
-		sd, err := openBlob(principal, d, "service ticket")
+		sd, err := openBlob(principal, usageTicketSessionKey, d, "service ticket")
 		if err != nil {
 			if principalIsKey && err == errDecrypt {
 				return nil, c.failure("mon", "the monitor's reply does not decrypt with our key (wrong key?)", ErrAuthFailed)
@@ -228,7 +242,7 @@ func (c *CephX) decodeTicketReply(d *denc.Decoder, principal CryptoKey, principa
 			if old == nil {
 				return nil, c.failure("mon", fmt.Sprintf("ticket for %s sealed with a session key we do not hold", service), ErrProtocol)
 			}
-			bd, err = openBlob(old.sessionKey, d, "ticket blob")
+			bd, err = openBlob(old.sessionKey, usageTicketBlob, d, "ticket blob")
 			if err != nil {
 				return nil, c.failure("mon", fmt.Sprintf("ticket blob for %s: %v", service, err), ErrProtocol)
 			}

@@ -46,7 +46,7 @@ func (a *cephxAuthorizer) Request() ([]byte, error) {
 
 // build appends the sealed CephXAuthorize to the plain part.
 func (a *cephxAuthorizer) build(msg CephXAuthorize) ([]byte, error) {
-	sealed, err := sealBlob(a.sessionKey, msg.Encode)
+	sealed, err := sealBlob(a.sessionKey, usageAuthorize, msg.Encode)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (a *cephxAuthorizer) More(reply []byte) ([]byte, error) {
 		return nil, a.cx.failure(a.service.String(), "unexpected AUTH_REPLY_MORE", ErrProtocol)
 	}
 	a.challenged = true
-	d, err := open(a.sessionKey, reply)
+	d, err := open(a.sessionKey, usageAuthorizeChallenge, reply)
 	if err != nil {
 		return nil, a.cx.failure(a.service.String(), fmt.Sprintf("authorizer challenge: %v", err), ErrProtocol)
 	}
@@ -80,7 +80,7 @@ func (a *cephxAuthorizer) Done(globalID uint64, reply []byte) (Session, error) {
 		return Session{}, a.cx.failure(a.service.String(), "AUTH_DONE before a request", ErrProtocol)
 	}
 	d := denc.NewDecoder(reply)
-	rd, err := openBlob(a.sessionKey, d, "authorizer reply")
+	rd, err := openBlob(a.sessionKey, usageAuthorizeReply, d, "authorizer reply")
 	if err != nil {
 		return Session{}, a.cx.failure(a.service.String(), fmt.Sprintf("authorizer reply: %v", err), ErrAuthFailed)
 	}

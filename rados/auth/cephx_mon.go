@@ -138,7 +138,7 @@ func (c *CephX) handleAuthReply(reply []byte) ([]byte, error) {
 			return nil, c.failure("mon", fmt.Sprintf("connection secret: %v", err), ErrProtocol)
 		}
 		if sb.Remaining() > 0 {
-			sd, err := openBlob(authTicket.sessionKey, sb, "connection secret")
+			sd, err := openBlob(authTicket.sessionKey, usageAuthConnectionSecret, sb, "connection secret")
 			if err != nil {
 				return nil, c.failure("mon", fmt.Sprintf("connection secret: %v", err), ErrProtocol)
 			}

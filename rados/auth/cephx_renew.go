@@ -54,7 +54,7 @@ func (c *CephX) BuildRenewalRequest(serverChallenge uint64) ([]byte, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("auth: random nonce: %w", err)
 	}
-	sealed, err := sealBlob(auth.sessionKey, CephXAuthorize{Nonce: binary.LittleEndian.Uint64(b[:])}.Encode)
+	sealed, err := sealBlob(auth.sessionKey, usageAuthorize, CephXAuthorize{Nonce: binary.LittleEndian.Uint64(b[:])}.Encode)
 	if err != nil {
 		return nil, err
 	}

@@ -23,14 +23,21 @@ type fakeCephxServer struct {
 	nextGID    uint64
 	validity   denc.UTime
 	connSecret []byte
+	// mint makes the server's keys (session keys, service secrets), so
+	// the same flows run with AES and aes256k keys.
+	mint func(seed byte) CryptoKey
 }
 
 func newFakeCephxServer(t *testing.T, name denc.AuthName, key CryptoKey) *fakeCephxServer {
+	mint := testKey
+	if key.Type == KeyTypeAES256K {
+		mint = testKey256
+	}
 	return &fakeCephxServer{
-		t: t, clientName: name, clientKey: key,
+		t: t, clientName: name, clientKey: key, mint: mint,
 		secrets: map[denc.EntityType]CryptoKey{
-			denc.EntityTypeAuth: testKey(100), denc.EntityTypeMon: testKey(110),
-			denc.EntityTypeOSD: testKey(120), denc.EntityTypeMgr: testKey(130),
+			denc.EntityTypeAuth: mint(100), denc.EntityTypeMon: mint(110),
+			denc.EntityTypeOSD: mint(120), denc.EntityTypeMgr: mint(130),
 		},
 		challenge: 0x1122334455667788, nextGID: 4100, validity: denc.UTime{Sec: 3600},
 		connSecret: []byte("0123456789abcdef0123456789abcdef01234567"),
@@ -39,7 +46,7 @@ func newFakeCephxServer(t *testing.T, name denc.AuthName, key CryptoKey) *fakeCe
 
 // ticketFor makes a ticket blob for service holding sessionKey.
 func (s *fakeCephxServer) ticketFor(service denc.EntityType, gid uint64, sessionKey CryptoKey) CephXTicketBlob {
-	blob, err := seal(s.secrets[service], CephXServiceTicketInfo{
+	blob, err := seal(s.secrets[service], usageTicketInfo, CephXServiceTicketInfo{
 		Ticket:     AuthTicket{Name: s.clientName, GlobalID: gid, OldAuid: ^uint64(0)},
 		SessionKey: sessionKey,
 	}.Encode)
@@ -51,7 +58,7 @@ func (s *fakeCephxServer) ticketFor(service denc.EntityType, gid uint64, session
 
 // readTicket opens a ticket blob as service would.
 func (s *fakeCephxServer) readTicket(service denc.EntityType, tb CephXTicketBlob) (CephXServiceTicketInfo, error) {
-	d, err := open(s.secrets[service], tb.Blob)
+	d, err := open(s.secrets[service], usageTicketInfo, tb.Blob)
 	if err != nil {
 		return CephXServiceTicketInfo{}, err
 	}
@@ -67,11 +74,11 @@ func (s *fakeCephxServer) ticketReply(e *denc.Encoder, principal CryptoKey, serv
 	e.U8(1)
 	e.U32(uint32(len(services)))
 	for i, svc := range services {
-		sk := testKey(byte(50 + 10*i + int(gid%7)))
+		sk := s.mint(byte(50 + 10*i + int(gid%7)))
 		keys[svc] = sk
 		e.U32(uint32(svc))
 		e.U8(1)
-		sealed, err := sealBlob(principal, CephXServiceTicket{SessionKey: sk, Validity: s.validity}.Encode)
+		sealed, err := sealBlob(principal, usageTicketSessionKey, CephXServiceTicket{SessionKey: sk, Validity: s.validity}.Encode)
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -80,7 +87,7 @@ func (s *fakeCephxServer) ticketReply(e *denc.Encoder, principal CryptoKey, serv
 		s.ticketFor(svc, gid, sk).Encode(tb)
 		if encKey != nil {
 			e.Bool(true)
-			sealed, err := sealBlob(*encKey, func(e *denc.Encoder) { e.Blob(tb.Bytes()) })
+			sealed, err := sealBlob(*encKey, usageTicketBlob, func(e *denc.Encoder) { e.Blob(tb.Bytes()) })
 			if err != nil {
 				s.t.Fatal(err)
 			}
@@ -157,7 +164,7 @@ func (s *fakeCephxServer) handleAuthenticate(req []byte, gid uint64) ([]byte, ui
 	CephXResponseHeader{RequestType: cephxGetAuthSessionKey}.Encode(e)
 	s.ticketReply(e, s.clientKey, []denc.EntityType{denc.EntityTypeAuth}, gid, keys, encKey)
 	authKey := keys[denc.EntityTypeAuth]
-	cs, err := sealBlob(authKey, func(e *denc.Encoder) { e.Blob(s.connSecret) })
+	cs, err := sealBlob(authKey, usageAuthConnectionSecret, func(e *denc.Encoder) { e.Blob(s.connSecret) })
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -187,7 +194,7 @@ func (s *fakeCephxServer) osdAuth(h Handler) ([]byte, error) {
 	if au.HaveChallenge {
 		s.t.Fatal("challenge answered before being asked")
 	}
-	ch, err := seal(info.SessionKey, CephXAuthorizeChallenge{ServerChallenge: 777}.Encode)
+	ch, err := seal(info.SessionKey, usageAuthorizeChallenge, CephXAuthorizeChallenge{ServerChallenge: 777}.Encode)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -202,7 +209,7 @@ func (s *fakeCephxServer) osdAuth(h Handler) ([]byte, error) {
 	if !au.HaveChallenge || au.ServerChallengePlusOne != 778 {
 		return nil, fmt.Errorf("fake osd: challenge answer %+v", au)
 	}
-	return sealBlob(info.SessionKey, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 1, ConnectionSecret: s.connSecret}.Encode)
+	return sealBlob(info.SessionKey, usageAuthorizeReply, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 1, ConnectionSecret: s.connSecret}.Encode)
 }
 
 // readAuthorizer decodes an authorizer for service.
@@ -219,7 +226,7 @@ func (s *fakeCephxServer) readAuthorizer(service denc.EntityType, b []byte) (Cep
 	if err != nil {
 		return info, CephXAuthorize{}, fmt.Errorf("fake %s: ticket: %w", service, err)
 	}
-	ad, err := openBlob(info.SessionKey, d, "authorize")
+	ad, err := openBlob(info.SessionKey, usageAuthorize, d, "authorize")
 	if err != nil {
 		return info, CephXAuthorize{}, err
 	}
@@ -237,13 +244,19 @@ func mustName(t *testing.T, s string) denc.AuthName {
 	return n
 }
 
-func TestCephXMonThenOSD(t *testing.T) {
+func TestCephXMonThenOSD(t *testing.T) { testCephXMonThenOSD(t, testKey(1)) }
+
+// The same flows with an aes256k client key and aes256k session keys
+// (Tentacle's default): every envelope is keyed by its usage.
+func TestCephXMonThenOSDAES256K(t *testing.T) { testCephXMonThenOSD(t, testKey256(1)) }
+
+func testCephXMonThenOSD(t *testing.T, key CryptoKey) {
 	name := mustName(t, "client.admin")
-	cx, err := NewCephX(name, testKey(1), 0)
+	cx, err := NewCephX(name, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newFakeCephxServer(t, name, testKey(1))
+	srv := newFakeCephxServer(t, name, key)
 	h, err := cx.NewHandler(denc.EntityTypeMon)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +269,7 @@ func TestCephXMonThenOSD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sess.GlobalID != 4100 || cx.GlobalID() != 4100 || len(sess.SessionKey) != 16 || string(sess.ConnectionSecret) != string(srv.connSecret) {
+	if sess.GlobalID != 4100 || cx.GlobalID() != 4100 || len(sess.SessionKey) != len(key.Secret()) || string(sess.ConnectionSecret) != string(srv.connSecret) {
 		t.Fatalf("session %+v", sess)
 	}
 	if got := len(cx.Tickets()); got != 4 { // auth, mon, osd, mgr
@@ -278,7 +291,7 @@ func TestCephXMonThenOSD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(osess.SessionKey) != 16 || string(osess.ConnectionSecret) != string(srv.connSecret) {
+	if len(osess.SessionKey) != len(key.Secret()) || string(osess.ConnectionSecret) != string(srv.connSecret) {
 		t.Fatalf("osd session %+v", osess)
 	}
 
@@ -292,7 +305,7 @@ func TestCephXMonThenOSD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := sealBlob(info.SessionKey, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 2}.Encode)
+	bad, _ := sealBlob(info.SessionKey, usageAuthorizeReply, CephXAuthorizeReply{NoncePlusOne: au.Nonce + 2}.Encode)
 	if _, err := oh2.Done(0, bad); !errors.Is(err, ErrAuthFailed) {
 		t.Fatalf("bad nonce: %v", err)
 	}
@@ -384,7 +397,7 @@ func TestCephXRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openBlob(info.SessionKey, d, "authorize"); err != nil {
+	if _, err := openBlob(info.SessionKey, usageAuthorize, d, "authorize"); err != nil {
 		t.Fatal(err)
 	}
 	var str CephXServiceTicketRequest

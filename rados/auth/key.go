@@ -14,6 +14,9 @@ import (
 const (
 	KeyTypeNone uint16 = 0
 	KeyTypeAES  uint16 = 1 // AES-128, the only type Ceph before Tentacle uses
+	// KeyTypeAES256K is aes256k (CEPH_CRYPTO_AES256KRB5): a 32-byte secret
+	// used with RFC 8009's aes256-cts-hmac-sha384-192, Tentacle's default.
+	KeyTypeAES256K uint16 = 2
 )
 
 // CryptoKey is Ceph's CryptoKey: a typed secret with its creation time.
@@ -71,6 +74,11 @@ func (k CryptoKey) validate() error {
 			return fmt.Errorf("auth: AES key has %d bytes, want %d", len(k.secret), aes.BlockSize)
 		}
 		return nil
+	case KeyTypeAES256K:
+		if len(k.secret) != aes256kKeyLen {
+			return fmt.Errorf("auth: aes256k key has %d bytes, want %d", len(k.secret), aes256kKeyLen)
+		}
+		return nil
 	case KeyTypeNone:
 		return fmt.Errorf("auth: key of type none cannot be used for cephx")
 	}
@@ -79,7 +87,7 @@ func (k CryptoKey) validate() error {
 
 // ParseKey decodes a key as Ceph prints it: the base64 of an encoded
 // CryptoKey (what "ceph auth get-key" and keyring files hold). The key
-// must be an AES key.
+// must be of a type cephx can use (AES or aes256k).
 func ParseKey(b64 string) (CryptoKey, error) {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
 	if err != nil {
@@ -111,4 +119,26 @@ func ReadKeyFile(path string) (CryptoKey, error) {
 		return CryptoKey{}, fmt.Errorf("auth: key file %s: %w", path, err)
 	}
 	return k, nil
+}
+
+// encrypt encrypts plaintext under k for the given cephx key usage.
+func (k CryptoKey) encrypt(usage uint32, plaintext []byte) ([]byte, error) {
+	if err := k.validate(); err != nil {
+		return nil, err
+	}
+	if k.Type == KeyTypeAES256K {
+		return aes256kEncrypt(k, usage, plaintext)
+	}
+	return aesCBCEncrypt(k, plaintext)
+}
+
+// decrypt reverses encrypt into fresh memory.
+func (k CryptoKey) decrypt(usage uint32, ciphertext []byte) ([]byte, error) {
+	if err := k.validate(); err != nil {
+		return nil, err
+	}
+	if k.Type == KeyTypeAES256K {
+		return aes256kDecrypt(k, usage, ciphertext)
+	}
+	return aesCBCDecrypt(k, ciphertext)
 }

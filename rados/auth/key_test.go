@@ -188,18 +188,18 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	k := testKey(5)
 	for n := 0; n < 40; n++ {
 		payload := bytes.Repeat([]byte{byte(n)}, n)
-		blob, err := sealBlob(k, func(e *denc.Encoder) { e.Raw(payload) })
+		blob, err := sealBlob(k, 0, func(e *denc.Encoder) { e.Raw(payload) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := openBlob(k, denc.NewDecoder(blob), "x")
+		d, err := openBlob(k, 0, denc.NewDecoder(blob), "x")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := d.Rest(); !bytes.Equal(got, payload) {
 			t.Fatalf("n=%d: got %x", n, got)
 		}
-		if _, err := openBlob(testKey(6), denc.NewDecoder(blob), "x"); err == nil {
+		if _, err := openBlob(testKey(6), 0, denc.NewDecoder(blob), "x"); err == nil {
 			t.Fatalf("n=%d: opened with the wrong key", n)
 		}
 	}

@@ -43,6 +43,9 @@ const (
 	ModeSecure     = cephcluster.ModeSecure
 	StoreMemstore  = cephcluster.StoreMemstore
 	StoreBluestore = cephcluster.StoreBluestore
+	// ReleaseTentacle runs Ceph 20.2 from a Debian sid root (built into
+	// the cache on first use) instead of the host's packages.
+	ReleaseTentacle = cephcluster.ReleaseTentacle
 )
 
 // New boots a cluster for one test and stops it when the test ends. Logs

@@ -47,14 +47,14 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 			return fmt.Errorf("cephcluster: %w", err)
 		}
 	}
-	monKey, err := newKey()
+	monKey, err := newKey(c.keyType())
 	if err != nil {
 		return err
 	}
-	if c.AdminKey, err = newKey(); err != nil {
+	if c.AdminKey, err = newKey(c.keyType()); err != nil {
 		return err
 	}
-	mgrKey, err := newKey()
+	mgrKey, err := newKey(c.keyType())
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (c *Cluster) createOSDs(ctx context.Context) error {
 		if uuids[i], err = newUUID(); err != nil {
 			return err
 		}
-		if keys[i], err = newKey(); err != nil {
+		if keys[i], err = newKey(c.keyType()); err != nil {
 			return err
 		}
 		in, _ := json.Marshal(map[string]string{"cephx_secret": keys[i]})

@@ -64,8 +64,14 @@ type Options struct {
 	// busy memstore OSD spends a third of its CPU in _int_malloc and
 	// slows down as its heap fragments, so it measures the allocator
 	// rather than its clients. Ceph's CLIs run by Tool and the tests are
-	// never preloaded.
+	// never preloaded. (ReleaseTentacle's daemons link tcmalloc
+	// themselves, so there GlibcMalloc only drops the preload.)
 	GlibcMalloc bool
+	// Release picks the Ceph release: ReleaseHost (the host's packages)
+	// or ReleaseTentacle (Ceph 20.2 from a Debian sid root, built once
+	// into the cache and entered with chroot; its ceph, rados and rbd
+	// are the tools Tool runs). Empty means $PURERBD_CEPH, else the host.
+	Release string
 }
 
 // Cluster is a running cluster.
@@ -84,6 +90,7 @@ type Cluster struct {
 
 	ports   *portLease
 	preload string // LD_PRELOAD of the daemons ("" for none)
+	root    string // chroot of every daemon and tool ("" for the host's binaries)
 	mu      sync.Mutex
 	daemons map[string]*daemon // by name: "mon.a", "osd.0", "mgr.x"
 	order   []string
@@ -93,16 +100,26 @@ type Cluster struct {
 // Start boots a cluster and returns once its pool is usable. On error
 // every daemon started is stopped again.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	if err := checkBinaries(opts); err != nil {
+	opts = withDefaults(opts)
+	// before the boot timeout: building a root takes minutes, once
+	root, err := EnsureRoot(ctx, opts.Release)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(opts, root); err != nil {
 		return nil, err
 	}
 	preload := ""
 	if !opts.GlibcMalloc {
-		if preload, err = findTCMalloc(); err != nil {
+		if root != "" {
+			preload, err = rootTCMalloc(root)
+		} else {
+			preload, err = findTCMalloc()
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	opts = withDefaults(opts)
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	t0 := time.Now()
@@ -123,6 +140,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		daemons:      map[string]*daemon{},
 	}
 	c.preload = preload
+	c.root = root
 	defer func() {
 		if err != nil {
 			c.Options.KeepDir = true // keep logs for whoever reads the error
@@ -130,6 +148,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			err = fmt.Errorf("%w (logs in %s)%s", err, dir, c.logTails(20))
 		}
 	}()
+	if root != "" {
+		if err := c.prepareRoot(); err != nil {
+			return nil, err
+		}
+	}
 
 	nports := opts.Mons
 	if opts.MsgrV1 {
@@ -173,6 +196,12 @@ func withDefaults(o Options) Options {
 	}
 	if o.BindAddr == "" {
 		o.BindAddr = "127.0.0.1"
+	}
+	if o.Release == "" {
+		o.Release = os.Getenv(ReleaseEnv)
+	}
+	if o.Release == "" || o.Release == "pacific" {
+		o.Release = ReleaseHost
 	}
 	return o
 }

@@ -2,6 +2,8 @@ package cephcluster
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -9,16 +11,21 @@ import (
 // TestMissingBinaries: without Ceph on PATH the error names the fix.
 func TestMissingBinaries(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := Start(context.Background(), Options{})
+	_, err := Start(context.Background(), Options{Release: ReleaseHost})
 	if err == nil || !strings.Contains(err.Error(), "make deps") || !strings.Contains(err.Error(), "ceph-mon") {
 		t.Fatalf("Start without binaries: %v", err)
 	}
 }
 
 func TestNewKeyShape(t *testing.T) {
-	k, err := newKey()
+	k, err := newKey(keyTypeAES)
 	if err != nil || len(k) != 40 || !strings.HasPrefix(k, "AQ") {
-		t.Fatalf("newKey = %q, %v", k, err)
+		t.Fatalf("newKey(aes) = %q, %v", k, err)
+	}
+	// aes256k keys look like Tentacle's own: "Ag..." and 44 bytes
+	k, err = newKey(keyTypeAES256K)
+	if err != nil || len(k) != 60 || !strings.HasPrefix(k, "Ag") {
+		t.Fatalf("newKey(aes256k) = %q, %v", k, err)
 	}
 }
 
@@ -39,5 +46,22 @@ func TestLeasePortsDistinct(t *testing.T) {
 			t.Fatalf("port %d leased twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+// A root that cannot be built fails the boot, naming what went wrong:
+// tests against another release never skip for want of it.
+func TestRootUnbuildable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(CacheEnv, file) // roots/sid cannot be made under a file
+	_, err := Start(context.Background(), Options{Release: ReleaseTentacle})
+	if err == nil || !strings.Contains(err.Error(), "building the sid root") {
+		t.Fatalf("Start with an unbuildable root: %v", err)
+	}
+	if _, err := Start(context.Background(), Options{Release: "quincy"}); err == nil || !strings.Contains(err.Error(), "unknown Ceph release") {
+		t.Fatalf("Start with an unknown release: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,9 @@ func (c *Cluster) Rbd(ctx context.Context, args ...string) ([]byte, error) {
 // cluster's network namespace when it has one (`ip netns exec` enters it
 // and execs bin: the process's PID is bin's).
 func (c *Cluster) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	if c.root != "" {
+		bin, args = c.chrootArgs(bin, args)
+	}
 	if c.Options.Netns != "" {
 		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.Options.Netns, bin}, args...)...)
 	}
@@ -87,8 +91,9 @@ func findTCMalloc() (string, error) {
 		"or set Options.GlibcMalloc")
 }
 
-// checkBinaries fails with the Debian package names when a tool is missing.
-func checkBinaries(o Options) error {
+// checkBinaries fails with the Debian package names when a tool is
+// missing, from the host or from root when one is given.
+func checkBinaries(o Options, root string) error {
 	bins := []string{"ceph-mon", "ceph-osd", "ceph", "rados", "rbd", "monmaptool"}
 	if o.WithMgr {
 		bins = append(bins, "ceph-mgr")
@@ -100,13 +105,32 @@ func checkBinaries(o Options) error {
 	}
 	var missing []string
 	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
+		if root != "" {
+			if !inRoot(root, b) {
+				missing = append(missing, b)
+			}
+		} else if _, err := exec.LookPath(b); err != nil {
 			missing = append(missing, b)
 		}
+	}
+	if len(missing) > 0 && root != "" {
+		return fmt.Errorf("cephcluster: Ceph binaries missing from the root %s: %s; remove it and run "+
+			"rados/radostest/cephcluster/roots/build-root.sh again", root, strings.Join(missing, ", "))
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("cephcluster: Ceph binaries missing: %s; install them with `make deps` "+
 			"(apt-get install ceph-mon ceph-osd ceph-mgr ceph-common)", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// inRoot reports whether root holds the executable bin in a standard
+// directory.
+func inRoot(root, bin string) bool {
+	for _, d := range []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin"} {
+		if fi, err := os.Stat(filepath.Join(root, d, bin)); err == nil && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
