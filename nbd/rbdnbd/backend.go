@@ -14,7 +14,6 @@ package rbdnbd
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/purerbd/purerbd/nbd"
@@ -108,19 +107,7 @@ func (b *Backend) Zero(ctx context.Context, off, length int64, flags nbd.ZeroFla
 	}
 	buf := b.zeros.Get().(*[zeroStep]byte)
 	defer b.zeros.Put(buf)
-	for length > 0 {
-		n := min(length, zeroStep)
-		w, err := b.img.WriteAtContext(ctx, buf[:n], off)
-		if err != nil {
-			return err
-		}
-		if w < int(n) {
-			return io.ErrShortWrite
-		}
-		off += n
-		length -= n
-	}
-	return nil
+	return nbd.ZeroByWriting(ctx, b, buf[:], off, length)
 }
 
 // BlockStatus reports the image's allocation: a hole reads as zeroes
