@@ -3,7 +3,7 @@ package csi
 import (
 	"context"
 
-	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 )
 
 // ImageOpener opens the image behind a volume for the node service. The
@@ -39,25 +39,20 @@ type OpenImageOptions struct {
 	Node string
 }
 
-// NodeImage is an open image. *rbd.Image has these methods. Optionally
-// it also has:
+// NodeImage is an open image: *rbd.Image, or what wraps one, with the
+// methods the node serves it by over NBD (rbdnbd.Image: data, flush,
+// discard, write zeroes, allocation, size notifications) and Close.
+// Optionally it also has:
 //
 //   - Refresh(ctx) error: reread the image's header (its size after a
 //     ControllerExpandVolume); also used to tell whether the cluster is
 //     reachable for NodeGetVolumeHealth;
-//   - CloseContext(ctx) error, preferred over Close;
-//   - NotifySize(func(int64)) (cancel func()): size changes made
-//     elsewhere, which then reach the kernel without waiting for
-//     NodeExpandVolume.
+//   - CloseContext(ctx) error, preferred over Close.
 //
 // Its methods must be safe for concurrent use: the NBD server calls them
 // from one goroutine per request.
 type NodeImage interface {
-	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
-	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
-	Size() int64
-	Flush(ctx context.Context) error
-	Discard(ctx context.Context, off, length int64) error
+	rbdnbd.Image
 	Close() error
 }
 
@@ -75,51 +70,4 @@ func closeImage(ctx context.Context, img NodeImage) error {
 		return c.CloseContext(ctx)
 	}
 	return img.Close()
-}
-
-// imageBackend serves a NodeImage over NBD. One image is shared by every
-// connection of the device, so it is coherent across them.
-type imageBackend struct {
-	img      NodeImage
-	readOnly bool
-}
-
-var (
-	_ nbd.Backend           = (*imageBackend)(nil)
-	_ nbd.Flusher           = (*imageBackend)(nil)
-	_ nbd.Trimmer           = (*imageBackend)(nil)
-	_ nbd.MultiConnCoherent = (*imageBackend)(nil)
-	_ nbd.ReadOnlyBackend   = (*imageBackend)(nil)
-	_ nbd.SizeNotifier      = (*imageBackend)(nil)
-)
-
-func (b *imageBackend) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	return b.img.ReadAtContext(ctx, p, off)
-}
-
-func (b *imageBackend) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if b.readOnly {
-		return 0, nbd.ErrPerm
-	}
-	return b.img.WriteAtContext(ctx, p, off)
-}
-
-func (b *imageBackend) Size() int64                     { return b.img.Size() }
-func (b *imageBackend) Flush(ctx context.Context) error { return b.img.Flush(ctx) }
-func (b *imageBackend) MultiConnCoherent() bool         { return true }
-func (b *imageBackend) ReadOnly() bool                  { return b.readOnly }
-
-func (b *imageBackend) Trim(ctx context.Context, off, length int64) error {
-	if b.readOnly {
-		return nbd.ErrPerm
-	}
-	return b.img.Discard(ctx, off, length)
-}
-
-// NotifySize forwards the image's size notifications, if it has any.
-func (b *imageBackend) NotifySize(fn func(size int64)) (cancel func()) {
-	if n, ok := b.img.(nbd.SizeNotifier); ok {
-		return n.NotifySize(fn)
-	}
-	return func() {}
 }

@@ -33,7 +33,8 @@ import (
 // is SIGKILLed with writes in flight on all three (a writer of synced
 // chunks on each), started again and takes the devices over; the writers complete and every byte verifies; the guest prints
 // the I/O stalls and finds each device's NBD reconnection in its kernel
-// log; the xfs volume is unstaged, staged again and verified on the new
+// log; on the block device, discard, zero-out and punch hole read back
+// as zeroes (checkZeroedBlock); the xfs volume is unstaged, staged again and verified on the new
 // mount; the ext4 image is grown through package rbd and
 // NodeExpandVolume grows the file system; unpublish and unstage free the
 // devices.
@@ -259,6 +260,7 @@ func TestNodeRBDInVM(t *testing.T) {
 	} else {
 		t.Logf("block volume: the export's first %d bytes are as the guest wrote them across the restart", n)
 	}
+	checkZeroedBlock(ctx, t, cluster, res, "rbd/"+blockImage, blk)
 	// The xfs volume, written across the restart and remounted in the
 	// guest: xfs_repair -n finds nothing to repair in its export.
 	xfsExport := filepath.Join(t.TempDir(), xfsImage+".img")
@@ -278,6 +280,59 @@ func TestNodeRBDInVM(t *testing.T) {
 	sc.Log(t)
 	if os.Getenv("NODE_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
+	}
+}
+
+// checkZeroedBlock checks, on the block image, what the guest's
+// zeroing check did through its kernel device (nodeguest's rbdzero.go):
+// the three 4 MiB objects from the ZEROES line's offset read as zeroes in
+// the export (the punched one only if the kernel sent write zeroes), and
+// rbd diff finds the discarded object, and the punched one, deallocated.
+func checkZeroedBlock(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster, res *vmtest.Result, spec string, export []byte) {
+	t.Helper()
+	const region = 4 << 20
+	zl := res.Lines("ZEROES ")
+	var off, maxZeroes int64
+	var punch string
+	if len(zl) != 1 {
+		t.Fatalf("guest reported zeroing %q", zl)
+	}
+	if _, err := fmt.Sscan(zl[0], &off, &maxZeroes, &punch); err != nil || off < 0 || off+3*region > int64(len(export)) {
+		t.Fatalf("ZEROES line %q (%v); the export is %d bytes", zl[0], err, len(export))
+	}
+	checked := int64(2 * region)
+	if punch == "ok" {
+		checked = 3 * region
+	}
+	if !bytes.Equal(export[off:off+checked], make([]byte, checked)) {
+		t.Errorf("the block image's zeroed objects from %d do not read as zeroes in the export", off)
+	}
+	out, err := cluster.Rbd(ctx, "diff", "--format", "json", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff []struct {
+		Offset int64 `json:"offset"`
+		Length int64 `json:"length"`
+	}
+	if err := json.Unmarshal(out, &diff); err != nil {
+		t.Fatalf("rbd diff: %v: %s", err, out)
+	}
+	holes := [][2]int64{{off, off + region}}
+	if punch == "ok" {
+		holes = append(holes, [2]int64{off + 2*region, off + 3*region})
+	}
+	for _, h := range holes {
+		for _, d := range diff {
+			if d.Offset < h[1] && h[0] < d.Offset+d.Length {
+				t.Errorf("rbd diff: %d+%d allocated in the range %d-%d the guest discarded or punched", d.Offset, d.Length, h[0], h[1])
+			}
+		}
+	}
+	if punch == "ok" {
+		t.Logf("block volume: discard and punch hole (NBD write zeroes, write_zeroes_max_bytes %d) deallocated their objects, zero-out zeroed", maxZeroes)
+	} else {
+		t.Logf("block volume: discard deallocated its object, zero-out zeroed; this kernel does not send NBD write zeroes (write_zeroes_max_bytes %d), punch hole refused", maxZeroes)
 	}
 }
 

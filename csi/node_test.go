@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/csi/internal/fileimage"
 )
 
 // fileOpener opens images as files dir/<pool>/<namespace>/<image>; the
@@ -26,19 +26,7 @@ type fileOpener struct {
 	opened []OpenImageOptions
 }
 
-type fileImage struct{ *nbd.File }
-
-func (f fileImage) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	return f.File.ReadAt(ctx, p, off)
-}
-
-func (f fileImage) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	return f.File.WriteAt(ctx, p, off)
-}
-
-func (f fileImage) Discard(ctx context.Context, off, length int64) error {
-	return f.File.Trim(ctx, off, length)
-}
+type fileImage = fileimage.Image
 
 func (o *fileOpener) OpenImage(ctx context.Context, c Cluster, cred Credentials, vol VolumeID, opts OpenImageOptions) (NodeImage, error) {
 	o.opened = append(o.opened, opts)
@@ -49,11 +37,11 @@ func (o *fileOpener) OpenImage(ctx context.Context, c Cluster, cred Credentials,
 	if _, err := os.Stat(p); err != nil {
 		return nil, fmt.Errorf("%w: image %s", ErrNotFound, vol.Image)
 	}
-	f, err := nbd.OpenFile(p, opts.ReadOnly)
+	img, err := fileimage.Open(p, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	return fileImage{f}, nil
+	return img, nil
 }
 
 const testClusterID = "test-cluster"

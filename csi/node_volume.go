@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 )
 
 // nodeVolume is a staged volume. Its fields are guarded by NodeServer.mu;
@@ -73,7 +74,7 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *stageRecord) (kernel.Attac
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
 	}
 	return kernel.AttachConfig{
-		Backend:         &imageBackend{img: img, readOnly: rec.ReadOnly},
+		Backend:         rbdnbd.New(img),
 		Size:            size,
 		Conns:           rec.Conns,
 		Timeout:         n.cfg.IOTimeout,

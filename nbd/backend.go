@@ -12,14 +12,10 @@ import "context"
 // zeroes. The server checks every request against Size before calling, so
 // a backend never sees a range outside [0, Size()).
 //
-// Types that only have io.ReaderAt/io.WriterAt methods, or context-taking
-// ReadAtContext/WriteAtContext methods, are turned into a Backend by Adapt.
-//
 // More abilities are found by type assertion on the value: Flusher,
-// Trimmer, Zeroer, BlockStatuser, Cacher, MultiConnCoherent, Resizer,
-// SizeNotifier and ReadOnlyBackend, and the variants in standard types
-// only (Discarder, HoleZeroer, AllocationReporter) that packages which
-// cannot import nbd implement, such as package rbd's Image.
+// Trimmer, Zeroer, BlockStatuser (and SparseReader), Cacher,
+// MultiConnCoherent, Resizer, SizeNotifier and ReadOnlyBackend. Package
+// nbd/rbdnbd makes a Backend with all that apply of an RBD image.
 type Backend interface {
 	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 	WriteAt(ctx context.Context, p []byte, off int64) (int, error)
@@ -76,12 +72,22 @@ type Extent struct {
 }
 
 // BlockStatuser reports allocation (NBD_CMD_BLOCK_STATUS with
-// base:allocation, and holes in structured reads). BlockStatus returns
-// consecutive extents starting at off; they must cover at least one byte
-// and may stop before off+length or run past it. Without BlockStatuser
-// the whole export is reported as allocated data.
+// base:allocation, and holes in structured reads unless SparseReader
+// declines). BlockStatus returns consecutive extents starting at off;
+// they must cover at least one byte and may stop before off+length or run
+// past it. Without BlockStatuser the whole export is reported as
+// allocated data.
 type BlockStatuser interface {
 	BlockStatus(ctx context.Context, off, length int64) ([]Extent, error)
+}
+
+// SparseReader is implemented by a BlockStatuser to say whether the
+// server may call BlockStatus before a structured read, to send the holes
+// in it as hole chunks instead of zero bytes; without it, it may. A
+// backend whose block status costs a round trip (an RBD image) returns
+// false, so that a read does not pay for two.
+type SparseReader interface {
+	SparseReads() bool
 }
 
 // Cacher prefetches a range (NBD_CMD_CACHE). Without it the command

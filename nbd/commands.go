@@ -352,9 +352,6 @@ func (t *transmission) writeZeroes(req *request) error {
 	if z := t.exp.caps.zero; z != nil {
 		return z.Zero(t.ctx, int64(req.off), int64(req.length), flags)
 	}
-	if z := t.exp.caps.zeroHole; z != nil && flags&ZeroNoHole == 0 {
-		return z(t.ctx, int64(req.off), int64(req.length))
-	}
 	if flags&ZeroFast != 0 {
 		return ErrFastZeroUnsupported
 	}

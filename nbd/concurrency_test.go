@@ -165,37 +165,6 @@ func TestFUAAndFlush(t *testing.T) {
 	}
 }
 
-// readerOnly has io.ReaderAt and Size only: Adapt serves it read-only.
-type readerOnly struct{ data []byte }
-
-func (r readerOnly) ReadAt(p []byte, off int64) (int, error) { return copy(p, r.data[off:]), nil }
-func (r readerOnly) Size() int64                             { return int64(len(r.data)) }
-
-func TestAdaptReaderAt(t *testing.T) {
-	b, err := nbd.Adapt(readerOnly{data: []byte("0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := nbdtest.Start(t, nbd.Config{Exports: []*nbd.Export{{Name: "r", Backend: b}}})
-	c := dial(t, srv, nbdtest.Options{Export: "r", Structured: true})
-	if c.Flags&nbdtest.TFlagReadOnly == 0 || c.Flags&(nbdtest.TFlagSendTrim|nbdtest.TFlagSendZeroes|nbdtest.TFlagSendFUA) != 0 {
-		t.Fatalf("flags %#x for a read-only export", c.Flags)
-	}
-	ctx := context.Background()
-	p := make([]byte, 6)
-	if err := c.ReadAt(ctx, p, 10); err != nil || string(p) != "abcdef" {
-		t.Fatalf("read %q, %v", p, err)
-	}
-	err = c.WriteAt(ctx, []byte("x"), 0, 0)
-	var re *nbdtest.ReplyError
-	if !errors.As(err, &re) || re.Errno != nbdtest.EPERM {
-		t.Fatalf("write to read-only export: %v", err)
-	}
-	if _, err := nbd.Adapt(struct{}{}); err == nil {
-		t.Fatal("Adapt accepted a value without methods")
-	}
-}
-
 func TestShutdownNegotiated(t *testing.T) {
 	g := newGated(t, 1<<20, 512<<10)
 	srv := startGated(t, g, nbd.Config{})

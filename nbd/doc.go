@@ -27,11 +27,9 @@
 // hosts.
 //
 // The package knows nothing about Ceph: an RBD image is one Backend among
-// others. Memory and File are the two backends shipped here. Neither this
-// package nor package rbd imports the other: Adapt(img) serves an
-// *rbd.Image as it is, finding its abilities through method sets in
-// standard types only (Discarder, HoleZeroer, AllocationReporter,
-// MultiConnCoherent, Resizer, SizeNotifier, ReadOnlyBackend).
+// others. Memory and File are the two backends shipped here; package
+// nbd/rbdnbd serves an RBD image. Neither this package nor package rbd
+// imports the other.
 //
 // Everything follows the NBD protocol description (doc/proto.md in the
 // NetworkBlockDevice/nbd repository); comments quote its constant names.

@@ -29,10 +29,9 @@
 // written.
 //
 // An Image is also a block device for package nbd, which this package
-// does not import: its methods use standard types only, so nbd.Adapt(img)
-// serves it with block status (AllocatedExtents), trim (Discard), zeroing
-// (WriteZeroes), multi-connection coherence, resizes and size
-// notifications.
+// does not import: package nbd/rbdnbd serves it with block status
+// (AllocatedExtents), trim (Discard), zeroing (WriteZeroes), flush,
+// multi-connection coherence and size notifications.
 package rbd
 
 import (

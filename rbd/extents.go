@@ -32,9 +32,8 @@ const (
 // range is inside the image); call again from where it stopped. An error
 // from fn stops the walk and is returned.
 //
-// Its signature uses only standard types so that packages which must not
-// import rbd can recognise it: nbd.Adapt turns it into NBD block status
-// (holes become NBD_STATE_HOLE|NBD_STATE_ZERO).
+// Package nbd/rbdnbd turns it into NBD block status (holes become
+// NBD_STATE_HOLE|NBD_STATE_ZERO).
 //
 // Where the answer comes from:
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 	"github.com/purerbd/purerbd/rbd"
@@ -202,10 +203,7 @@ func startDemoDisk(ctx context.Context, c *cephcluster.Cluster, mode string, std
 	}
 	fmt.Fprintln(stdout, "purerbd and librbd see the same bytes.")
 
-	b, err := nbd.Adapt(d.img)
-	if err != nil {
-		return nil, err
-	}
+	b := rbdnbd.New(d.img)
 	// Through the kernel where the machine allows it; the userspace
 	// export otherwise. Either way the demo says which.
 	dev, why := attachDemoKernel(ctx, b, mine)

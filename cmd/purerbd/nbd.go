@@ -13,6 +13,7 @@ import (
 
 	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -335,13 +336,7 @@ func openImageExport(ctx context.Context, g globalFlags, arg string, o imageExpo
 		_ = conn.Close()
 		return nil, fmt.Errorf("opening %s: %w", sp, err)
 	}
-	b, err := nbd.Adapt(img)
-	if err != nil {
-		_ = img.Close()
-		_ = conn.Close()
-		return nil, err
-	}
-	return &imageExport{spec: sp, conn: conn, img: img, backend: b}, nil
+	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(img)}, nil
 }
 
 // close closes the image (releasing its lock) and the connection.

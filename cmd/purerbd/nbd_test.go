@@ -240,6 +240,17 @@ func testNBDWriteImage(t *testing.T, c *radostest.Cluster) {
 	s := serveImage(t, c, "--image", "rbd/w")
 	uri := s.uri()
 	want := make([]byte, size)
+	// every ability of an image (package nbd/rbdnbd), as the CSI node's
+	// devices have them
+	info := runTool(t, "nbdinfo", uri)
+	for _, can := range []string{"can_flush", "can_fua", "can_trim", "can_zero", "can_fast_zero", "can_multi_conn", "can_cache"} {
+		if !strings.Contains(info, can+": true") {
+			t.Errorf("nbdinfo of a writable image: no %s: true\n%s", can, info)
+		}
+	}
+	if !strings.Contains(info, "is_read_only: false") || !strings.Contains(info, "base:allocation") {
+		t.Errorf("nbdinfo of a writable image: not writable or no base:allocation\n%s", info)
+	}
 
 	// nbdcopy: 12 MiB + 333 bytes of random data at the start
 	r := rand.New(rand.NewPCG(7, 8))

@@ -19,7 +19,7 @@ const DefaultBlockSize = 512
 
 // AttachConfig describes an export to attach, or to reattach.
 type AttachConfig struct {
-	// Backend holds the data (nbd.Adapt turns other types into one).
+	// Backend holds the data.
 	Backend nbd.Backend
 	// Size of the device in bytes; 0 means Backend.Size(). It must be a
 	// multiple of BlockSize.

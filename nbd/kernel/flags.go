@@ -2,38 +2,21 @@ package kernel
 
 import "github.com/purerbd/purerbd/nbd"
 
-// serverFlags are the transmission flags the package nbd server gives the
-// export, restricted to those the kernel client reads. It follows the
-// server's rules: flush and FUA with a Flusher, trim with a Trimmer or
-// Discarder, write zeroes whenever writable (the server falls back to
-// writing zero buffers), multi-connection for coherent backends.
+// kernelFlags are the transmission flags the kernel client reads.
+const kernelFlags = FlagHasFlags | FlagReadOnly | FlagSendFlush | FlagSendFUA | FlagRotational |
+	FlagSendTrim | FlagSendWriteZeroes | FlagCanMultiConn
+
+// serverFlags are the transmission flags the package nbd server announces
+// for the export of b (nbd.Export.TransmissionFlags, one rule for both
+// paths), restricted to those the kernel client reads. b must not be nil
+// (AttachConfig.check).
 func serverFlags(b nbd.Backend, readOnly, rotational bool) ServerFlags {
-	f := FlagHasFlags
-	if ro, ok := b.(nbd.ReadOnlyBackend); ok && ro.ReadOnly() {
-		readOnly = true
+	e := nbd.Export{Backend: b, ReadOnly: readOnly, Rotational: rotational}
+	f, err := e.TransmissionFlags()
+	if err != nil {
+		// Only a nil backend fails an export without name, description
+		// or block sizes; announce nothing it could be asked to do.
+		return FlagHasFlags | FlagReadOnly
 	}
-	_, flush := b.(nbd.Flusher)
-	if readOnly {
-		f |= FlagReadOnly
-	} else {
-		f |= FlagSendWriteZeroes
-		_, trim := b.(nbd.Trimmer)
-		_, discard := b.(nbd.Discarder)
-		if trim || discard {
-			f |= FlagSendTrim
-		}
-		if flush {
-			f |= FlagSendFUA
-		}
-	}
-	if flush {
-		f |= FlagSendFlush
-	}
-	if rotational {
-		f |= FlagRotational
-	}
-	if m, ok := b.(nbd.MultiConnCoherent); ok && m.MultiConnCoherent() {
-		f |= FlagCanMultiConn
-	}
-	return f
+	return ServerFlags(f) & kernelFlags
 }

@@ -256,6 +256,25 @@ func TestServerFlags(t *testing.T) {
 	}
 }
 
+// TestServerFlagsAsServed: the kernel is given the flags the server
+// announces to a userspace client for the same export, restricted to
+// those the kernel reads.
+func TestServerFlagsAsServed(t *testing.T) {
+	mem, _ := nbd.NewMemory(1 << 20)
+	for _, b := range []nbd.Backend{mem, incoherent{1 << 20}} {
+		for _, ro := range []bool{false, true} {
+			e := nbd.Export{Backend: b, ReadOnly: ro, Rotational: ro}
+			f, err := e.TransmissionFlags()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := serverFlags(b, ro, ro), ServerFlags(f)&kernelFlags; got != want {
+				t.Errorf("%T read-only %v: kernel flags %#x, the server announces %#x", b, ro, uint64(got), uint64(want))
+			}
+		}
+	}
+}
+
 func TestAttachConfigCheck(t *testing.T) {
 	mem, _ := nbd.NewMemory(10 << 20)
 	for name, c := range map[string]AttachConfig{

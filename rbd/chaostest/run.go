@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 	"github.com/purerbd/purerbd/rbd"
@@ -188,10 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		case PathRBD:
 			p.target = &rbdTarget{img: img}
 		case PathNBD:
-			backend, err := nbd.Adapt(img)
-			if err != nil {
-				return nil, fmt.Errorf("chaos: %w", err)
-			}
+			backend := rbdnbd.New(img)
 			if sockDir, err = os.MkdirTemp("", "purerbd-chaos-"); err != nil {
 				return nil, fmt.Errorf("chaos: %w", err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/auth"
 	"github.com/purerbd/purerbd/rados/cephconf"
@@ -186,10 +187,7 @@ func testKeysNeverLogged(t *testing.T, c *radostest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := nbd.Adapt(img)
-	if err != nil {
-		t.Fatal(err)
-	}
+	backend := rbdnbd.New(img)
 	srv, err := nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Name: "x", Backend: backend}}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

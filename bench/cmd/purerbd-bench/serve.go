@@ -11,6 +11,7 @@ import (
 
 	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rbd"
@@ -61,9 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer img.Close()
-		if backend, err = nbd.Adapt(img); err != nil {
-			return err
-		}
+		backend = rbdnbd.New(img)
 	}
 	srv, err := nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Backend: backend}}})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/purerbd/purerbd/csi"
-	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/csi/internal/fileimage"
 )
 
 // fileOpener stands in for RBD in "scenario" ("rbd-scenario" runs
@@ -32,7 +32,7 @@ func (o *fileOpener) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Cred
 	if _, err := os.Stat(p); err != nil {
 		return nil, fmt.Errorf("%w: image %s", csi.ErrNotFound, vol.Image)
 	}
-	f, err := nbd.OpenFile(p, opts.ReadOnly)
+	f, err := fileimage.Open(p, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +55,14 @@ func (o *fileOpener) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Cred
 			}
 			return nil, err
 		}
-		return &fileImage{File: f, path: p, lock: lf}, nil
+		return &fileImage{Image: f, path: p, lock: lf}, nil
 	}
-	return &fileImage{File: f, path: p}, nil
+	return &fileImage{Image: f, path: p}, nil
 }
 
-// fileImage is a csi.NodeImage over a file.
+// fileImage is a csi.NodeImage over a file whose I/O can be stalled.
 type fileImage struct {
-	*nbd.File
+	fileimage.Image
 	path string
 	lock *os.File
 }
@@ -71,14 +71,14 @@ func (f *fileImage) ReadAtContext(ctx context.Context, p []byte, off int64) (int
 	if err := stalled(ctx); err != nil {
 		return 0, err
 	}
-	return f.File.ReadAt(ctx, p, off)
+	return f.Image.ReadAtContext(ctx, p, off)
 }
 
 func (f *fileImage) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := stalled(ctx); err != nil {
 		return 0, err
 	}
-	return f.File.WriteAt(ctx, p, off)
+	return f.Image.WriteAtContext(ctx, p, off)
 }
 
 // stallPath, while it exists, holds every I/O: a cluster that stopped
@@ -96,10 +96,6 @@ func stalled(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func (f *fileImage) Discard(ctx context.Context, off, length int64) error {
-	return f.File.Trim(ctx, off, length)
 }
 
 // Refresh picks up a size change made by "the controller" (the scenario

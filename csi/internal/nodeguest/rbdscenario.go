@@ -257,6 +257,9 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		if err := r.Step("block volume: discard, zero-out and punch-hole on the device read back as zeroes", r.zeroBlock); err != nil {
+			return err
+		}
 	}
 	if err := r.Step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
 		return err
