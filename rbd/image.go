@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/striper"
 )

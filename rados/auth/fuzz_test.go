@@ -2,13 +2,13 @@ package auth
 
 import (
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // Fuzz targets for everything auth decodes from the network. Their seed
