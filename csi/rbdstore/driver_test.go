@@ -27,6 +27,7 @@ import (
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
 	"github.com/purerbd/purerbd/csi/sanitytest"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 type lockedBuffer struct {
@@ -59,6 +60,7 @@ type plugin struct {
 
 func startPlugin(t *testing.T) *plugin {
 	t.Helper()
+	radostest.SkipShort(t)
 	dir, err := os.MkdirTemp("", "csi")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
