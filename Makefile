@@ -61,10 +61,12 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 # the race detector: every package's -short tier, and the full tests
-# (against a real cluster) of the client packages whose concurrency only
-# a cluster exercises. -race needs cgo (its runtime links against libc):
-# these test binaries are the only cgo builds, never shipped.
-RACE_FULL := ./rados/msgr ./rados/osdc ./rados/monc ./rados
+# (against a real cluster and real NBD clients) of the concurrent
+# packages, whose concurrency only those peers exercise: the messenger,
+# objecter, monitor client, rados, rbd, watch/notify, the NBD server and
+# the CSI store. -race needs cgo (its runtime links against libc): these
+# test binaries are the only cgo builds, never shipped.
+RACE_FULL := ./rados/msgr ./rados/osdc ./rados/monc ./rados ./rbd ./rbd/watchnotify ./nbd ./csi/rbdstore
 race:
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
