@@ -6,20 +6,23 @@ LDFLAGS   := -s -w -X github.com/purerbd/purerbd/cmd/internal/buildinfo.version=
 FUZZTIME  ?= 30s
 # the fuzz smoke run inside `make test`
 TESTFUZZTIME ?= 3s
+# the linter, run by version so it is never linked into the module's binaries
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Debian packages the tests need (installed by `make deps`, skipping those present)
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 python3-rados \
 	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd \
-	linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
+	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
 
-.PHONY: help build test unit fuzz fuzz-smoke lint bench demo deps clean chaos e2e
+.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
-	@echo "make test   everything CI runs: lint, all tests against real Ceph, fuzz smoke"
+	@echo "make test   everything CI runs: lint, all tests against real Ceph, the race detector, fuzz smoke"
+	@echo "make test-short  the unit tier (go test -short): only the Go toolchain, no Ceph, in seconds"
 	@echo "make build  static binaries into bin/"
 	@echo "make deps   install the Debian packages the tests need"
-	@echo "make lint | fuzz [FUZZTIME=30s] | bench | clean"
+	@echo "make lint | race | fuzz [FUZZTIME=30s] | bench | clean"
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -38,16 +41,37 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "deps: all present"; fi
 
+# gofmt, import grouping (std, third-party, this module), go vet, a tidy
+# go.mod, staticcheck (its default checks)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run ./internal/tools/importcheck
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(GO) run $(STATICCHECK) ./...
 
 # unit and integration tests: every package that needs Ceph boots its own
 # cluster through rados/radostest
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
 
-test: lint unit fuzz-smoke
+# the daemon-free tier: tests that need Ceph, VMs, root or any program
+# but go skip themselves under -short (internal/shorttier)
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# the race detector: every package's -short tier, and the full tests
+# (against a real cluster and real NBD clients) of the concurrent
+# packages, whose concurrency only those peers exercise: the messenger,
+# objecter, monitor client, rados, rbd, watch/notify, the NBD server and
+# the CSI store. -race needs cgo (its runtime links against libc): these
+# test binaries are the only cgo builds, never shipped.
+RACE_FULL := ./rados/msgr ./rados/osdc ./rados/monc ./rados ./rbd ./rbd/watchnotify ./nbd ./csi/rbdstore
+race:
+	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
+
+test: lint unit race fuzz-smoke
 
 # the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
 # boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS

@@ -10,11 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // requireProgram fails the test when a program it needs is missing.
 func requireProgram(t *testing.T, name, pkg string) string {
 	t.Helper()
+	shorttier.Skip(t, name)
 	for _, d := range append([]string{""}, searchDirs...) {
 		var p string
 		var err error

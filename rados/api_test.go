@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados/cephconf"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 func TestCompoundOperations(t *testing.T) {
@@ -290,6 +291,7 @@ func TestListAndWatchThroughAPI(t *testing.T) {
 }
 
 func TestConnectFromConf(t *testing.T) {
+	radostest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := ConnectFromConf(ctx, cephconf.Args{Conf: cluster.Conf})

@@ -18,6 +18,17 @@ func TestMain(m *testing.M) {
 	if fuzzingOnly() {
 		os.Exit(m.Run())
 	}
+	if testing.Short() {
+		// The examples connect through CEPH_CONF and an example cannot
+		// skip itself: leave them out of the daemon-free tier.
+		skip := "^Example"
+		if s := flag.Lookup("test.skip").Value.String(); s != "" {
+			skip = s + "|" + skip
+		}
+		if err := flag.Set("test.skip", skip); err != nil {
+			panic(err)
+		}
+	}
 	// The examples connect the way programs do, through CEPH_CONF: put
 	// the cluster where that points.
 	dir, err := os.MkdirTemp("", "purerbd-rados-")
@@ -55,6 +66,7 @@ func connectTest(t testing.TB) *Conn {
 // connectTestConfig connects as client.admin with cfg's other settings.
 func connectTestConfig(t testing.TB, cfg Config) *Conn {
 	t.Helper()
+	radostest.SkipShort(t)
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

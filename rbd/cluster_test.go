@@ -38,6 +38,7 @@ func imageName(t *testing.T) string {
 
 func rbdCLI(t *testing.T, args ...string) []byte {
 	t.Helper()
+	radostest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := cluster.Rbd(ctx, args...)
@@ -705,6 +706,7 @@ func TestSnapshotObjectMaps(t *testing.T) {
 // TestDataPoolAndNamespace puts data objects in a separate pool and an
 // image in a namespace, and checks librbd agrees on both.
 func TestDataPoolAndNamespace(t *testing.T) {
+	radostest.SkipShort(t)
 	ctx := ctxT(t)
 	if _, err := cluster.Ceph(ctx, "osd", "pool", "create", "rbddata", "8"); err != nil {
 		t.Fatal(err)

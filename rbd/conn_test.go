@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 var (
@@ -25,6 +26,7 @@ func testPool(t *testing.T) *rados.IOContext {
 
 func testPoolB(t testing.TB) *rados.IOContext {
 	t.Helper()
+	radostest.SkipShort(t)
 	connOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()

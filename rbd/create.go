@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados"
 	"log/slog"
 	"strings"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd/cls"
-	"github.com/purerbd/purerbd/rbd/striper"
 )
 
 // LockPolicy says what an Image holding the exclusive lock does when
@@ -371,6 +370,3 @@ func infoOf(name, id string, h *header, size uint64) Info {
 		Snapshots: append([]SnapInfo(nil), h.snaps...), Parent: h.parent, ParentOverlap: h.overlap,
 	}
 }
-
-// layoutOf returns the image's striping layout.
-func layoutOf(h *header) striper.Layout { return h.layout }

@@ -7,12 +7,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 // pauseOSD stops the test cluster's OSD until the returned function (also
 // run at cleanup) resumes it.
 func pauseOSD(t *testing.T) (resume func()) {
 	t.Helper()
+	radostest.SkipShort(t)
 	if err := cluster.Pause("osd.0"); err != nil {
 		t.Fatal(err)
 	}

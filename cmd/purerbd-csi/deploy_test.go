@@ -17,6 +17,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/kubelet"
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // manifest is the part of a Kubernetes object the checks look at.
@@ -78,6 +79,7 @@ type container struct {
 // module (the Go module has no YAML parser) and returns the objects.
 func loadManifests(t *testing.T) []manifest {
 	t.Helper()
+	shorttier.Skip(t, "python3 with yaml")
 	if err := exec.Command("python3", "-c", "import yaml").Run(); err != nil {
 		t.Fatalf("python3 with the yaml module (Debian: python3-yaml) is needed to check the manifests: %v", err)
 	}

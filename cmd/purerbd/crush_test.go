@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // cephTool runs a Ceph command-line tool the test cannot do without.
 func cephTool(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
+	shorttier.Skip(t, name)
 	p, err := exec.LookPath(name)
 	if err != nil {
 		t.Fatalf("%s is required for this test (Debian: ceph-base / ceph-common): %v", name, err)

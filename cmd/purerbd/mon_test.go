@@ -72,6 +72,7 @@ func sameJSON(t *testing.T, a, b string) bool {
 // TestMonAndStatusVerbs runs the built CLI against a test cluster and
 // compares what it prints with the ceph tool.
 func TestMonAndStatusVerbs(t *testing.T) {
+	radostest.SkipShort(t) // before building the CLI
 	run := buildCLI(t)
 	cl := radostest.New(t, radostest.Options{})
 	ctx := context.Background()

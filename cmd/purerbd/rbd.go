@@ -607,7 +607,7 @@ func (c *rbdCommand) resize(ctx context.Context, args []string) error {
 
 func (c *rbdCommand) snap(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: snap create|ls|rm|protect|unprotect|rollback ...")
+		return errors.New("usage: snap create|ls|rm|protect|unprotect|rollback ARGS")
 	}
 	verb, args := args[0], args[1:]
 	fs := newFlagSet("snap "+verb, c.stderr)

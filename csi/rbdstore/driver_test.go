@@ -60,6 +60,7 @@ type plugin struct {
 
 func startPlugin(t *testing.T) *plugin {
 	t.Helper()
+	radostest.SkipShort(t)
 	dir, err := os.MkdirTemp("", "csi")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })

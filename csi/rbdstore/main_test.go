@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 func testCtx(t *testing.T) context.Context {
+	radostest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

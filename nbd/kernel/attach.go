@@ -8,8 +8,9 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/purerbd/purerbd/nbd"
 	"golang.org/x/sys/unix"
+
+	"github.com/purerbd/purerbd/nbd"
 )
 
 // DefaultBlockSize is the logical block size of attached devices unless

@@ -2,11 +2,11 @@ package auth
 
 import (
 	"bytes"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 type codec interface {

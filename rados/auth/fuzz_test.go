@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/aes"
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"github.com/purerbd/purerbd/internal/alloctest"
 
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // Fuzz targets for everything auth decodes from the network. Their seed

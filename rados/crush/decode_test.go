@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // crushDump is the part of `crushtool --dump` this test compares.

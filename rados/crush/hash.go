@@ -32,8 +32,8 @@ func Hash32_2(typ int, a, b uint32) uint32 {
 	h := hashSeed ^ a ^ b
 	x, y := saltX, saltY
 	a, b, h = jenkins.Mix(a, b, h)
-	x, a, h = jenkins.Mix(x, a, h)
-	b, y, h = jenkins.Mix(b, y, h)
+	_, _, h = jenkins.Mix(x, a, h)
+	_, _, h = jenkins.Mix(b, y, h)
 	return h
 }
 
@@ -46,9 +46,9 @@ func Hash32_3(typ int, a, b, c uint32) uint32 {
 	x, y := saltX, saltY
 	a, b, h = jenkins.Mix(a, b, h)
 	c, x, h = jenkins.Mix(c, x, h)
-	y, a, h = jenkins.Mix(y, a, h)
-	b, x, h = jenkins.Mix(b, x, h)
-	y, c, h = jenkins.Mix(y, c, h)
+	y, _, h = jenkins.Mix(y, a, h)
+	_, _, h = jenkins.Mix(b, x, h)
+	_, _, h = jenkins.Mix(y, c, h)
 	return h
 }
 
@@ -61,10 +61,10 @@ func Hash32_4(typ int, a, b, c, d uint32) uint32 {
 	x, y := saltX, saltY
 	a, b, h = jenkins.Mix(a, b, h)
 	c, d, h = jenkins.Mix(c, d, h)
-	a, x, h = jenkins.Mix(a, x, h)
-	y, b, h = jenkins.Mix(y, b, h)
-	c, x, h = jenkins.Mix(c, x, h)
-	y, d, h = jenkins.Mix(y, d, h)
+	_, x, h = jenkins.Mix(a, x, h)
+	y, _, h = jenkins.Mix(y, b, h)
+	_, _, h = jenkins.Mix(c, x, h)
+	_, _, h = jenkins.Mix(y, d, h)
 	return h
 }
 
@@ -78,10 +78,10 @@ func Hash32_5(typ int, a, b, c, d, e uint32) uint32 {
 	a, b, h = jenkins.Mix(a, b, h)
 	c, d, h = jenkins.Mix(c, d, h)
 	e, x, h = jenkins.Mix(e, x, h)
-	y, a, h = jenkins.Mix(y, a, h)
-	b, x, h = jenkins.Mix(b, x, h)
-	y, c, h = jenkins.Mix(y, c, h)
-	d, x, h = jenkins.Mix(d, x, h)
-	y, e, h = jenkins.Mix(y, e, h)
+	y, _, h = jenkins.Mix(y, a, h)
+	_, x, h = jenkins.Mix(b, x, h)
+	y, _, h = jenkins.Mix(y, c, h)
+	_, _, h = jenkins.Mix(d, x, h)
+	_, _, h = jenkins.Mix(y, e, h)
 	return h
 }

@@ -2,12 +2,13 @@ package crush
 
 import (
 	"errors"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 func TestMSRRulesRefused(t *testing.T) {

@@ -2,8 +2,9 @@ package denc
 
 import (
 	"bytes"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"testing"
+
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // roundTrip decodes b as exactly one T and re-encodes it.

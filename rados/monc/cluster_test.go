@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 // "rbd", Ceph's default connection modes). Without Ceph the test fails.
 func sharedCluster(t testing.TB) *radostest.Cluster {
 	t.Helper()
+	radostest.SkipShort(t)
 	shared.once.Do(func() {
 		shared.c, shared.err = cephcluster.Start(context.Background(), cephcluster.Options{})
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // TestCorpus decodes every MonMap and mon_info_t sample of every Ceph

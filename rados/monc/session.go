@@ -90,13 +90,6 @@ func (c *Client) send(ctx context.Context, conn *msgr.Conn, m msgr.Message) {
 	}
 }
 
-// current returns the current session, nil while hunting.
-func (c *Client) current() *msgr.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.conn
-}
-
 // serve handles conn's messages and the periodic work until the
 // connection fails, the client closes or the session is dropped.
 func (c *Client) serve(conn *msgr.Conn) error {

@@ -39,9 +39,10 @@ func TestMain(m *testing.M) {
 }
 
 // requireCluster fails a live test run without a cluster (only fuzzing
-// runs have none).
+// runs have none); under -short it skips the test.
 func requireCluster(t testing.TB) {
 	t.Helper()
+	radostest.SkipShort(t)
 	if cluster == nil {
 		t.Fatal("no Ceph cluster: live tests cannot run in a fuzzing run (use -run to select fuzz targets only)")
 	}

@@ -73,6 +73,7 @@ type testClient struct {
 
 func connect(t testing.TB, c *radostest.Cluster, tune func(*Config)) *testClient {
 	t.Helper()
+	radostest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	key, err := auth.ParseKey(c.AdminKey)

@@ -43,10 +43,6 @@ const (
 	EOLDSNAPC  Errno = 85
 )
 
-// maxErrno is Linux's MAX_ERRNO; cmpext reports a mismatch at offset n
-// as -(maxErrno + n).
-const maxErrno = 4095
-
 // OpError is a request that an OSD answered with an error.
 type OpError struct {
 	Op     string // what was attempted, e.g. "read rbd_header.1234"

@@ -1,11 +1,12 @@
 package osdmap
 
 import (
-	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 func sampleName(path string) string {

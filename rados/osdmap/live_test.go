@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // liveDir holds maps captured from a live Ceph 16.2.15 cluster (see its

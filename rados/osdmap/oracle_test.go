@@ -3,7 +3,6 @@ package osdmap
 import (
 	"bytes"
 	"fmt"
-	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )
 
 // The placement oracle compares every placement group of every pool with

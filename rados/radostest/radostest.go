@@ -15,14 +15,21 @@
 //
 // When the Ceph binaries are missing, Main and New fail with a message
 // naming the packages to install: tests never skip silently.
+//
+// The one exception is the explicit daemon-free tier, go test -short:
+// there Main boots nothing and leaves the cluster nil, New skips its test,
+// and every test that uses Main's cluster calls SkipShort first (directly
+// or through the package's connect helper) so it is skipped, not failed.
 package radostest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 
+	"github.com/purerbd/purerbd/internal/shorttier"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 )
 
@@ -52,6 +59,7 @@ const (
 // are printed and the directory kept when the test failed.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	SkipShort(t)
 	c, err := cephcluster.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("radostest: %v", err)
@@ -69,9 +77,25 @@ func New(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// SkipShort skips t under go test -short, the tier that runs without Ceph
+// daemons; in a normal run it does nothing, and a test that then finds no
+// Ceph fails. Tests that use Main's shared cluster call it before they
+// touch the cluster.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	shorttier.Skip(t, "a Ceph cluster")
+}
+
 // Main boots a cluster, stores it in *cluster, runs the package's tests
-// and stops the cluster. It returns the exit code for os.Exit.
+// and stops the cluster. It returns the exit code for os.Exit. Under
+// go test -short it boots nothing and leaves *cluster nil (see SkipShort).
 func Main(m *testing.M, opts Options, cluster **Cluster) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	c, err := cephcluster.Start(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "radostest: %v\n", err)

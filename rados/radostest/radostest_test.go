@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 // TestClusterUsable writes an object with the rados tool and reads it
 // back, and an RBD image with rbd: the pool is initialised and usable.
 func TestClusterUsable(t *testing.T) {
+	radostest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t.Logf("boot to usable pool: %v", cluster.Started)
@@ -65,6 +66,7 @@ func TestClusterUsable(t *testing.T) {
 
 // TestConfAndKeys checks what the harness promises its users.
 func TestConfAndKeys(t *testing.T) {
+	radostest.SkipShort(t)
 	conf, err := os.ReadFile(cluster.Conf)
 	if err != nil {
 		t.Fatal(err)

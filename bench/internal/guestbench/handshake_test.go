@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // TestHandshakeNbdkit runs the client handshake against a real nbdkit
 // (memory plugin) and then one NBD_CMD_READ in the transmission phase:
 // the socket handed to the kernel must be ready for requests.
 func TestHandshakeNbdkit(t *testing.T) {
+	shorttier.Skip(t, "nbdkit")
 	bin, err := exec.LookPath("nbdkit")
 	if err != nil {
 		t.Fatalf("nbdkit is not installed (make deps): %v", err)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // Host is what a VM boot needs from the machine running the test.
@@ -31,9 +33,11 @@ const (
 
 // FindHost locates the newest installed kernel that has its modules, qemu
 // and a static busybox. It fails tb, naming the Debian packages to
-// install, when something is missing: tests that need a VM never skip.
+// install, when something is missing: tests that need a VM never skip,
+// except under -short, whose tier boots no VM (see internal/shorttier).
 func FindHost(tb testing.TB) Host {
 	tb.Helper()
+	shorttier.Skip(tb, "qemu and a kernel (a VM test)")
 	var h Host
 	var missing []string
 	need := func(pkg, what string) {

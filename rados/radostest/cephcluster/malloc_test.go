@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // mapsLibrary tells whether the process pid has a library whose path
@@ -24,6 +26,7 @@ func mapsLibrary(t *testing.T, pid int, name string) bool {
 // and checks which allocator the daemons run with: tcmalloc by default,
 // glibc's with GlibcMalloc, and the OSD's PG log bounds in ceph.conf.
 func TestDaemonsMalloc(t *testing.T) {
+	shorttier.Skip(t, "a Ceph cluster")
 	for _, glibc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("GlibcMalloc=%v", glibc), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
 )
 
 // Options shape a namespace.
@@ -107,9 +109,11 @@ func Create(ctx context.Context, opts Options) (_ *Namespace, err error) {
 }
 
 // New is Create for a test: it fails tb on error and closes the
-// namespace in tb's cleanup.
+// namespace in tb's cleanup. Under -short it skips tb (see
+// internal/shorttier).
 func New(tb testing.TB, opts Options) *Namespace {
 	tb.Helper()
+	shorttier.Skip(tb, "root and a network namespace")
 	n, err := Create(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -125,7 +125,7 @@ func (s *scenario) endedInOrder(ctx context.Context, dev *kernel.Device, what st
 	select {
 	case <-dev.Done():
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("Done not closed after %s", what)
+		return fmt.Errorf("device not done after %s", what)
 	}
 	if err := dev.Err(); err != nil {
 		return fmt.Errorf("after %s: %w", what, err)

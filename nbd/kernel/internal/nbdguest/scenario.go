@@ -16,10 +16,11 @@ import (
 	"unsafe"
 
 	"github.com/pmorjan/kmod"
+	"golang.org/x/sys/unix"
+
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
-	"golang.org/x/sys/unix"
 )
 
 const (
