@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/purerbd/purerbd/internal/alloctest"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 const fsid = "b6f6c1d2-8a9e-4e4b-9a43-3f0b8d6c3e07"

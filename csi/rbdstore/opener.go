@@ -3,7 +3,6 @@ package rbdstore
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		release()
 		return nil, mapErr(err)
 	}
-	oi := &openImage{Image: img, release: release, logger: s.log}
+	oi := &openImage{Image: img, release: release}
 	if claim {
 		cl := &claimer{io: io, img: img, node: opts.Node, log: s.log.With("cluster", c.ID), pause: s.claimPause}
 		h, err := cl.claim(ctx, fmt.Sprintf("client.%d", conn.InstanceID()))
@@ -71,10 +70,7 @@ type openImage struct {
 	release func()
 	claimer *claimer   // set when this open claimed its volume for its node
 	claim   *heldClaim // what it claimed, until released
-	logger  *slog.Logger
 }
-
-func (i *openImage) log() *slog.Logger { return i.logger }
 
 // Close closes the image.
 func (i *openImage) Close() error { return i.CloseContext(context.Background()) }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/alloctest"
-
 	"github.com/purerbd/purerbd/nbd/kernel/internal/genl"
 )
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/alloctest"
-
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )

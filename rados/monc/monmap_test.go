@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/purerbd/purerbd/internal/alloctest"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
 )

@@ -7,10 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/purerbd/purerbd/internal/alloctest"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/rados/crc32c"
 	"github.com/purerbd/purerbd/rados/denc"
 )

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/alloctest"
-
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
 	"github.com/purerbd/purerbd/rbd/cls"
 )
