@@ -19,7 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/rados/radostest"
 )
@@ -101,7 +103,7 @@ func TestControllerBinary(t *testing.T) {
 	assert.Equal(t, "ok\n", string(hbody))
 
 	ctrl := csipb.NewControllerClient(conn)
-	v, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{
+	req := &csipb.CreateVolumeRequest{
 		Name:          "binary-test",
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},
 		VolumeCapabilities: []*csipb.VolumeCapability{{
@@ -109,12 +111,17 @@ func TestControllerBinary(t *testing.T) {
 			AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
 		}},
 		Parameters: map[string]string{"pool": cl.Pool}, // one cluster: clusterID may be left out
-	})
-	require.NoError(t, err, "CreateVolume with the plugin's credentials")
+	}
+	_, err = ctrl.CreateVolume(ctx, req)
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "CreateVolume without secrets must not borrow the plugin's credentials: %v", err)
+	classSecrets := map[string]string{"userID": "admin", "userKey": cl.AdminKey}
+	req.Secrets = classSecrets
+	v, err := ctrl.CreateVolume(ctx, req)
+	require.NoError(t, err, "CreateVolume with the class's secret")
 	ls, err := cl.Rbd(ctx, "ls", cl.Pool)
 	require.NoError(t, err)
 	assert.Contains(t, string(ls), v.GetVolume().GetVolumeContext()["imageName"])
-	_, err = ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetVolume().GetVolumeId()})
+	_, err = ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetVolume().GetVolumeId(), Secrets: classSecrets})
 	require.NoError(t, err)
 	ls, err = cl.Rbd(ctx, "ls", cl.Pool)
 	require.NoError(t, err)
