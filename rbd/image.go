@@ -167,14 +167,17 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 	if err := img.openParent(ctx); err != nil {
 		return nil, err
 	}
+	if !img.readOnly && h.features&FeatureExclusiveLock != 0 {
+		// Before the watch starts: its notifications read img.lock.
+		img.lock = newExclusiveLock(img)
+	}
 	if img.snapID == noSnap {
 		if err := img.startWatch(ctx); err != nil {
 			img.closeParent(ctx)
 			return nil, err
 		}
 	}
-	if !img.readOnly && h.features&FeatureExclusiveLock != 0 {
-		img.lock = newExclusiveLock(img)
+	if img.lock != nil {
 		if opts.AcquireLock || opts.LockPolicy == LockRefuse {
 			if err := img.lock.acquire(ctx); err != nil {
 				_ = img.Close()
