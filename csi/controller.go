@@ -209,10 +209,7 @@ func (d *Driver) volumeByID(ctx context.Context, id string, secrets map[string]s
 	if err != nil {
 		return vid, cred, nil, ImageInfo{}, err
 	}
-	o, err := ownedImage(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
-	if err == nil && o.tomb {
-		err = ErrNotFound // a volume ID never names a tombstone
-	}
+	o, err := ownedVolume(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
 	if err != nil {
 		return vid, cred, s, o.info, storeError(err, cred, "volume %q", id)
 	}

@@ -88,6 +88,16 @@ func ownedImage(ctx context.Context, s Session, img ImageRef) (owner, error) {
 	return o, nil
 }
 
+// ownedVolume is ownedImage for an image a volume ID names: live, never
+// a tombstone, which no volume ID names (a tombstone is missing too).
+func ownedVolume(ctx context.Context, s Session, img ImageRef) (owner, error) {
+	o, err := ownedImage(ctx, s, img)
+	if err == nil && o.tomb {
+		err = ErrNotFound
+	}
+	return o, err
+}
+
 func fmtNotOwned(image, why string) error {
 	return &notOwnedError{image: image, why: why}
 }

@@ -67,10 +67,7 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 		if vid.ClusterID != cluster.ID {
 			return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the clone would be in cluster %q", vid.ClusterID, cluster.ID)
 		}
-		o, err := ownedImage(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
-		if err == nil && o.tomb {
-			err = ErrNotFound // a volume ID never names a tombstone
-		}
+		o, err := ownedVolume(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
 		if err != nil {
 			return nil, storeError(err, cred, "source volume %q", id)
 		}

@@ -41,10 +41,7 @@ type snapshotRequest struct {
 
 // ensureSnapshot makes the snapshot for r exist.
 func (d *Driver) ensureSnapshot(ctx context.Context, s Session, cred Credentials, r snapshotRequest) (*csi.Snapshot, error) {
-	o, err := ownedImage(ctx, s, r.src)
-	if err == nil && o.tomb {
-		err = ErrNotFound // a volume ID never names a tombstone
-	}
+	o, err := ownedVolume(ctx, s, r.src)
 	if err != nil {
 		return nil, storeError(err, cred, "source volume %q", r.source)
 	}
