@@ -8,9 +8,6 @@ var sink []byte
 // made, and that Check's bound lets a proportional decode pass while an
 // amplifying one is over it.
 func TestMeasure(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates on its own account; measured without -race")
-	}
 	const n = 1 << 20
 	got := Measure(0, func() { sink = make([]byte, n) })
 	if got < n || got > n+Slack {
