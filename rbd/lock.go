@@ -228,15 +228,9 @@ func lockerWatches(lk cls.Locker, w watcherInfo, handle uint64) bool {
 		return false
 	}
 	if !lk.Addr.IsZero() && !w.Addr.IsZero() {
-		return sameInstance(lk.Addr, w.Addr)
+		return lk.Addr.SameInstance(w.Addr)
 	}
 	return w.Entity == lk.Entity
-}
-
-// sameInstance reports whether two addresses name one client instance
-// (IP, port and nonce; the address type may be written differently).
-func sameInstance(a, b denc.EntityAddr) bool {
-	return a.IP == b.IP && a.Port == b.Port && a.Nonce == b.Nonce
 }
 
 // unlockOwn releases the header lock this image holds. The OSD files a
@@ -270,7 +264,7 @@ func (l *exclusiveLock) unlockOwn(ctx context.Context) error {
 			continue
 		}
 		for _, w := range watchers {
-			if w.Cookie != own || !sameInstance(lk.Addr, w.Addr) {
+			if w.Cookie != own || !lk.Addr.SameInstance(w.Addr) {
 				continue
 			}
 			img.log.Info("releasing the exclusive lock taken under an earlier global id", "owner", lk.Entity.String(), "cookie", lk.Cookie)

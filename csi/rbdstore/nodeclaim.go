@@ -203,7 +203,7 @@ func claimAlive(lk cls.Locker, ws []rbd.Watcher) (rbd.Watcher, bool) {
 			return w, true
 		}
 		a, err := denc.ParseEntityAddr(w.Address)
-		if err == nil && !lk.Addr.IsZero() && a.IP == lk.Addr.IP && a.Port == lk.Addr.Port && a.Nonce == lk.Addr.Nonce {
+		if err == nil && !lk.Addr.IsZero() && a.SameInstance(lk.Addr) {
 			return w, true
 		}
 	}

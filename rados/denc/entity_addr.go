@@ -97,6 +97,13 @@ func (a EntityAddr) AddrPort() netip.AddrPort { return netip.AddrPortFrom(a.IP, 
 // IsZero reports whether a is a blank entity_addr_t.
 func (a EntityAddr) IsZero() bool { return a == EntityAddr{} }
 
+// SameInstance reports whether a and b name one running instance of an
+// entity: the same IP, port and nonce, whatever address type each was
+// written with (the nonce tells a restarted process from its predecessor).
+func (a EntityAddr) SameInstance(b EntityAddr) bool {
+	return a.IP == b.IP && a.Port == b.Port && a.Nonce == b.Nonce
+}
+
 // sockaddr returns the socket address as Ceph keeps it in memory (the
 // 28-byte union, family in host = little-endian order) and the length
 // Ceph encodes for it.

@@ -143,17 +143,12 @@ func (s *session) mapChanged(m *osdmap.OSDMap) {
 	addr, ok := m.Addrs(s.osd).Msgr2()
 	s.mu.Lock()
 	conn := s.conn
-	stale := conn != nil && (!ok || !sameDaemon(addr, s.addr))
+	stale := conn != nil && (!ok || !addr.SameInstance(s.addr))
 	s.mu.Unlock()
 	if stale {
 		s.o.log.Debug("osdc: OSD address changed; reconnecting", "osd", s.osd, "addr", addr)
 		_ = conn.Close()
 	}
-}
-
-// sameDaemon reports whether two addresses name the same daemon instance.
-func sameDaemon(a, b denc.EntityAddr) bool {
-	return a.IP == b.IP && a.Port == b.Port && a.Nonce == b.Nonce
 }
 
 // closeIfIdle closes the session when nothing uses it. Callers hold
