@@ -15,12 +15,19 @@ import (
 // with dockerfile (a path; "" for ctxDir/Dockerfile), then saves it as a
 // docker-archive to tar (written whole or not at all).
 func dockerImage(ctx context.Context, ctxDir, dockerfile, ref, tar string) error {
+	old, _ := dockerOutput(ctx, "image", "inspect", "-f", "{{.Id}}", ref)
 	args := []string{"build", "-q", "-t", ref}
 	if dockerfile != "" {
 		args = append(args, "-f", dockerfile)
 	}
-	if err := docker(ctx, append(args, ctxDir)...); err != nil {
+	id, err := dockerOutput(ctx, append(args, ctxDir)...)
+	if err != nil {
 		return err
+	}
+	if old != "" && old != id {
+		// The image ref named before this build; untagged now, it
+		// would only pile up. It stays if anything still uses it.
+		_, _ = dockerOutput(ctx, "rmi", old)
 	}
 	tmp := tar + ".tmp"
 	if err := docker(ctx, "save", "-o", tmp, ref); err != nil {
@@ -37,14 +44,21 @@ func dockerImage(ctx context.Context, ctxDir, dockerfile, ref, tar string) error
 // docker runs the docker client with the legacy builder: BuildKit needs
 // the buildx plugin, and a FROM scratch image needs nothing it adds.
 func docker(ctx context.Context, args ...string) error {
+	_, err := dockerOutput(ctx, args...)
+	return err
+}
+
+// dockerOutput runs docker as docker does and returns its stdout,
+// trimmed.
+func dockerOutput(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "docker", args...)
 	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("docker %s: %w\n%s", strings.Join(args, " "), err, tail(out.String()))
+		return "", fmt.Errorf("docker %s: %w\n%s%s", strings.Join(args, " "), err, tail(stdout.String()), tail(stderr.String()))
 	}
-	return nil
+	return strings.TrimSpace(stdout.String()), nil
 }
 
 // writeContext fills the build context dir with a Dockerfile and the
