@@ -40,6 +40,11 @@ type Config struct {
 	// inside a network namespace (see package radostest/netns); without
 	// it the guest has no network at all.
 	Network *Network
+	// TmpfsRoot moves the guest's root from the initramfs onto a tmpfs
+	// before anything runs (copy, then switch_root, as an initramfs
+	// hands over to a real root): container runtimes need a root they
+	// can pivot_root away from, which the initramfs is not.
+	TmpfsRoot bool
 }
 
 // Network attaches the guest to a tap device in a network namespace:
@@ -229,7 +234,7 @@ func writeInitramfs(out string, h Host, cfg Config) error {
 		return err
 	}
 	a.file("bin/busybox", 0o755, bb)
-	a.file("init", 0o755, []byte(initScript(cfg.Command, cfg.Network)))
+	a.file("init", 0o755, []byte(initScript(cfg.Command, cfg.Network, cfg.TmpfsRoot)))
 	if err := addModules(a, h, cfg.Modules); err != nil {
 		return err
 	}
@@ -284,16 +289,32 @@ echo "` + markNet + `$(cut -d' ' -f1 /proc/uptime)"
 `
 }
 
+// switchRootScript copies the initramfs onto a tmpfs and re-executes
+// /init there as the root (Config.TmpfsRoot); the second /init finds
+// the marker and goes on.
+func switchRootScript(tmpfsRoot bool) string {
+	if !tmpfsRoot {
+		return ""
+	}
+	return `if [ ! -e /.vmtest-tmpfs-root ]; then
+	mkdir -p /newroot && mount -t tmpfs -o size=90% tmpfs /newroot || { echo "vmtest: exit=125 (tmpfs root)"; poweroff -f; }
+	for e in /*; do [ "$e" = /newroot ] || cp -a "$e" /newroot/; done
+	touch /newroot/.vmtest-tmpfs-root
+	exec switch_root /newroot /init
+fi
+`
+}
+
 // initScript is /init: mount the pseudo file systems, run the command as
 // a child, report its status, power off.
-func initScript(command []string, net *Network) string {
+func initScript(command []string, net *Network, tmpfsRoot bool) string {
 	q := make([]string, len(command))
 	for i, a := range command {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return `#!/bin/busybox sh
 /bin/busybox --install -s /bin
-mount -t devtmpfs devtmpfs /dev
+` + switchRootScript(tmpfsRoot) + `mount -t devtmpfs devtmpfs /dev
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t tmpfs tmpfs /tmp

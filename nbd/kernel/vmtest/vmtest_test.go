@@ -129,7 +129,7 @@ func TestAddProgram(t *testing.T) {
 // The command survives the shell's quoting, whatever it holds.
 func TestInitScriptQuotesTheCommand(t *testing.T) {
 	args := []string{"/bin/echo", "it's", "a b", `"q"`, "$HOME", "`x`"}
-	s := initScript(args, nil)
+	s := initScript(args, nil, false)
 	var line string
 	for _, l := range strings.Split(s, "\n") {
 		if strings.HasPrefix(l, "'/bin/echo'") {
