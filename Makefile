@@ -12,9 +12,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Debian packages the tests need (installed by `make deps`, skipping those present)
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 python3-rados \
 	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd \
-	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils
+	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
+	containerd runc containernetworking-plugins nftables
 
-.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e
+.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
@@ -51,9 +52,9 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # unit and integration tests: every package that needs Ceph boots its own
-# cluster through rados/radostest
+# cluster through rados/radostest (the Kubernetes run is e2e-k8s)
 unit:
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/deploy/e2e$$')
 
 # the daemon-free tier: tests that need Ceph, VMs, root or any program
 # but go skip themselves under -short (internal/shorttier)
@@ -71,7 +72,7 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
 
-test: lint unit race fuzz-smoke
+test: lint unit e2e-k8s race fuzz-smoke
 
 # the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
 # boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS
@@ -86,6 +87,17 @@ e2e:
 	rm -f $$log $$rcf; echo "e2e: $$(( $$(date +%s) - start ))s"; \
 	if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then echo "e2e FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \
 	echo "e2e: all passed: $(E2E_TESTS)"
+
+# Kubernetes in the loop (package deploy/e2e): the shipped manifests under
+# a real kubelet in a VM, every scenario on one cluster; prints one line
+# per scenario. The Kubernetes components and the sidecar images are built
+# once into $${PURERBD_CACHE:-/var/cache/purerbd}.
+e2e-k8s:
+	@log=$$(mktemp); rcf=$$(mktemp); start=$$(date +%s); \
+	{ $(GO) test -count=1 -timeout 80m -v -run '^TestKubernetes$$' ./deploy/e2e/; echo $$? >$$rcf; } 2>&1 | tee $$log; \
+	rc=$$(cat $$rcf); echo; echo "e2e-k8s summary ($$(( $$(date +%s) - start ))s):"; grep '^e2e-k8s: ' $$log; \
+	fails=$$(grep -c '^e2e-k8s: .*: FAIL' $$log); rm -f $$log $$rcf; \
+	if [ "$$rc" != 0 ] || [ "$$fails" != 0 ]; then echo "e2e-k8s FAILED (go test exit $$rc)"; exit 1; fi
 
 fuzz-smoke:
 	FUZZTIME=$(TESTFUZZTIME) .ci/fuzz

@@ -1,0 +1,169 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/deploy/e2e"
+)
+
+func init() {
+	scenarios = append(scenarios,
+		scenario{"restart-rollout", func(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+			return restartUnderWrite(ctx, t, c, "rollout")
+		}},
+		scenario{"restart-sigkill", func(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+			return restartUnderWrite(ctx, t, c, "sigkill")
+		}},
+		scenario{"restart-delete-pod", func(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+			return restartUnderWrite(ctx, t, c, "delete")
+		}},
+	)
+}
+
+// streamResult is the writer's last line (workload stream).
+type streamResult struct {
+	Writes     int64   `json:"writes"`
+	Errors     int64   `json:"errors"`
+	MaxStallMS float64 `json:"max_stall_ms"`
+	LastIndex  int64   `json:"last_index"`
+}
+
+// restartUnderWrite: a pod writes (synced records, without pause) on an
+// ext4 volume while the node plugin is restarted the way an operator or
+// the cluster does it; the pod must see no I/O error, every record must
+// read back, the file system must be clean in `rbd export`. The longest
+// stall of a single write is the figure.
+func restartUnderWrite(ctx context.Context, t *testing.T, c *e2e.Cluster, how string) string {
+	name := "rs-" + how
+	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi"}.Manifest()))
+	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
+	must(t, err)
+	image, err := c.ImageOf(ctx, pv)
+	must(t, err)
+	work := []string{"--path", "/data/stream", "--size", "4096"}
+	writer := e2e.Pod{Name: name + "-w", Claim: name,
+		Command: append([]string{"/bin/workload", "stream", "--interval", "20ms"}, work...)}
+	must(t, c.Apply(ctx, writer.Manifest()))
+	must(t, c.WaitPodRunning(ctx, writer.Name, 5*time.Minute))
+	time.Sleep(10 * time.Second)
+
+	before, err := nodePluginPod(ctx, c)
+	must(t, err)
+	td := time.Now()
+	switch how {
+	case "rollout":
+		_, err = c.Kubectl(ctx, "-n", "purerbd", "rollout", "restart", "daemonset/purerbd-csi-node")
+		must(t, err)
+		_, err = c.Kubectl(ctx, "-n", "purerbd", "rollout", "status", "daemonset/purerbd-csi-node", "--timeout=10m")
+		must(t, err)
+	case "sigkill":
+		restarts := containerRestarts(ctx, t, c, before)
+		out, err := c.RunPod(ctx, killerPod(name+"-kill"), 3*time.Minute)
+		must(t, err)
+		if !strings.Contains(out, "killed") {
+			t.Fatalf("the killer found no node plugin process: %s", out)
+		}
+		must(t, c.Delete(ctx, "pod/"+name+"-kill"))
+		deadline := time.Now().Add(5 * time.Minute)
+		for containerRestarts(ctx, t, c, before) == restarts {
+			if time.Now().After(deadline) {
+				t.Fatalf("the kubelet did not restart the killed plugin container")
+			}
+			time.Sleep(time.Second)
+		}
+	case "delete":
+		_, err = c.Kubectl(ctx, "-n", "purerbd", "delete", "pod", before, "--wait=true", "--timeout=5m")
+		must(t, err)
+	}
+	_, err = c.Kubectl(ctx, "-n", "purerbd", "rollout", "status", "daemonset/purerbd-csi-node", "--timeout=10m")
+	must(t, err)
+	after, err := nodePluginPod(ctx, c)
+	must(t, err)
+	if _, err := c.Kubectl(ctx, "-n", "purerbd", "wait", "--for=condition=Ready", "--timeout=5m", "pod/"+after); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Since(td)
+	// writes go on after the new plugin took over
+	time.Sleep(15 * time.Second)
+	_, err = c.Kubectl(ctx, "exec", writer.Name, "--", "/bin/kill", "-TERM", "1")
+	must(t, err)
+	res := waitStreamResult(ctx, t, c, writer.Name)
+	if res.Errors != 0 {
+		t.Errorf("the writing pod saw %d I/O errors in %d writes (longest stall %.0f ms)", res.Errors, res.Writes, res.MaxStallMS)
+	}
+	must(t, c.Delete(ctx, "pod/"+writer.Name))
+	out, err := c.RunPod(ctx, e2e.Pod{Name: name + "-v", Claim: name,
+		Command: append([]string{"/bin/workload", "verify-stream", "--last-index", fmt.Sprint(res.LastIndex)}, work...)}, 5*time.Minute)
+	if err != nil {
+		t.Fatalf("verify after the restart: %v", err)
+	}
+	t.Logf("verify: %s", out)
+	must(t, c.Delete(ctx, "pod/"+name+"-v"))
+
+	exp := filepath.Join(t.TempDir(), "export")
+	_, err = c.Ceph.Rbd(ctx, "export", c.Pool+"/"+image, exp)
+	must(t, err)
+	if out, err := exec.Command("e2fsck", "-fn", exp).CombinedOutput(); err != nil {
+		t.Fatalf("e2fsck -fn of the export: %v\n%s", err, out)
+	}
+	must(t, c.Delete(ctx, "pvc/"+name))
+	return fmt.Sprintf("plugin pod %s → %s back in %v; writer: %d synced writes, %d errors, longest stall %.0f ms; records verified, e2fsck -fn clean",
+		before, after, back.Round(time.Millisecond), res.Writes, res.Errors, res.MaxStallMS)
+}
+
+// nodePluginPod is the name of the node plugin's pod.
+func nodePluginPod(ctx context.Context, c *e2e.Cluster) (string, error) {
+	for i := 0; i < 60; i++ {
+		out, err := c.Kubectl(ctx, "-n", "purerbd", "get", "pods", "-l", "app.kubernetes.io/component=node",
+			"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+		if err != nil {
+			return "", err
+		}
+		if f := strings.Fields(string(out)); len(f) == 1 {
+			return f[0], nil
+		}
+		time.Sleep(time.Second)
+	}
+	return "", fmt.Errorf("no single running node plugin pod")
+}
+
+func containerRestarts(ctx context.Context, t *testing.T, c *e2e.Cluster, pod string) string {
+	out, err := c.Kubectl(ctx, "-n", "purerbd", "get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
+	must(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// killerPod SIGKILLs the node plugin's process from the host's PID
+// namespace, as the OOM killer or a crash would end it.
+func killerPod(name string) e2e.Pod {
+	return e2e.Pod{Name: name, Command: []string{"/bin/sh", "-c",
+		`for p in $(pidof purerbd-csi); do if tr '\0' ' ' </proc/$p/cmdline | grep -q -- --node; then kill -9 $p && echo killed $p; fi; done`},
+		HostPID: true}
+}
+
+// waitStreamResult waits for the writer to end and parses its last line.
+func waitStreamResult(ctx context.Context, t *testing.T, c *e2e.Cluster, pod string) streamResult {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		out, _ := c.Kubectl(ctx, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		if p := strings.TrimSpace(string(out)); p == "Succeeded" || p == "Failed" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	logs, err := c.Kubectl(ctx, "logs", pod)
+	must(t, err)
+	lines := strings.Split(strings.TrimSpace(string(logs)), "\n")
+	var res streamResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("the writer's last line is not its summary: %v\n%s", err, logs)
+	}
+	return res
+}
