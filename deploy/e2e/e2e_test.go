@@ -181,7 +181,7 @@ func roundTrip(ctx context.Context, t *testing.T, c *e2e.Cluster, kind string, s
 
 	must(t, c.Delete(ctx, "pvc/"+name))
 	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
-	return fmt.Sprintf("bound in %v, %d KiB written and synced in %v, read back, %s, image removed",
+	return fmt.Sprintf("bound in %v, %d KiB written by a pod that ran %v (stage, mkfs, write, sync), read back by another, %s, image removed",
 		bound.Round(time.Millisecond), recCount*recSize>>10, toWrite.Round(time.Millisecond), matched)
 }
 

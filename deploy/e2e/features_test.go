@@ -313,3 +313,32 @@ func rbacEnforced(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
 	}
 	return fmt.Sprintf("%d can-i checks as the controller and node accounts hold; no broad role bound", len(checks))
 }
+
+func init() {
+	scenarios = append([]scenario{{"node-plugin", nodePlugin}}, scenarios...)
+}
+
+// nodePlugin: the node plugin, as the DaemonSet runs it (host network),
+// drives the kernel's nbd driver through generic netlink with cookies
+// and receives its LINK_DEAD notifications, says so in its log, and its
+// /healthz on the node's address answers ok.
+func nodePlugin(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+	logs, err := c.Kubectl(ctx, "-n", "purerbd", "logs", "-l", "app.kubernetes.io/component=node", "--tail=-1")
+	must(t, err)
+	var line string
+	for _, l := range strings.Split(string(logs), "\n") {
+		if strings.Contains(l, `msg="nbd kernel interface"`) {
+			line = l
+		}
+	}
+	for _, want := range []string{"netns=initial", "netlink=true", "cookies=true", "linkDead=true"} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("the node plugin's kernel interface line lacks %s: %q", want, line)
+		}
+	}
+	out, err := c.NS.Command(ctx, "wget", "-q", "-O", "-", "http://"+c.NodeIP+":9809/healthz").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok") {
+		t.Fatalf("GET /healthz on the node: %v: %q", err, out)
+	}
+	return "in the host's network namespace: nbd netlink with cookies and LINK_DEAD; /healthz on " + c.NodeIP + ":9809 ok"
+}

@@ -18,11 +18,12 @@ import (
 //go:embed guest_node.sh
 var guestNodeScript string
 
-// guestModules are the kernel modules the node loads: the NBD driver
-// and the file systems the tests format, overlayfs for containerd, the
+// guestModules are the kernel modules the node loads: the NBD driver,
+// loop (the kubelet pins a raw block volume's device with a loop
+// device), the file systems the tests format, overlayfs for containerd, the
 // bridge and veth pairs of the CNI bridge plugin, nftables NAT for the
 // kubernetes Service.
-var guestModules = []string{"crc32c_generic", "nbd", "ext4", "xfs", "overlay", "bridge", "veth",
+var guestModules = []string{"crc32c_generic", "nbd", "loop", "ext4", "xfs", "overlay", "bridge", "veth",
 	"nf_tables", "nft_chain_nat", "nft_nat", "nf_nat", "nf_conntrack"}
 
 // guestPrograms are the host's programs the node runs, with the Debian
@@ -38,6 +39,7 @@ var guestPrograms = map[string]string{
 	"/usr/lib/cni/host-local":          "containernetworking-plugins",
 	"/usr/lib/cni/loopback":            "containernetworking-plugins",
 	"/usr/sbin/nft":                    "nftables",
+	"/sbin/losetup":                    "mount",
 	"/sbin/mkfs.ext4":                  "e2fsprogs",
 	"/sbin/e2fsck":                     "e2fsprogs",
 	"/sbin/resize2fs":                  "e2fsprogs",

@@ -67,8 +67,8 @@ func restartUnderWrite(ctx context.Context, t *testing.T, c *e2e.Cluster, how st
 		restarts := containerRestarts(ctx, t, c, before)
 		out, err := c.RunPod(ctx, killerPod(name+"-kill"), 3*time.Minute)
 		must(t, err)
-		if !strings.Contains(out, "killed") {
-			t.Fatalf("the killer found no node plugin process: %s", out)
+		if n := strings.Count(out, "killed"); n != 1 {
+			t.Fatalf("the killer killed %d node plugin processes, want 1: %s", n, out)
 		}
 		must(t, c.Delete(ctx, "pod/"+name+"-kill"))
 		deadline := time.Now().Add(5 * time.Minute)
@@ -144,7 +144,7 @@ func containerRestarts(ctx context.Context, t *testing.T, c *e2e.Cluster, pod st
 // namespace, as the OOM killer or a crash would end it.
 func killerPod(name string) e2e.Pod {
 	return e2e.Pod{Name: name, Command: []string{"/bin/sh", "-c",
-		`for p in $(pidof purerbd-csi); do if tr '\0' ' ' </proc/$p/cmdline | grep -q -- --node; then kill -9 $p && echo killed $p; fi; done`},
+		`for p in $(pidof purerbd-csi); do if tr '\0' ' ' </proc/$p/cmdline | grep -q -- ' --node '; then kill -9 $p && echo killed $p; fi; done`},
 		HostPID: true}
 }
 
