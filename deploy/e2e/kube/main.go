@@ -5,7 +5,10 @@
 // flags, exactly as the component's own main would.
 //
 //	kube etcd | kube-apiserver | kube-controller-manager | kube-scheduler |
-//	     kubelet | kube-proxy | kubectl  [flags...]
+//	     kubelet | kubectl  [flags...]
+//
+// There is no kube-proxy: the e2e node routes the one Service its pods
+// use with a single nft rule.
 //
 // One binary links the shared packages once, which matters on a machine
 // that builds it from source before the first run.
@@ -29,7 +32,6 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
-	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
@@ -38,7 +40,7 @@ func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
 	if name == "kube" {
 		if len(args) == 0 {
-			fmt.Fprintln(os.Stderr, "usage: kube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl [flags...]")
+			fmt.Fprintln(os.Stderr, "usage: kube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl [flags...]")
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
@@ -64,8 +66,6 @@ func main() {
 		command = scheduler.NewSchedulerCommand()
 	case "kubelet":
 		command = kubelet.NewKubeletCommand(context.Background())
-	case "kube-proxy":
-		command = proxy.NewProxyCommand()
 	default:
 		fmt.Fprintf(os.Stderr, "kube: unknown component %q\n", name)
 		os.Exit(2)
