@@ -38,7 +38,6 @@ type Cluster struct {
 	cp      *controlPlane
 	vmDone  chan struct{}
 	vmErr   error
-	vmRes   *vmtest.Result
 	console *syncFile
 }
 
@@ -119,7 +118,7 @@ func Start(ctx context.Context, tb testing.TB, s Setup) (*Cluster, error) {
 	t2 := time.Now()
 	go func() {
 		defer close(c.vmDone)
-		c.vmRes, c.vmErr = vmtest.Run(vmCtx, tb, host, cfg)
+		_, c.vmErr = vmtest.Run(vmCtx, tb, host, cfg)
 	}()
 	if err := c.waitNodeReady(ctx, 15*time.Minute); err != nil {
 		return nil, err

@@ -66,9 +66,6 @@ type Pod struct {
 	Block    bool // the claim is a raw block device at /dev/xvda, else mounted at /data
 	ReadOnly bool
 	Command  []string
-	// Always restarts the container when it ends (a long-running
-	// writer); default Never.
-	Always bool
 	// HostPID runs the pod privileged in the node's PID namespace (no
 	// claim needed).
 	HostPID bool
@@ -81,21 +78,16 @@ func (p Pod) Manifest() string {
 	if p.Block {
 		use = "volumeDevices: [{name: v, devicePath: /dev/xvda}]"
 	}
-	restart := "Never"
-	if p.Always {
-		restart = "Always"
-	}
 	vols := fmt.Sprintf("volumes:\n  - name: v\n    persistentVolumeClaim: {claimName: %s, readOnly: %v}", p.Claim, p.ReadOnly)
 	if p.HostPID {
 		use, vols = "securityContext: {privileged: true}", "hostPID: true"
 	}
-
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: %s
 spec:
-  restartPolicy: %s
+  restartPolicy: Never
   terminationGracePeriodSeconds: 5
   containers:
   - name: w
@@ -104,7 +96,7 @@ spec:
     command: %s
     %s
   %s
-`, p.Name, restart, images.WorkloadRef, cmd, use, vols)
+`, p.Name, images.WorkloadRef, cmd, use, vols)
 }
 
 // Apply creates objects from YAML.
