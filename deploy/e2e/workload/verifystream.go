@@ -68,10 +68,16 @@ func verifyStream(o verifyStreamOptions) (verifyStreamSummary, error) {
 	slots := o.slots
 	buf := alignedBuf(o.size)
 	if slots == 0 {
-		// The ring size stream used, as its first record says.
-		if readRecord(f, buf, 0) == nil {
+		// The ring size stream used, as its first intact record says.
+		// Slot 1 answers when a write in flight tore slot 0: only one
+		// slot can be torn, and a ring has at least two.
+		for slot := range 2 {
+			if readRecord(f, buf, int64(slot)*int64(o.size)) != nil {
+				continue
+			}
 			if id, err := decodeRecord(buf); err == nil {
 				slots = int(id.ring)
+				break
 			}
 		}
 	}
