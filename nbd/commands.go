@@ -167,8 +167,8 @@ func (t *transmission) read(r *reply, req *request) {
 // A larger one is copied into a payload buffer first and sent from there
 // with writev: the kernel reading a payload buffer, which is reused, is
 // much cheaper on some virtual machines than reading chunk pages it has
-// not touched lately (a shadow page fault per page: 7 µs per 4 KiB, five
-// times the whole cost of the copy, measured here).
+// not touched lately (a shadow page fault per page costs more than the
+// copy).
 func (t *transmission) readMemory(r *reply, req *request) {
 	var err error
 	t.pieces, err = t.mem.pieces(t.pieces[:0], int64(req.off), int(req.length))

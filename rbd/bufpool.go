@@ -14,9 +14,8 @@ import (
 //
 // New buffers are cut from slabs aligned to transparent huge pages and
 // advised as such, so that the first touch of fresh memory costs a page
-// fault per 2 MiB rather than per 4 KiB: filling a 24 MiB cache takes
-// 6144 faults otherwise, which cost 10-20 µs each on a virtual machine
-// with shadow paging (bench findings row 18).
+// fault per 2 MiB rather than per 4 KiB (page faults are costly on
+// virtual machines with shadow paging).
 type bufferPool struct {
 	mu    sync.Mutex
 	free  [][][]byte // by class

@@ -169,16 +169,7 @@ func (w *writeAround) waitLocked(ctx context.Context) error {
 // MaxDirty. librbd acknowledges a write early without copying it (its
 // buffers are reference-counted); the cache here must copy a buffer its
 // caller may reuse, and once a few MiB are on their way to the OSDs,
-// copying another MiB costs more than the wait it saves. By hand, `purerbd rbd bench` sequential
-// writes on a memstore OSD, ops/s, against admitting them up to MaxDirty
-// (two rounds each):
-//   - 4 MiB, 16 threads: 427, 434 against 413, 397 (user CPU 0.19-0.22 s
-//     against 0.22-0.24 s per 2 GiB);
-//   - 1 MiB, 16 threads: 1532, 1670 against 1441, 1492;
-//   - one thread: 4 MiB 336, 360 against 342, 328; 1 MiB 1299, 1212
-//     against 1233, 1365.
-//
-// A bound of 4 MiB gained as much with 16 threads but lost 10% with one.
+// copying another MiB costs more than the wait it saves.
 const (
 	largeWrite = 1 << 20
 	largeDirty = 8 << 20
@@ -311,11 +302,9 @@ type workerPool struct {
 
 const (
 	// maxWriteBehindWorkers bounds the writes the cache has at the OSDs:
-	// librbd's objecter_inflight_ops. A single OSD spends less CPU per
-	// write the more it has queued: with 128, `rbd bench` 4K random
-	// writes ran 2-8% slower in 6 of 6 pairs against 1024 (by hand,
-	// memstore OSD), and librbd kept about 200 writes in flight there
-	// against purerbd's 77.
+	// librbd's objecter_inflight_ops. An OSD spends less CPU per write
+	// the more it has queued, so the bound is well above the writes
+	// librbd keeps in flight.
 	maxWriteBehindWorkers = 1024
 	// workerIdle is how long a worker waits for another job before it ends.
 	workerIdle = 2 * time.Second

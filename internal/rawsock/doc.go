@@ -6,18 +6,14 @@
 // runtime poller still does all the waiting (and deadlines and Close
 // still interrupt it), but no call enters the runtime's syscall state.
 // Entering it costs twice over. A process that was idle wakes the
-// runtime's monitor thread (sysmon), which then polls every 20 µs until
-// it is idle again: a server that answers one request at a time goes
-// idle between every two, and in a profile of the NBD server at queue
-// depth 1 those futex wake-ups and context switches were about a quarter
-// of its CPU. And a call that stays in the kernel for more than 20 µs
-// (copying a 4 MiB message into a socket or out of one) has its P taken
-// away by sysmon and handed to another thread, which the call must win
-// back when it returns: with `purerbd rbd bench`, 16 threads of 4 MiB
-// reads, raw reads cut the client's CPU by 18% (0.62 against 0.76 s per
-// 2 GiB) and 4 MiB writes by 8% (0.67 against 0.73 s). A call on a
-// non-blocking socket returns at once, which is what a raw system call
-// needs: it never sleeps in the kernel.
+// runtime's monitor thread (sysmon), which then polls until it is idle
+// again: a server that answers one request at a time goes idle between
+// every two, and pays for those wake-ups and context switches on every
+// request. And a call that stays in the kernel for a while (copying a
+// 4 MiB message into a socket or out of one) has its P taken away by
+// sysmon and handed to another thread, which the call must win back
+// when it returns. A call on a non-blocking socket returns at once,
+// which is what a raw system call needs: it never sleeps in the kernel.
 //
 // A Splicer (Linux) sends a buffer by reference instead: vmsplice maps
 // its pages into a pipe and splice moves them into the socket, so the

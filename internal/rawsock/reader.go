@@ -34,18 +34,11 @@ type Reader struct {
 // to other goroutines between tries, for up to MaxSpin. A connection
 // whose reads polled in vain MaxMisses times in a row stops polling until
 // a read again gets data within MaxSpin of a wait's start, so an idle or
-// slow peer costs at most MaxMisses polls. By hand, `purerbd nbd serve
-// --memory` under fio 4k random I/O, two rounds: at queue depth 1,
-// 34-42k writes/s and 35k reads/s against 14-22k and 15-17k without
-// polling (nbdkit: 28k writes/s), at 20-24 against 20-30 µs of CPU per
-// request (the bench suite's NBD section: 30 against 24 µs per write);
-// at depth 8, 158-163k writes/s and 141-143k reads/s against
-// 91k and 93-102k. At depth 32 it moved throughput by -12% to +19% and
-// cost about 1 µs more per request. An RBD export at depth 32, where the
-// OSD shares the machine's two cores, is better off without: 6 pairs of
-// 5 s fio runs, 8.5-9.5k writes/s and 55-70 µs of server CPU per write
-// polling, 8.7-10.3k and 47-59 µs not (the polls cost 9 read calls per
-// request, CPU the OSD needed).
+// slow peer costs at most MaxMisses polls. Polling pays at low queue
+// depths against a backend in memory; where the backend is remote and
+// shares the machine's cores (an RBD export), the polls take CPU the
+// backend needs, so the NBD server polls only for exports it serves
+// inline (in memory).
 const (
 	MaxSpin   = 50 * time.Microsecond
 	MaxMisses = 8
@@ -64,7 +57,7 @@ func NewReader(rc syscall.RawConn, poll bool) *Reader {
 // reading goroutine may call it, between reads. Polling pays when the
 // peer's next bytes come within microseconds (a client of a backend in
 // memory); when they come at the pace of a remote backend, the polls take
-// CPU from whatever else runs on the machine (see the figures above).
+// CPU from whatever else runs on the machine.
 func (r *Reader) SetPoll(poll bool) {
 	r.poll, r.misses = poll, 0
 	r.spin = 0

@@ -166,13 +166,9 @@ func (fr *frameReader) scratch() []byte {
 // with what has arrived, so usually less), and the most checksummed at a
 // time. A read blocks no longer for being larger, and when the reader is
 // behind, a larger chunk takes what the socket holds in fewer system
-// calls (128 KiB took eight where 1 MiB took one). But the crc32c of a
-// chunk reads what the kernel has just copied, and 256 KiB is still in
-// the core's cache when it does (a Skylake-SP core has 1 MiB of L2): by
-// hand, `purerbd rbd bench` 4M sequential reads, 16 threads, 2 GiB, on a
-// CPU without VPCLMULQDQ, crc32c fell from 19% to 14% of the client's
-// samples and 9 of 11 alternating pairs ran faster than with 1 MiB
-// (+4% ops/s on average), at the same CPU time.
+// calls. But the crc32c of a chunk reads what the kernel has just
+// copied, and a chunk of 256 KiB is still in a core's L2 cache when it
+// does, where 1 MiB may not be.
 const dataChunk = 256 << 10
 
 // readInto reads the front and middle segments of a crc-mode frame into

@@ -56,12 +56,10 @@ type Config struct {
 	Logger *slog.Logger
 	// SpliceWrites sends a request's data of 128 KiB or more to the
 	// socket by reference (msgr Message.SpliceData: vmsplice and splice,
-	// Linux, TCP, crc mode) instead of copying it. Off by default: on
-	// loopback to a memstore OSD, 2 GiB of 4M writes from 16 threads,
-	// it saved a third of the client's CPU on an Intel Xeon with PTI
-	// (system calls and copies costly there) at the same rate, and on an
-	// AMD EPYC without PTI it cost 20-25% of the rate, 20% more client
-	// CPU and 12% more OSD CPU.
+	// Linux, TCP, crc mode) instead of copying it. Off by default: it
+	// saves the copy's CPU where system calls are cheap relative to
+	// copies, and costs throughput where they are not (no page-table
+	// isolation).
 	SpliceWrites bool
 }
 

@@ -79,8 +79,8 @@ func (c *Cluster) writeConf() error {
 		// 10000 and 3000): a test cluster needs no long history, and a
 		// busy one-OSD cluster with tens of PGs would otherwise lose
 		// half its write rate within minutes as they fill (Pacific's
-		// calc_trim_to_aggressive walks the log; the entries and their
-		// indexes grow to hundreds of MB; bench findings row 18)
+		// calc_trim_to_aggressive walks the log, and the entries and
+		// their indexes grow without bound in a test's lifetime)
 		"osd max pg log entries":  "1000",
 		"osd pg log dups tracked": "1000",
 		"mgr initial modules":     "iostat",
