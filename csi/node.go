@@ -14,13 +14,13 @@ package csi
 // The plugin may die or be upgraded while volumes are in use. The devices
 // and mounts belong to the kernel and stay; the kernel holds their I/O
 // for up to the dead connection timeout (NodeConfig.ReattachTimeout). On
-// start, Start reads the node state (nodestate.go), reopens each image
-// and hands the kernel fresh connections for the same device, found by
-// its cookie (kernel.Reattach): I/O that was waiting resumes and nothing
-// is lost. Close, on an orderly exit, releases the devices for the next
-// process the same way. A device whose connections all die while the
-// plugin runs (request timeouts against a slow cluster) is reattached by
-// a watchdog.
+// start, Start reads the node state (package csi/internal/nodestate),
+// reopens each image and hands the kernel fresh connections for the same
+// device, found by its cookie (kernel.Reattach): I/O that was waiting
+// resumes and nothing is lost. Close, on an orderly exit, releases the
+// devices for the next process the same way. A device whose connections
+// all die while the plugin runs (request timeouts against a slow
+// cluster) is reattached by a watchdog.
 
 import (
 	"context"
@@ -35,6 +35,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/purerbd/purerbd/csi/internal/fstools"
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -45,6 +47,19 @@ const (
 	DefaultReattachTimeout = 5 * time.Minute
 	DefaultFsType          = "ext4"
 )
+
+// DefaultStateDir is where the node keeps its state unless configured
+// otherwise: under /run, a tmpfs, so that the state vanishes on reboot
+// together with the devices and mounts it describes.
+const DefaultStateDir = "/run/purerbd-csi"
+
+// Tools says where the node's file system programs (mkfs.ext4, mkfs.xfs,
+// resize2fs, xfs_growfs) come from: Dir, a directory holding them, run
+// as they are; else Root, a root file system (the host's, mounted into
+// the container) holding them in its sbin or bin directories, run
+// chroot'ed into it; else the plugin's own $PATH and sbin directories.
+// Timeout bounds one run (default 10 minutes).
+type Tools = fstools.Runner
 
 // nodeReleaseTimeout bounds releasing a volume that a call staged or
 // took over after Close began.
@@ -69,7 +84,7 @@ type NodeConfig struct {
 	// secrets and, after a restart, when no secret was kept for a volume.
 	Credentials CredentialSource
 	// StateDir holds the node state (DefaultStateDir if empty); it should
-	// be on a tmpfs, see nodestate.go.
+	// be on a tmpfs, see package csi/internal/nodestate.
 	StateDir string
 	// Tools says where mkfs, resize2fs and xfs_growfs come from.
 	Tools Tools
@@ -99,7 +114,7 @@ type NodeServer struct {
 
 	cfg   NodeConfig
 	log   *slog.Logger
-	state *stateStore
+	state *nodestate.Store
 	ops   *inFlight // one operation per volume and per path at a time
 
 	mu   sync.Mutex
@@ -160,7 +175,7 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	st, err := openStateStore(cfg.StateDir)
+	st, err := nodestate.Open(cfg.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("csi node: %w", err)
 	}
@@ -171,7 +186,7 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 		ops:   newInFlight(),
 		vols:  map[string]*nodeVolume{},
 	}
-	if !st.inMemory {
+	if !st.InMemory() {
 		n.log.Warn("the node state directory is not a tmpfs: no credentials are kept there, so after a restart volumes wait for the plugin's own credentials or a call with secrets",
 			"dir", cfg.StateDir)
 	}
@@ -188,7 +203,7 @@ func (n *NodeServer) Start(ctx context.Context) error {
 		return fmt.Errorf("csi node: %w", err)
 	}
 	n.checkKernel(ctx)
-	recs, bad, err := n.state.loadAll()
+	recs, bad, err := n.state.LoadAll()
 	if err != nil {
 		return fmt.Errorf("csi node: reading the node state: %w", err)
 	}

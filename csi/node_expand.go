@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/purerbd/purerbd/csi/internal/fstools"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -68,11 +69,11 @@ func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 		if s.rec.ReadOnly {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %q is staged read-only: its file system cannot grow", id)
 		}
-		prog, args, err := growArgs(s.rec.FsType, s.rec.devicePath(), s.rec.StagingPath)
+		prog, args, err := fstools.GrowArgs(s.rec.FsType, s.rec.DevicePath(), s.rec.StagingPath)
 		if err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		if _, err := n.cfg.Tools.run(ctx, prog, args...); err != nil {
+		if _, err := n.cfg.Tools.Run(ctx, prog, args...); err != nil {
 			return nil, status.Errorf(codes.Internal, "growing the file system: %v", err)
 		}
 	}

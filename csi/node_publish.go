@@ -11,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/csi/internal/blockdev"
+	"github.com/purerbd/purerbd/csi/internal/mount"
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 )
 
 func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
@@ -58,17 +62,17 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		}
 		s = n.stateOf(v)
 	}
-	pub := publication{ReadOnly: req.GetReadonly() || s.rec.ReadOnly, MountFlags: nc.flags, MountGroup: nc.mountGroup}
-	t, err := readMountTable()
+	pub := nodestate.Publication{ReadOnly: req.GetReadonly() || s.rec.ReadOnly, MountFlags: nc.flags, MountGroup: nc.mountGroup}
+	t, err := mount.ReadTable()
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}
-	devPath := s.rec.devicePath()
+	devPath := s.rec.DevicePath()
 	if old, ok := s.rec.Published[target]; ok {
 		if old != pub {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q is already published at %s with other arguments", id, target)
 		}
-		if m, mounted := t.at(target); mounted {
+		if m, mounted := t.At(target); mounted {
 			if !isPublication(m, target, devPath, s.rec.Block) {
 				return nil, status.Errorf(codes.AlreadyExists, "something else (%s) is mounted at %s", m.Source, target)
 			}
@@ -76,14 +80,14 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		}
 		n.log.Warn("a publication was not mounted any more; mounting it again", "volumeID", id, "target", target)
 	} else {
-		if m, mounted := t.at(target); mounted {
-			if !isPublication(m, target, devPath, s.rec.Block) || m.readOnly() != pub.ReadOnly {
+		if m, mounted := t.At(target); mounted {
+			if !isPublication(m, target, devPath, s.rec.Block) || m.ReadOnly() != pub.ReadOnly {
 				return nil, status.Errorf(codes.AlreadyExists, "something (%s) is already mounted at %s", m.Source, target)
 			}
 			// Published by a process that died before it recorded it.
-			if err := n.update(v, func(r *stageRecord) {
+			if err := n.update(v, func(r *nodestate.Record) {
 				if r.Published == nil {
-					r.Published = map[string]publication{}
+					r.Published = map[string]nodestate.Publication{}
 				}
 				r.Published[target] = pub
 			}); err != nil {
@@ -93,17 +97,17 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 			return &csi.NodePublishVolumeResponse{}, nil
 		}
 		if !nc.multiTarget {
-			for _, other := range s.rec.targets() {
-				if _, mounted := t.at(other); mounted {
+			for _, other := range s.rec.Targets() {
+				if _, mounted := t.At(other); mounted {
 					return nil, status.Errorf(codes.FailedPrecondition, "volume %q has access mode %s and is already published at %s", id, nc.mode, other)
 				}
 			}
 		}
 	}
 
-	o := mountOptions{flags: nc.mount.flags & vfsFlags}
+	o := mount.Options{Flags: nc.mount.Flags & mount.VFSFlags}
 	if pub.ReadOnly {
-		o.flags |= unix.MS_RDONLY
+		o.Flags |= unix.MS_RDONLY
 	}
 	if s.rec.Block {
 		if err := setBlockAccess(&s.rec, target, pub.ReadOnly, t); err != nil {
@@ -112,30 +116,30 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 		if err := makeBlockTarget(target); err != nil {
 			return nil, err
 		}
-		if err := bindMount(devPath, target, o); err != nil {
+		if err := mount.Bind(devPath, target, o); err != nil {
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
 	} else {
 		if err := os.MkdirAll(target, 0o750); err != nil {
 			return nil, status.Errorf(codes.Internal, "creating the target path: %v", err)
 		}
-		if err := bindMount(staging, target, o); err != nil {
+		if err := mount.Bind(staging, target, o); err != nil {
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
 		if pub.MountGroup != "" && !pub.ReadOnly {
 			if err := applyMountGroup(target, pub.MountGroup); err != nil {
-				unmount(target)
+				mount.Unmount(target)
 				return nil, status.Errorf(codes.Internal, "volume mount group: %v", err)
 			}
 		}
 	}
-	if err := n.update(v, func(r *stageRecord) {
+	if err := n.update(v, func(r *nodestate.Record) {
 		if r.Published == nil {
-			r.Published = map[string]publication{}
+			r.Published = map[string]nodestate.Publication{}
 		}
 		r.Published[target] = pub
 	}); err != nil {
-		unmount(target)
+		mount.Unmount(target)
 		return nil, err
 	}
 	n.log.Info("volume published", "volumeID", id, "target", target, "readOnly", pub.ReadOnly, "block", s.rec.Block)
@@ -147,7 +151,7 @@ func (n *NodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublish
 // read-write one. Publications of both kinds at once are refused: the
 // read-only flag is the whole device's. (A volume staged with a
 // reader-only access mode has a read-only device from the start.)
-func setBlockAccess(rec *stageRecord, target string, readOnly bool, t mountTable) error {
+func setBlockAccess(rec *nodestate.Record, target string, readOnly bool, t mount.Table) error {
 	if rec.ReadOnly {
 		return nil
 	}
@@ -155,7 +159,7 @@ func setBlockAccess(rec *stageRecord, target string, readOnly bool, t mountTable
 		if other == target || p.ReadOnly == readOnly {
 			continue
 		}
-		if _, mounted := t.at(other); !mounted {
+		if _, mounted := t.At(other); !mounted {
 			continue
 		}
 		kind := "read-write"
@@ -166,7 +170,7 @@ func setBlockAccess(rec *stageRecord, target string, readOnly bool, t mountTable
 			"block volume %q is published %s at %s: its device is read-only or writable as a whole, so it cannot also be published the other way on this node",
 			rec.VolumeID, kind, other)
 	}
-	if err := setDeviceReadOnly(rec.devicePath(), readOnly); err != nil {
+	if err := blockdev.SetReadOnly(rec.DevicePath(), readOnly); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
 	return nil
@@ -175,13 +179,13 @@ func setBlockAccess(rec *stageRecord, target string, readOnly bool, t mountTable
 // isPublication reports whether mount m at target is a publication of
 // the volume on devPath: the device node itself for a block volume, the
 // root of its file system otherwise.
-func isPublication(m mountInfo, target, devPath string, block bool) bool {
+func isPublication(m mount.Info, target, devPath string, block bool) bool {
 	if block {
 		var a, b unix.Stat_t
 		return unix.Stat(target, &a) == nil && unix.Stat(devPath, &b) == nil &&
 			a.Mode&unix.S_IFMT == unix.S_IFBLK && a.Rdev == b.Rdev
 	}
-	maj, min, err := deviceNumber(devPath)
+	maj, min, err := blockdev.Number(devPath)
 	return err == nil && m.Major == maj && m.Minor == min && m.Root == "/"
 }
 
@@ -227,7 +231,7 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	if v := n.volume(id); v != nil && n.stateOf(v).rec.StagingPath == target {
 		return nil, status.Errorf(codes.InvalidArgument, "%s is the staging path of volume %q, not a target", target, id)
 	}
-	if err := unmountAll(target); err != nil {
+	if err := mount.UnmountAll(target); err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -236,13 +240,13 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 	if v := n.volume(id); v != nil {
 		s := n.stateOf(v)
 		if p, ok := s.rec.Published[target]; ok {
-			if err := n.update(v, func(r *stageRecord) { delete(r.Published, target) }); err != nil {
+			if err := n.update(v, func(r *nodestate.Record) { delete(r.Published, target) }); err != nil {
 				return nil, err
 			}
 			if s.rec.Block && !s.rec.ReadOnly && p.ReadOnly && !hasReadOnlyPublication(&s.rec, target) && s.broken == nil {
 				// The last reader is gone: the device may be written
 				// again by the next publication.
-				if err := setDeviceReadOnly(s.rec.devicePath(), false); err != nil {
+				if err := blockdev.SetReadOnly(s.rec.DevicePath(), false); err != nil {
 					return nil, status.Errorf(codes.Internal, "%v", err)
 				}
 			}
@@ -254,7 +258,7 @@ func (n *NodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpub
 
 // hasReadOnlyPublication reports whether a volume has a read-only
 // publication other than at target.
-func hasReadOnlyPublication(rec *stageRecord, target string) bool {
+func hasReadOnlyPublication(rec *nodestate.Record, target string) bool {
 	for other, p := range rec.Published {
 		if other != target && p.ReadOnly {
 			return true

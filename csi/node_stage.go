@@ -16,6 +16,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/purerbd/purerbd/csi/internal/blockdev"
+	"github.com/purerbd/purerbd/csi/internal/fsprobe"
+	"github.com/purerbd/purerbd/csi/internal/fstools"
+	"github.com/purerbd/purerbd/csi/internal/mount"
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -23,8 +28,8 @@ import (
 type nodeCapability struct {
 	block      bool
 	fsType     string
-	mount      mountOptions
-	flags      string // flagsDigest of the mount flags
+	mount      mount.Options
+	flags      string // nodestate.FlagsDigest of the mount flags
 	mountGroup string
 	// mkfsOptions replace the default mkfs options (volume context).
 	mkfsOptions string
@@ -63,11 +68,11 @@ func parseNodeCapability(c *csi.VolumeCapability, volCtx map[string]string, defa
 		if err := checkFsType(nc.fsType); err != nil {
 			return nc, status.Errorf(codes.FailedPrecondition, "%s", errorMessage(err))
 		}
-		o, err := parseMountFlags(m.GetMountFlags())
+		o, err := mount.ParseFlags(m.GetMountFlags())
 		if err != nil {
 			return nc, status.Error(codes.InvalidArgument, err.Error())
 		}
-		nc.mount, nc.flags = o, flagsDigest(m.GetMountFlags())
+		nc.mount, nc.flags = o, nodestate.FlagsDigest(m.GetMountFlags())
 		nc.mkfsOptions = volCtx[ctxMkfsOptions]
 		if g := m.GetVolumeMountGroup(); g != "" {
 			if n, err := strconv.ParseUint(g, 10, 31); err != nil || strconv.FormatUint(n, 10) != g {
@@ -95,7 +100,7 @@ func parseNodeCapability(c *csi.VolumeCapability, volCtx map[string]string, defa
 
 // stagedAs reports why a staged volume's record does not match a
 // capability, or "" when it does.
-func (nc nodeCapability) stagedAs(r *stageRecord) string {
+func (nc nodeCapability) stagedAs(r *nodestate.Record) string {
 	switch {
 	case nc.block != r.Block:
 		if r.Block {
@@ -172,7 +177,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 			"no secrets in the request and no plugin credentials for cluster %q: give the StorageClass a node-stage secret with %q and %q",
 			vid.ClusterID, secretUserID, secretUserKey)
 	}
-	rec := &stageRecord{
+	rec := &nodestate.Record{
 		VolumeID:    id,
 		StagingPath: staging,
 		Conns:       n.cfg.Conns,
@@ -193,7 +198,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if s := n.stateOf(v); s.dev != nil { // nil when released at once: Close began
 		conns = s.dev.Conns()
 	}
-	n.log.Info("volume staged", "volumeID", id, "device", rec.devicePath(), "block", nc.block, "fsType", nc.fsType,
+	n.log.Info("volume staged", "volumeID", id, "device", rec.DevicePath(), "block", nc.block, "fsType", nc.fsType,
 		"readOnly", nc.readOnly, "conns", conns, "duration", time.Since(start).Round(time.Millisecond))
 	return &csi.NodeStageVolumeResponse{}, nil
 }
@@ -214,11 +219,11 @@ func prepareStagingDir(staging string) error {
 	if !st.IsDir() {
 		return status.Errorf(codes.InvalidArgument, "staging path %s is not a directory", staging)
 	}
-	t, err := readMountTable()
+	t, err := mount.ReadTable()
 	if err != nil {
 		return status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}
-	if m, ok := t.at(staging); ok {
+	if m, ok := t.At(staging); ok {
 		return status.Errorf(codes.AlreadyExists, "something else (%s from %s) is mounted at the staging path %s", m.FsType, m.Source, staging)
 	}
 	return nil
@@ -226,7 +231,7 @@ func prepareStagingDir(staging string) error {
 
 // stage attaches a new volume, formats and mounts it, and adds it to the
 // staged volumes in place of slot. On failure it undoes what it did.
-func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord, nc nodeCapability, slot *stageSlot) (_ *nodeVolume, err error) {
+func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record, nc nodeCapability, slot *stageSlot) (_ *nodeVolume, err error) {
 	img, err := n.openImage(ctx, vid, cl, cred, rec)
 	if err != nil {
 		return nil, err
@@ -254,9 +259,9 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if !rec.Block {
-			if t, terr := readMountTable(); terr == nil {
-				if _, mounted := t.at(rec.StagingPath); mounted {
-					unmount(rec.StagingPath)
+			if t, terr := mount.ReadTable(); terr == nil {
+				if _, mounted := t.At(rec.StagingPath); mounted {
+					mount.Unmount(rec.StagingPath)
 				}
 			}
 		}
@@ -264,15 +269,15 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 			n.log.Error("undoing a failed stage: detach", "volumeID", rec.VolumeID, "error", derr.Error())
 		}
 		closeImage(uctx, img)
-		n.state.remove(rec.VolumeID)
+		n.state.Remove(rec.VolumeID)
 	}
 	// The record goes to disk before anything else can fail, so that a
 	// crash from here on leaves a device the next process can find.
-	if err := n.state.save(rec); err != nil {
+	if err := n.state.Save(rec); err != nil {
 		undo()
 		return nil, status.Errorf(codes.Internal, "saving the node state: %v", err)
 	}
-	if kept, err := n.state.saveSecret(rec.VolumeID, cred); err != nil {
+	if kept, err := n.state.SaveSecret(rec.VolumeID, nodestate.Secret{ID: cred.ID, Key: cred.Key}); err != nil {
 		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
 	} else if !kept {
 		n.log.Debug("credentials not kept: the state directory is not in memory", "volumeID", rec.VolumeID)
@@ -280,7 +285,7 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 	if !rec.ReadOnly {
 		// NBD devices are reused: a read-only flag left by a block
 		// publication of another volume must not stay.
-		if err := setDeviceReadOnly(rec.devicePath(), false); err != nil {
+		if err := blockdev.SetReadOnly(rec.DevicePath(), false); err != nil {
 			undo()
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
@@ -330,45 +335,45 @@ func (n *NodeServer) releaseLate(ctx context.Context, v *nodeVolume) {
 
 // formatAndMount makes a file system on a blank device and mounts the
 // device at the staging path.
-func (n *NodeServer) formatAndMount(ctx context.Context, rec *stageRecord, nc nodeCapability) error {
-	dev := rec.devicePath()
-	found, err := probeDevice(ctx, dev)
+func (n *NodeServer) formatAndMount(ctx context.Context, rec *nodestate.Record, nc nodeCapability) error {
+	dev := rec.DevicePath()
+	found, err := fsprobe.Device(ctx, dev)
 	if err != nil {
 		return status.Errorf(codes.Internal, "reading %s: %v", dev, err)
 	}
 	switch {
-	case found == probeBlank && rec.ReadOnly:
+	case found == fsprobe.Blank && rec.ReadOnly:
 		return status.Errorf(codes.FailedPrecondition, "volume %q is blank and staged read-only: there is no file system to mount", rec.VolumeID)
-	case found == probeBlank:
-		prog, args, err := mkfsArgs(rec.FsType, nc.mkfsOptions, dev)
+	case found == fsprobe.Blank:
+		prog, args, err := fstools.MkfsArgs(rec.FsType, nc.mkfsOptions, dev)
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		start := time.Now()
-		if _, err := n.cfg.Tools.run(ctx, prog, args...); err != nil {
+		if _, err := n.cfg.Tools.Run(ctx, prog, args...); err != nil {
 			return status.Errorf(codes.Internal, "making the file system: %v", err)
 		}
 		n.log.Info("file system made", "volumeID", rec.VolumeID, "device", dev, "fsType", rec.FsType, "duration", time.Since(start).Round(time.Millisecond))
-	case found == probeUnknown:
+	case found == fsprobe.Unknown:
 		return status.Errorf(codes.FailedPrecondition, "volume %q holds data that is no file system purerbd knows: refusing to format it", rec.VolumeID)
-	case !mountableAs(found, rec.FsType):
+	case !fsprobe.MountableAs(found, rec.FsType):
 		return status.Errorf(codes.FailedPrecondition, "volume %q holds %s, not %s", rec.VolumeID, found, rec.FsType)
 	}
 	o := nc.mount
 	if rec.FsType == "xfs" {
 		// Clones and snapshots share the file system UUID of their
 		// source; XFS refuses a second mount of a UUID without this.
-		o.data = append(o.data, "nouuid")
+		o.Data = append(o.Data, "nouuid")
 	}
 	if rec.ReadOnly {
 		// A read-only device cannot replay a journal.
-		o.flags |= unix.MS_RDONLY
-		o.data = append(o.data, "norecovery")
+		o.Flags |= unix.MS_RDONLY
+		o.Data = append(o.Data, "norecovery")
 	}
-	if err := mountFS(dev, rec.StagingPath, rec.FsType, o); err != nil {
+	if err := mount.FS(dev, rec.StagingPath, rec.FsType, o); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
-	if rec.MountGroup != "" && !rec.ReadOnly && o.flags&unix.MS_RDONLY == 0 {
+	if rec.MountGroup != "" && !rec.ReadOnly && o.Flags&unix.MS_RDONLY == 0 {
 		if err := applyMountGroup(rec.StagingPath, rec.MountGroup); err != nil {
 			return status.Errorf(codes.Internal, "volume mount group: %v", err)
 		}
@@ -414,15 +419,15 @@ func (n *NodeServer) restage(ctx context.Context, v *nodeVolume, nc nodeCapabili
 		return nil
 	}
 	// The file system must still be mounted there.
-	maj, min, err := deviceNumber(s.rec.devicePath())
+	maj, min, err := blockdev.Number(s.rec.DevicePath())
 	if err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
-	t, err := readMountTable()
+	t, err := mount.ReadTable()
 	if err != nil {
 		return status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}
-	if m, ok := t.at(staging); ok {
+	if m, ok := t.At(staging); ok {
 		if m.Major != maj || m.Minor != min || m.Root != "/" {
 			return status.Errorf(codes.AlreadyExists, "something else (%s) is mounted at the staging path %s", m.Source, staging)
 		}
@@ -461,31 +466,31 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 		n.log.Warn("NodeUnstage for another staging path than the volume's; nothing done", "volumeID", id, "stagedAt", s.rec.StagingPath)
 		return &csi.NodeUnstageVolumeResponse{}, nil
 	}
-	t, err := readMountTable()
+	t, err := mount.ReadTable()
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "reading the mount table: %v", err)
 	}
-	for _, target := range s.rec.targets() {
-		if _, ok := t.at(target); ok {
+	for _, target := range s.rec.Targets() {
+		if _, ok := t.At(target); ok {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %q is still published at %s", id, target)
 		}
 	}
 	start := time.Now()
 	if !s.rec.Block {
-		if err := unmountAll(staging); err != nil {
+		if err := mount.UnmountAll(staging); err != nil {
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
 	}
 	if err := n.detach(ctx, v); err != nil {
 		return nil, err
 	}
-	if err := n.state.remove(id); err != nil {
+	if err := n.state.Remove(id); err != nil {
 		return nil, status.Errorf(codes.Internal, "removing the node state: %v", err)
 	}
 	n.mu.Lock()
 	delete(n.vols, id)
 	n.mu.Unlock()
-	n.log.Info("volume unstaged", "volumeID", id, "device", s.rec.devicePath(), "duration", time.Since(start).Round(time.Millisecond))
+	n.log.Info("volume unstaged", "volumeID", id, "device", s.rec.DevicePath(), "duration", time.Since(start).Round(time.Millisecond))
 	// The volume's image state, NBD server and request buffers are
 	// garbage now; hand their pages back to the node at once rather
 	// than keeping the heap the busiest volume grew.
@@ -517,10 +522,10 @@ func (n *NodeServer) unstageUnknown(ctx context.Context, id, staging string) err
 	}
 	dev := fmt.Sprintf("/dev/nbd%d", idx)
 	n.log.Warn("NodeUnstage of a volume without node state: disconnecting the device that carries its cookie", "volumeID", id, "device", dev)
-	if maj, min, err := deviceNumber(dev); err == nil {
-		if t, err := readMountTable(); err == nil {
-			if m, ok := t.at(staging); ok && m.Major == maj && m.Minor == min {
-				if err := unmountAll(staging); err != nil {
+	if maj, min, err := blockdev.Number(dev); err == nil {
+		if t, err := mount.ReadTable(); err == nil {
+			if m, ok := t.At(staging); ok && m.Major == maj && m.Minor == min {
+				if err := mount.UnmountAll(staging); err != nil {
 					return status.Errorf(codes.Internal, "%v", err)
 				}
 			}

@@ -57,7 +57,7 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 	if s.rec.Block {
 		size, err := deviceSize(s.rec.Index)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "size of %s: %v", s.rec.devicePath(), err)
+			return nil, status.Errorf(codes.Internal, "size of %s: %v", s.rec.DevicePath(), err)
 		}
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Total: size, Unit: csi.VolumeUsage_BYTES}}}, nil
 	}
@@ -142,7 +142,7 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 		default:
 		}
 		if c, err := deviceCookie(s.rec.Index); err != nil || (s.rec.Cookie != "" && c != s.rec.Cookie) {
-			bad("DeviceGone", fmt.Sprintf("%s no longer carries the volume", s.rec.devicePath()))
+			bad("DeviceGone", fmt.Sprintf("%s no longer carries the volume", s.rec.DevicePath()))
 		}
 		if r, ok := s.img.(imageRefresher); ok {
 			cctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)

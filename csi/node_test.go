@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/purerbd/purerbd/csi/internal/fileimage"
+	"github.com/purerbd/purerbd/csi/internal/mount"
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 )
 
 // fileOpener opens images as files dir/<pool>/<namespace>/<image>; the
@@ -66,6 +68,23 @@ func newTestNode(t *testing.T) (*NodeServer, *fileOpener) {
 
 func testVolumeID(image string) string {
 	return VolumeID{ClusterID: testClusterID, Pool: 2, Image: image}.String()
+}
+
+// testRecord returns the node state record of a staged file system
+// volume with one read-only publication.
+func testRecord(id string) *nodestate.Record {
+	return &nodestate.Record{
+		VolumeID:    id,
+		StagingPath: "/var/lib/kubelet/plugins/x/globalmount",
+		Index:       3,
+		Cookie:      id,
+		Conns:       4,
+		FsType:      "ext4",
+		MountFlags:  nodestate.FlagsDigest([]string{"noatime"}),
+		AccessMode:  "SINGLE_NODE_MULTI_WRITER",
+		Exclusive:   true,
+		Published:   map[string]nodestate.Publication{"/t/1": {ReadOnly: true}},
+	}
 }
 
 func mountCap(mode csi.VolumeCapability_AccessMode_Mode, fs string, flags ...string) *csi.VolumeCapability {
@@ -163,7 +182,7 @@ func TestParseNodeCapability(t *testing.T) {
 	// Mount flags are kept only as a digest in the record.
 	a, _ := parseNodeCapability(mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4", "noatime"), nil, "ext4")
 	b, _ := parseNodeCapability(mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "ext4"), nil, "ext4")
-	rec := &stageRecord{FsType: "ext4", MountFlags: a.flags, AccessMode: a.mode.String()}
+	rec := &nodestate.Record{FsType: "ext4", MountFlags: a.flags, AccessMode: a.mode.String()}
 	assert.Empty(t, a.stagedAs(rec))
 	assert.Contains(t, b.stagedAs(rec), "mount flags")
 	c, _ := parseNodeCapability(mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, "ext4", "noatime"), nil, "ext4")
@@ -346,13 +365,13 @@ func TestNodeSymlinkedPaths(t *testing.T) {
 	require.NoError(t, os.Mkdir(real, 0o755))
 	require.NoError(t, os.Symlink(real, link))
 	mounted := func() bool {
-		tab, err := readMountTable()
+		tab, err := mount.ReadTable()
 		require.NoError(t, err)
-		_, ok := tab.at(real)
+		_, ok := tab.At(real)
 		return ok
 	}
 	require.NoError(t, unix.Mount("tmpfs", real, "tmpfs", 0, "size=1m"), "mounting a tmpfs needs CAP_SYS_ADMIN")
-	t.Cleanup(func() { unmountAll(real) })
+	t.Cleanup(func() { mount.UnmountAll(real) })
 
 	_, err := n.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: testVolumeID("v"), StagingTargetPath: link,

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
 )
@@ -16,7 +17,7 @@ import (
 // nodeVolume is a staged volume. Its fields are guarded by NodeServer.mu;
 // the operations that change them also hold the volume's operation lock.
 type nodeVolume struct {
-	rec *stageRecord
+	rec *nodestate.Record
 	img NodeImage      // nil while broken
 	dev *kernel.Device // nil while broken
 	// broken says why the volume is not served by this process (its
@@ -28,7 +29,7 @@ type nodeVolume struct {
 
 // volumeState is a consistent copy of a volume's fields.
 type volumeState struct {
-	rec    stageRecord
+	rec    nodestate.Record
 	img    NodeImage
 	dev    *kernel.Device
 	broken error
@@ -38,7 +39,7 @@ func (n *NodeServer) stateOf(v *nodeVolume) volumeState {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	s := volumeState{rec: *v.rec, img: v.img, dev: v.dev, broken: v.broken}
-	s.rec.Published = make(map[string]publication, len(v.rec.Published))
+	s.rec.Published = make(map[string]nodestate.Publication, len(v.rec.Published))
 	for k, p := range v.rec.Published {
 		s.rec.Published[k] = p
 	}
@@ -46,19 +47,19 @@ func (n *NodeServer) stateOf(v *nodeVolume) volumeState {
 }
 
 // update changes a volume's record under the lock and saves it.
-func (n *NodeServer) update(v *nodeVolume, fn func(r *stageRecord)) error {
+func (n *NodeServer) update(v *nodeVolume, fn func(r *nodestate.Record)) error {
 	n.mu.Lock()
 	fn(v.rec)
 	r := *v.rec
 	n.mu.Unlock()
-	if err := n.state.save(&r); err != nil {
+	if err := n.state.Save(&r); err != nil {
 		return status.Errorf(codes.Internal, "saving the node state: %v", err)
 	}
 	return nil
 }
 
 // openImage opens the image of a volume as the record says.
-func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *stageRecord) (NodeImage, error) {
+func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record) (NodeImage, error) {
 	img, err := n.cfg.Opener.OpenImage(ctx, cl, cred, vid, OpenImageOptions{ReadOnly: rec.ReadOnly, Exclusive: rec.Exclusive, Node: n.cfg.NodeID})
 	if err != nil {
 		return nil, storeError(err, cred, "opening the image of volume %q", rec.VolumeID)
@@ -68,7 +69,7 @@ func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cr
 
 // attachConfig describes the device of a volume for kernel.Attach or
 // kernel.Reattach.
-func (n *NodeServer) attachConfig(img NodeImage, rec *stageRecord) (kernel.AttachConfig, error) {
+func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.AttachConfig, error) {
 	size := img.Size() &^ (kernel.DefaultBlockSize - 1)
 	if size <= 0 {
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
@@ -88,7 +89,7 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *stageRecord) (kernel.Attac
 
 // credentialCandidates lists the credentials to try for taking a volume
 // over: the request's secrets, the secret kept for it, the plugin's own.
-func (n *NodeServer) credentialCandidates(secrets map[string]string, rec *stageRecord, clusterID string) ([]Credentials, error) {
+func (n *NodeServer) credentialCandidates(secrets map[string]string, rec *nodestate.Record, clusterID string) ([]Credentials, error) {
 	var l []Credentials
 	if len(secrets) > 0 {
 		c, ok, err := n.credentials(secrets, clusterID)
@@ -99,10 +100,10 @@ func (n *NodeServer) credentialCandidates(secrets map[string]string, rec *stageR
 			l = append(l, c)
 		}
 	}
-	if c, ok, err := n.state.loadSecret(rec.VolumeID); err != nil {
+	if c, ok, err := n.state.LoadSecret(rec.VolumeID); err != nil {
 		n.log.Warn("kept credentials unreadable", "volumeID", rec.VolumeID, "error", err.Error())
 	} else if ok {
-		l = append(l, c)
+		l = append(l, Credentials{ID: c.ID, Key: c.Key})
 	}
 	if c, ok, _ := n.credentials(nil, clusterID); ok {
 		l = append(l, c)
@@ -186,10 +187,10 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 		n.releaseLate(ctx, v)
 		return status.Error(codes.Unavailable, "the node service is shutting down")
 	}
-	if err := n.update(v, func(*stageRecord) {}); err != nil {
+	if err := n.update(v, func(*nodestate.Record) {}); err != nil {
 		n.log.Warn("saving the node state after a takeover", "volumeID", rec.VolumeID, "error", errorMessage(err))
 	}
-	if _, err := n.state.saveSecret(rec.VolumeID, cred); err != nil {
+	if _, err := n.state.SaveSecret(rec.VolumeID, nodestate.Secret{ID: cred.ID, Key: cred.Key}); err != nil {
 		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
 	}
 	n.startWatch(v, dev, cfg)

@@ -1,14 +1,13 @@
-package csi
-
-// Node state: what the node service must remember about each staged volume
-// to take its NBD device over again after a restart of the plugin.
+// Package nodestate keeps what the CSI node service must remember about
+// each staged volume to take its NBD device over again after a restart
+// of the plugin.
 //
-// One JSON file per staged volume lives in the state directory (default
-// /run/purerbd-csi). /run is a tmpfs: the files vanish on reboot, exactly
-// when the NBD devices and mounts they describe vanish too. A record holds
-// no secret: the volume ID (which says where the image is), the device
-// index and backend cookie, the staging path, the file system, the access
-// mode and the publications.
+// One JSON file per staged volume lives in the state directory. It
+// should be on a tmpfs (/run): the files then vanish on reboot, exactly
+// when the NBD devices and mounts they describe vanish too. A record
+// holds no secret: the volume ID (which says where the image is), the
+// device index and backend cookie, the staging path, the file system,
+// the access mode and the publications.
 //
 // The credentials that reopen the image after a restart are kept apart,
 // in "<key>.secret" (mode 0600), and only when the state directory is a
@@ -21,6 +20,7 @@ package csi
 // credentials (--secrets-dir) and else waits, with the device holding
 // I/O, for the next call that brings secrets (NodeStage, NodePublish,
 // NodeExpand).
+package nodestate
 
 import (
 	"bytes"
@@ -38,15 +38,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultStateDir is where the node keeps its state unless configured
-// otherwise.
-const DefaultStateDir = "/run/purerbd-csi"
-
 // stateVersion is the version of the record format.
 const stateVersion = 1
 
-// stageRecord is the persistent part of a staged volume.
-type stageRecord struct {
+// Record is the persistent part of a staged volume.
+type Record struct {
 	Version     int    `json:"version"`
 	VolumeID    string `json:"volumeID"`
 	StagingPath string `json:"stagingPath"`
@@ -67,21 +63,21 @@ type stageRecord struct {
 	ReadOnly   bool   `json:"readOnly"`
 	Exclusive  bool   `json:"exclusive"`
 	// Published maps each target path to how it is published.
-	Published map[string]publication `json:"published,omitempty"`
+	Published map[string]Publication `json:"published,omitempty"`
 }
 
-// publication is one NodePublishVolume of a staged volume.
-type publication struct {
+// Publication is one NodePublishVolume of a staged volume.
+type Publication struct {
 	ReadOnly   bool   `json:"readOnly"`
 	MountFlags string `json:"mountFlags,omitempty"`
 	MountGroup string `json:"mountGroup,omitempty"`
 }
 
-// devicePath returns /dev/nbdN.
-func (r *stageRecord) devicePath() string { return fmt.Sprintf("/dev/nbd%d", r.Index) }
+// DevicePath returns /dev/nbdN.
+func (r *Record) DevicePath() string { return fmt.Sprintf("/dev/nbd%d", r.Index) }
 
-// targets returns the published target paths, sorted.
-func (r *stageRecord) targets() []string {
+// Targets returns the published target paths, sorted.
+func (r *Record) Targets() []string {
 	l := make([]string, 0, len(r.Published))
 	for t := range r.Published {
 		l = append(l, t)
@@ -90,9 +86,9 @@ func (r *stageRecord) targets() []string {
 	return l
 }
 
-// flagsDigest summarises mount flags without keeping them: they may hold
+// FlagsDigest summarises mount flags without keeping them: they may hold
 // secrets, and the record only needs to tell whether two requests agree.
-func flagsDigest(flags []string) string {
+func FlagsDigest(flags []string) string {
 	if len(flags) == 0 {
 		return ""
 	}
@@ -100,13 +96,17 @@ func flagsDigest(flags []string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// stateStore reads and writes the records of one state directory.
-type stateStore struct {
+// Store reads and writes the records of one state directory.
+type Store struct {
 	dir string
 	// inMemory says whether dir is a tmpfs or ramfs, where secrets may be
 	// kept.
 	inMemory bool
 }
+
+// InMemory reports whether the state directory is a tmpfs or ramfs,
+// where SaveSecret keeps secrets.
+func (s *Store) InMemory() bool { return s.inMemory }
 
 // Magic numbers of statfs(2) for file systems that live in memory.
 const (
@@ -114,9 +114,9 @@ const (
 	ramfsMagic = 0x858458f6
 )
 
-// openStateStore creates dir if needed (mode 0700) and finds out whether
-// it lives in memory.
-func openStateStore(dir string) (*stateStore, error) {
+// Open creates dir if needed (mode 0700) and finds out whether it lives
+// in memory.
+func Open(dir string) (*Store, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("node state directory %q is not an absolute path", dir)
 	}
@@ -127,26 +127,26 @@ func openStateStore(dir string) (*stateStore, error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return nil, fmt.Errorf("node state directory %s: statfs: %w", dir, err)
 	}
-	return &stateStore{dir: dir, inMemory: st.Type == tmpfsMagic || uint32(st.Type) == ramfsMagic}, nil
+	return &Store{dir: dir, inMemory: st.Type == tmpfsMagic || uint32(st.Type) == ramfsMagic}, nil
 }
 
-// key names the files of a volume: a digest, since volume IDs may hold
+// stateKey names the files of a volume: a digest, since volume IDs may hold
 // any printable byte, '/' included.
 func stateKey(volumeID string) string {
 	sum := sha256.Sum256([]byte(volumeID))
 	return hex.EncodeToString(sum[:16])
 }
 
-func (s *stateStore) recordPath(volumeID string) string {
+func (s *Store) recordPath(volumeID string) string {
 	return filepath.Join(s.dir, stateKey(volumeID)+".json")
 }
 
-func (s *stateStore) secretPath(volumeID string) string {
+func (s *Store) secretPath(volumeID string) string {
 	return filepath.Join(s.dir, stateKey(volumeID)+".secret")
 }
 
-// save writes r atomically (a temporary file renamed over the old one).
-func (s *stateStore) save(r *stageRecord) error {
+// Save writes r atomically (a temporary file renamed over the old one).
+func (s *Store) Save(r *Record) error {
 	r.Version = stateVersion
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *stateStore) save(r *stageRecord) error {
 }
 
 // load reads the record of one volume; fs.ErrNotExist when there is none.
-func (s *stateStore) load(volumeID string) (*stageRecord, error) {
+func (s *Store) load(volumeID string) (*Record, error) {
 	r, err := readRecord(s.recordPath(volumeID))
 	if err != nil {
 		return nil, err
@@ -167,9 +167,9 @@ func (s *stateStore) load(volumeID string) (*stageRecord, error) {
 	return r, nil
 }
 
-// loadAll reads every record. Files that do not parse are reported in
+// LoadAll reads every record. Files that do not parse are reported in
 // bad, with why, and otherwise left alone.
-func (s *stateStore) loadAll() (recs []*stageRecord, bad map[string]error, err error) {
+func (s *Store) LoadAll() (recs []*Record, bad map[string]error, err error) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
 	if err != nil {
 		return nil, nil, err
@@ -190,14 +190,14 @@ func (s *stateStore) loadAll() (recs []*stageRecord, bad map[string]error, err e
 	return recs, bad, nil
 }
 
-func readRecord(path string) (*stageRecord, error) {
+func readRecord(path string) (*Record, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
-	var r stageRecord
+	var r Record
 	if err := d.Decode(&r); err != nil {
 		return nil, fmt.Errorf("node state %s: %w", path, err)
 	}
@@ -212,9 +212,9 @@ func readRecord(path string) (*stageRecord, error) {
 	return &r, nil
 }
 
-// remove deletes the record and the secret of a volume; missing files
+// Remove deletes the record and the secret of a volume; missing files
 // are no error.
-func (s *stateStore) remove(volumeID string) error {
+func (s *Store) Remove(volumeID string) error {
 	var errs []error
 	for _, p := range []string{s.secretPath(volumeID), s.recordPath(volumeID)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -224,15 +224,21 @@ func (s *stateStore) remove(volumeID string) error {
 	return errors.Join(errs...)
 }
 
+// Secret is the cephx user and key that reopen a volume's image.
+type Secret struct {
+	ID  string
+	Key string
+}
+
 // secretFile is the JSON of a secret file.
 type secretFile struct {
 	UserID  string `json:"userID"`
 	UserKey string `json:"userKey"`
 }
 
-// saveSecret keeps cred for a restart, only if the state directory is in
+// SaveSecret keeps cred for a restart, only if the state directory is in
 // memory; it reports whether it did.
-func (s *stateStore) saveSecret(volumeID string, cred Credentials) (bool, error) {
+func (s *Store) SaveSecret(volumeID string, cred Secret) (bool, error) {
 	if !s.inMemory {
 		return false, nil
 	}
@@ -247,21 +253,21 @@ func (s *stateStore) saveSecret(volumeID string, cred Credentials) (bool, error)
 	return true, nil
 }
 
-// loadSecret returns the credentials kept for a volume, if any.
-func (s *stateStore) loadSecret(volumeID string) (Credentials, bool, error) {
+// LoadSecret returns the credentials kept for a volume, if any.
+func (s *Store) LoadSecret(volumeID string) (Secret, bool, error) {
 	b, err := os.ReadFile(s.secretPath(volumeID))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Credentials{}, false, nil
+		return Secret{}, false, nil
 	}
 	if err != nil {
-		return Credentials{}, false, err
+		return Secret{}, false, err
 	}
 	var f secretFile
 	if err := json.Unmarshal(b, &f); err != nil || f.UserID == "" || f.UserKey == "" {
 		// Never quote the file: it holds a key.
-		return Credentials{}, false, fmt.Errorf("secret file %s does not hold a user and a key", s.secretPath(volumeID))
+		return Secret{}, false, fmt.Errorf("secret file %s does not hold a user and a key", s.secretPath(volumeID))
 	}
-	return Credentials{ID: f.UserID, Key: f.UserKey}, true, nil
+	return Secret{ID: f.UserID, Key: f.UserKey}, true, nil
 }
 
 // writeFileAtomic writes b to path with mode 0600 through a temporary

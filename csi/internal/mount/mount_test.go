@@ -1,4 +1,4 @@
-package csi
+package mount
 
 import (
 	"os"
@@ -20,15 +20,15 @@ func TestParseMountInfo(t *testing.T) {
 	l, err := parseMountInfo(strings.NewReader(in))
 	require.NoError(t, err)
 	require.Len(t, l, 4)
-	assert.Equal(t, mountInfo{ID: 29, Parent: 1, Major: 43, Minor: 32, Root: "/", MountPoint: "/var/lib/kubelet/plugins/x/globalmount",
+	assert.Equal(t, Info{ID: 29, Parent: 1, Major: 43, Minor: 32, Root: "/", MountPoint: "/var/lib/kubelet/plugins/x/globalmount",
 		Options: "rw,relatime", FsType: "ext4", Source: "/dev/nbd1", SuperOptions: "rw,stripe=16"}, l[1])
 	assert.Equal(t, "/var/lib/kubelet/pods/p/volumes/my vol", l[2].MountPoint)
-	assert.True(t, l[2].readOnly())
-	assert.False(t, l[1].readOnly())
+	assert.True(t, l[2].ReadOnly())
+	assert.False(t, l[1].ReadOnly())
 	assert.Equal(t, "/nbd1", l[3].Root)
 
-	tab := mountTable(l)
-	m, ok := tab.at("/pods/blk/dev")
+	tab := Table(l)
+	m, ok := tab.At("/pods/blk/dev")
 	assert.True(t, ok)
 	assert.Equal(t, "devtmpfs", m.FsType)
 	assert.Len(t, tab.ofDevice(43, 32), 2)
@@ -42,13 +42,13 @@ func TestParseMountInfo(t *testing.T) {
 }
 
 func TestParseMountFlags(t *testing.T) {
-	o, err := parseMountFlags([]string{"noatime", "ro,nodev", "discard", "errors=remount-ro", "rw", " ", "defaults"})
+	o, err := ParseFlags([]string{"noatime", "ro,nodev", "discard", "errors=remount-ro", "rw", " ", "defaults"})
 	require.NoError(t, err)
-	assert.Equal(t, uintptr(unix.MS_NOATIME|unix.MS_NODEV), o.flags)
+	assert.Equal(t, uintptr(unix.MS_NOATIME|unix.MS_NODEV), o.Flags)
 	assert.Equal(t, "discard,errors=remount-ro", o.dataString())
 
 	for _, bad := range []string{"bind", "remount", "rshared", "a\nb"} {
-		_, err := parseMountFlags([]string{"noatime", bad})
+		_, err := ParseFlags([]string{"noatime", bad})
 		require.Error(t, err, bad)
 		if bad == "a\nb" {
 			assert.NotContains(t, err.Error(), bad, "flags may be secret: never quoted")
@@ -64,32 +64,32 @@ func TestBindMountReadOnly(t *testing.T) {
 	require.NoError(t, os.Mkdir(src, 0o755))
 	require.NoError(t, os.Mkdir(dst, 0o755))
 	require.NoError(t, unix.Mount("tmpfs", src, "tmpfs", 0, "size=1m"), "mounting a tmpfs needs CAP_SYS_ADMIN")
-	t.Cleanup(func() { unmountAll(dst); unmountAll(src) })
+	t.Cleanup(func() { UnmountAll(dst); UnmountAll(src) })
 	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644))
 
-	require.NoError(t, bindMount(src, dst, mountOptions{flags: unix.MS_RDONLY | unix.MS_NOEXEC}))
-	tab, err := readMountTable()
+	require.NoError(t, Bind(src, dst, Options{Flags: unix.MS_RDONLY | unix.MS_NOEXEC}))
+	tab, err := ReadTable()
 	require.NoError(t, err)
-	m, ok := tab.at(dst)
+	m, ok := tab.At(dst)
 	require.True(t, ok)
-	assert.True(t, m.readOnly())
+	assert.True(t, m.ReadOnly())
 	assert.True(t, hasOption(m.Options, "noexec"))
 	assert.Equal(t, "tmpfs", m.FsType)
 	b, err := os.ReadFile(filepath.Join(dst, "f"))
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(b))
 	assert.Error(t, os.WriteFile(filepath.Join(dst, "g"), nil, 0o644), "read-only bind mount")
-	srcMount, _ := tab.at(src)
-	assert.False(t, srcMount.readOnly(), "the source stays writable")
+	srcMount, _ := tab.At(src)
+	assert.False(t, srcMount.ReadOnly(), "the source stays writable")
 
 	// Stacked mounts all go.
-	require.NoError(t, bindMount(src, dst, mountOptions{}))
-	require.NoError(t, unmountAll(dst))
-	tab, _ = readMountTable()
-	_, ok = tab.at(dst)
+	require.NoError(t, Bind(src, dst, Options{}))
+	require.NoError(t, UnmountAll(dst))
+	tab, _ = ReadTable()
+	_, ok = tab.At(dst)
 	assert.False(t, ok)
-	require.NoError(t, unmountAll(dst), "nothing mounted: no error")
-	require.NoError(t, unmountAll(src))
+	require.NoError(t, UnmountAll(dst), "nothing mounted: no error")
+	require.NoError(t, UnmountAll(src))
 }
 
 // TestMountThroughSymlink mounts a tmpfs at a directory reached through
@@ -104,23 +104,23 @@ func TestMountThroughSymlink(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", link, "tmpfs", 0, "size=1m"), "mounting a tmpfs needs CAP_SYS_ADMIN")
 	t.Cleanup(func() { unix.Unmount(real, 0) })
 
-	tab, err := readMountTable()
+	tab, err := ReadTable()
 	require.NoError(t, err)
-	_, ok := tab.at(link)
+	_, ok := tab.At(link)
 	assert.True(t, ok, "mounted, seen through the link")
-	_, ok = tab.at(real)
+	_, ok = tab.At(real)
 	assert.True(t, ok)
 
-	require.NoError(t, unmountAll(link))
-	tab, err = readMountTable()
+	require.NoError(t, UnmountAll(link))
+	tab, err = ReadTable()
 	require.NoError(t, err)
-	_, ok = tab.at(real)
+	_, ok = tab.At(real)
 	assert.False(t, ok, "unmounting the link unmounts its target")
 
 	// unmount alone too.
 	require.NoError(t, unix.Mount("tmpfs", real, "tmpfs", 0, "size=1m"))
-	require.NoError(t, unmount(link))
-	tab, _ = readMountTable()
-	_, ok = tab.at(real)
+	require.NoError(t, Unmount(link))
+	tab, _ = ReadTable()
+	_, ok = tab.At(real)
 	assert.False(t, ok)
 }

@@ -1,4 +1,4 @@
-package csi
+package fstools
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/purerbd/purerbd/csi/internal/fsprobe"
 )
 
 // TestMkfsOptionsAllowed runs the real mke2fs and mkfs.xfs with options
@@ -32,7 +34,7 @@ func TestMkfsOptionsAllowed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.fs+" "+c.options, func(t *testing.T) {
-			prog, args, err := mkfsArgs(c.fs, c.options, "")
+			prog, args, err := MkfsArgs(c.fs, c.options, "")
 			require.NoError(t, err)
 			requireProgram(t, prog, map[string]string{"ext4": "e2fsprogs", "xfs": "xfsprogs"}[c.fs])
 			size := int64(32 << 20)
@@ -41,11 +43,11 @@ func TestMkfsOptionsAllowed(t *testing.T) {
 			}
 			img := image(t, size)
 			args[len(args)-1] = img
-			_, err = Tools{}.run(ctx, prog, args...)
+			_, err = Runner{}.Run(ctx, prog, args...)
 			require.NoError(t, err)
-			got, err := probeDevice(ctx, img)
+			got, err := fsprobe.Device(ctx, img)
 			require.NoError(t, err)
-			assert.True(t, mountableAs(got, c.fs), "found %s", got)
+			assert.True(t, fsprobe.MountableAs(got, c.fs), "found %s", got)
 		})
 	}
 }
@@ -98,11 +100,11 @@ func TestMkfsOptionsRefused(t *testing.T) {
 		{"xfs", "-K -j", "-j"},
 	}
 	for _, c := range cases {
-		_, _, err := mkfsArgs(c.fs, c.options, "/dev/nbd0")
+		_, _, err := MkfsArgs(c.fs, c.options, "/dev/nbd0")
 		if assert.Error(t, err, "%s %q", c.fs, c.options) {
 			assert.True(t, errors.Is(err, errMkfsOption), "%v", err)
 			assert.Contains(t, err.Error(), c.names, "%s %q", c.fs, c.options)
 		}
 	}
-	assert.ErrorIs(t, checkMkfsOptions("btrfs", "-K"), errMkfsOption)
+	assert.ErrorIs(t, CheckMkfsOptions("btrfs", "-K"), errMkfsOption)
 }

@@ -1,4 +1,4 @@
-package csi
+package nodestate
 
 import (
 	"os"
@@ -10,28 +10,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func testRecord(id string) *stageRecord {
-	return &stageRecord{
+func testRecord(id string) *Record {
+	return &Record{
 		VolumeID:    id,
 		StagingPath: "/var/lib/kubelet/plugins/x/globalmount",
 		Index:       3,
 		Cookie:      id,
 		Conns:       4,
 		FsType:      "ext4",
-		MountFlags:  flagsDigest([]string{"noatime"}),
+		MountFlags:  FlagsDigest([]string{"noatime"}),
 		AccessMode:  "SINGLE_NODE_MULTI_WRITER",
 		Exclusive:   true,
-		Published:   map[string]publication{"/t/1": {ReadOnly: true}},
+		Published:   map[string]Publication{"/t/1": {ReadOnly: true}},
 	}
 }
 
 func TestStateRoundTrip(t *testing.T) {
-	s, err := openStateStore(t.TempDir())
+	s, err := Open(t.TempDir())
 	require.NoError(t, err)
 	// A volume ID with every awkward byte a file name cannot hold.
 	id := "v1-3-a/b-2-0--img/../x"
 	r := testRecord(id)
-	require.NoError(t, s.save(r))
+	require.NoError(t, s.Save(r))
 	got, err := s.load(id)
 	require.NoError(t, err)
 	assert.Equal(t, r, got)
@@ -44,24 +44,24 @@ func TestStateRoundTrip(t *testing.T) {
 
 	// Rewrites replace the record.
 	r.Published = nil
-	require.NoError(t, s.save(r))
+	require.NoError(t, s.Save(r))
 	got, err = s.load(id)
 	require.NoError(t, err)
 	assert.Empty(t, got.Published)
 
-	require.NoError(t, s.remove(id))
+	require.NoError(t, s.Remove(id))
 	_, err = s.load(id)
 	assert.ErrorIs(t, err, os.ErrNotExist)
-	require.NoError(t, s.remove(id), "removing twice")
+	require.NoError(t, s.Remove(id), "removing twice")
 	left, _ := filepath.Glob(filepath.Join(s.dir, "*"))
 	assert.Empty(t, left, "no temporary files left")
 }
 
 func TestStateLoadAll(t *testing.T) {
-	s, err := openStateStore(t.TempDir())
+	s, err := Open(t.TempDir())
 	require.NoError(t, err)
 	for _, id := range []string{"v1-1-a-0-0--one", "v1-1-a-0-0--two"} {
-		require.NoError(t, s.save(testRecord(id)))
+		require.NoError(t, s.Save(testRecord(id)))
 	}
 	// A record under the wrong name, one from the future, and garbage.
 	b, _ := os.ReadFile(s.recordPath("v1-1-a-0-0--one"))
@@ -71,7 +71,7 @@ func TestStateLoadAll(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "junk.json"), []byte("{"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "extra.json"), []byte(`{"version":1,"volumeID":"x","stagingPath":"/s","index":0,"cookie":"","conns":1,"block":true,"accessMode":"","readOnly":false,"exclusive":false,"surprise":1}`), 0o600))
 
-	recs, bad, err := s.loadAll()
+	recs, bad, err := s.LoadAll()
 	require.NoError(t, err)
 	var ids []string
 	for _, r := range recs {
@@ -82,18 +82,18 @@ func TestStateLoadAll(t *testing.T) {
 }
 
 func TestSecretsOnlyInMemory(t *testing.T) {
-	cred := Credentials{ID: "csi-node", Key: "AQBsecretsecretsecretsecretsecretsecret=="}
+	cred := Secret{ID: "csi-node", Key: "AQBsecretsecretsecretsecretsecretsecret=="}
 
 	// t.TempDir is on the root file system here, a disk: nothing kept.
-	disk, err := openStateStore(t.TempDir())
+	disk, err := Open(t.TempDir())
 	require.NoError(t, err)
-	if disk.inMemory {
+	if disk.InMemory() {
 		t.Fatalf("%s is not expected to be a tmpfs on this machine", disk.dir)
 	}
-	kept, err := disk.saveSecret("v", cred)
+	kept, err := disk.SaveSecret("v", cred)
 	require.NoError(t, err)
 	assert.False(t, kept)
-	_, ok, err := disk.loadSecret("v")
+	_, ok, err := disk.LoadSecret("v")
 	require.NoError(t, err)
 	assert.False(t, ok)
 
@@ -101,41 +101,41 @@ func TestSecretsOnlyInMemory(t *testing.T) {
 	dir, err := os.MkdirTemp("/dev/shm", "purerbd-nodestate-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	mem, err := openStateStore(dir)
+	mem, err := Open(dir)
 	require.NoError(t, err)
-	require.True(t, mem.inMemory, "/dev/shm should be a tmpfs")
-	kept, err = mem.saveSecret("v", cred)
+	require.True(t, mem.InMemory(), "/dev/shm should be a tmpfs")
+	kept, err = mem.SaveSecret("v", cred)
 	require.NoError(t, err)
 	assert.True(t, kept)
 	fi, err := os.Stat(mem.secretPath("v"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	got, ok, err := mem.loadSecret("v")
+	got, ok, err := mem.LoadSecret("v")
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, cred, got)
 
 	// The record never holds the key.
-	require.NoError(t, mem.save(testRecord("v")))
+	require.NoError(t, mem.Save(testRecord("v")))
 	b, err := os.ReadFile(mem.recordPath("v"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), cred.Key)
 
 	// A damaged secret file is reported without its contents.
 	require.NoError(t, os.WriteFile(mem.secretPath("v"), []byte(cred.Key), 0o600))
-	_, _, err = mem.loadSecret("v")
+	_, _, err = mem.LoadSecret("v")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), cred.Key)
 
-	require.NoError(t, mem.remove("v"))
+	require.NoError(t, mem.Remove("v"))
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))
 	assert.Empty(t, left)
 }
 
 func TestFlagsDigest(t *testing.T) {
-	assert.Equal(t, "", flagsDigest(nil))
-	a := flagsDigest([]string{"noatime", "discard"})
-	assert.Equal(t, a, flagsDigest([]string{"noatime", "discard"}))
-	assert.NotEqual(t, a, flagsDigest([]string{"noatime,discard"}))
+	assert.Equal(t, "", FlagsDigest(nil))
+	a := FlagsDigest([]string{"noatime", "discard"})
+	assert.Equal(t, a, FlagsDigest([]string{"noatime", "discard"}))
+	assert.NotEqual(t, a, FlagsDigest([]string{"noatime,discard"}))
 	assert.NotContains(t, a, "noatime")
 }
