@@ -200,10 +200,6 @@ func (c *Conn) FSID() string { return c.mc.FSID().String() }
 // InstanceID returns this client's global id (the N of client.N).
 func (c *Conn) InstanceID() uint64 { return c.mc.GlobalID() }
 
-// Objecter returns the objecter underneath, for requests this package
-// has no method for.
-func (c *Conn) Objecter() *osdc.Objecter { return c.ob }
-
 // OSDMap returns the current OSD map.
 func (c *Conn) OSDMap() *osdmap.OSDMap { return c.ob.Map() }
 
@@ -300,13 +296,6 @@ func (c *Conn) IOContext(ctx context.Context, pool, namespace string) (*IOContex
 		return nil, err
 	}
 	return &IOContext{conn: c, pool: id, poolName: pool, ns: namespace}, nil
-}
-
-// OpContext applies the Conn's default operation timeout (Config.OpTimeout)
-// to ctx when it has no deadline of its own, for layers that send requests
-// through Objecter directly (package rbd).
-func (c *Conn) OpContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return c.opContext(ctx)
 }
 
 // opContext applies the Conn's default operation timeout.

@@ -137,7 +137,7 @@ func TestSurvivesOSDRestartsAndSplit(t *testing.T) {
 		t.Error(err)
 	}
 	pool := conn.OSDMap().Pool(io.Pool())
-	st := conn.Objecter().Stats()
+	st := conn.ob.Stats()
 	t.Logf("%d operations, slowest %v; map epoch %d, pg_num %d (pgp_num %d); objecter: %+v", ops.Load(),
 		time.Duration(maxLatency.Load()).Round(time.Millisecond), conn.OSDMap().Epoch, pool.PGNum, pool.PGPNum, st)
 	if st.Resends == 0 || st.SessionResets == 0 || st.Reconnects == 0 {
@@ -191,7 +191,7 @@ func TestSurvivesOSDRestartsAndSplit(t *testing.T) {
 		if err := json.Unmarshal(out, &m); err != nil {
 			t.Fatal(err)
 		}
-		if err := conn.Objecter().WaitForMap(ctx, m.Epoch); err != nil {
+		if err := conn.ob.WaitForMap(ctx, m.Epoch); err != nil {
 			t.Fatal(err)
 		}
 		loc, err := io.Locate(o.name)

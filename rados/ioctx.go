@@ -71,8 +71,8 @@ func (io *IOContext) WithSnapContext(seq uint64, snaps []uint64) *IOContext {
 }
 
 // request builds an objecter request on oid.
-func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) *osdc.Request {
-	r := &osdc.Request{
+func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) osdc.Request {
+	r := osdc.Request{
 		Pool: io.pool, Namespace: io.ns, Key: io.key, OID: oid, Ops: ops, Flags: flags,
 		SnapContext: io.snapc,
 	}
@@ -84,10 +84,12 @@ func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) *osdc.R
 
 // do runs ops on oid. flags 0 lets the objecter derive read/write.
 func (io *IOContext) do(ctx context.Context, oid string, flags uint32, ops ...osdc.OSDOp) (*osdc.Reply, error) {
-	return io.doRequest(ctx, io.request(oid, flags, ops))
+	req := io.request(oid, flags, ops)
+	return io.doRequest(ctx, &req)
 }
 
-// doRequest runs a request built by request.
+// doRequest runs a request built by request, bounded by the Conn's
+// operation timeout when ctx has no deadline.
 func (io *IOContext) doRequest(ctx context.Context, req *osdc.Request) (*osdc.Reply, error) {
 	if req.OID == "" {
 		return nil, fmt.Errorf("rados: empty object name: %w", ErrInvalid)
@@ -108,7 +110,7 @@ func (io *IOContext) Read(ctx context.Context, oid string, p []byte, off uint64)
 	}
 	req := io.request(oid, 0, []osdc.OSDOp{osdc.Read(off, uint64(len(p)))})
 	req.OutBuf = p
-	rep, err := io.doRequest(ctx, req)
+	rep, err := io.doRequest(ctx, &req)
 	if err != nil {
 		return 0, err
 	}

@@ -157,9 +157,12 @@ func (img *Image) hasParentData(h *header, objno uint64) bool {
 // parent data: when the object does not exist yet, the parent's data is
 // copied up into it first, once, under the object's exclusive lock (writes
 // racing the copy-up wait for it and then find the object).
-func (img *Image) writeClone(ctx context.Context, om *objectMap, h *header, objno uint64, oid string, op *objOp) error {
+func (img *Image) writeClone(ctx context.Context, om *objectMap, h *header, objno uint64, oid string, op func(w *rados.WriteOp)) error {
 	return img.objectWrite(ctx, om, objno, false, func(ctx context.Context, exclusive bool) error {
-		err := img.data.write(ctx, oid, h.snapc, assertExistsOp(), op)
+		w := rados.NewWriteOp()
+		w.AssertExists()
+		op(w)
+		err := img.data.write(ctx, oid, h.snapc, w)
 		switch {
 		case err == nil:
 			return nil
@@ -174,7 +177,7 @@ func (img *Image) writeClone(ctx context.Context, om *objectMap, h *header, objn
 
 // copyup copies the parent's data into object objno (if it still does
 // not exist) and applies op (may be nil).
-func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid string, op *objOp) error {
+func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid string, op func(w *rados.WriteOp)) error {
 	data, err := img.objectParentData(ctx, h, objno)
 	if err != nil {
 		return err
@@ -182,22 +185,24 @@ func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid strin
 	if len(h.snapc.Snaps) > 0 {
 		// deep copy-up: the copied data belongs to the snapshots too, so
 		// it is written as of before them
-		if err := img.data.write(ctx, oid, denc.SnapContext{}, callOp(cls.Copyup(data))); err != nil {
+		if err := img.data.write(ctx, oid, denc.SnapContext{}, newWrite(cls.Copyup(data))); err != nil {
 			return fmt.Errorf("rbd: copy-up of %s: %w", oid, err)
 		}
 		if op == nil {
 			return nil
 		}
-		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+		w := rados.NewWriteOp()
+		op(w)
+		if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 			return fmt.Errorf("rbd: writing %s: %w", oid, err)
 		}
 		return nil
 	}
-	ops := []*objOp{callOp(cls.Copyup(data))}
+	w := newWrite(cls.Copyup(data))
 	if op != nil {
-		ops = append(ops, op)
+		op(w)
 	}
-	if err := img.data.write(ctx, oid, h.snapc, ops...); err != nil {
+	if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 		return fmt.Errorf("rbd: copy-up and write of %s: %w", oid, err)
 	}
 	return nil
@@ -206,12 +211,7 @@ func (img *Image) copyup(ctx context.Context, h *header, objno uint64, oid strin
 // zeroClone discards a range of a clone's object that holds parent data:
 // it is copied up and zeroed (removing it would expose the parent).
 func (img *Image) zeroClone(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
-	var op *objOp
-	if x.Offset+x.Length == h.layout.ObjectSize {
-		op = truncateOp(x.Offset)
-	} else {
-		op = zeroOp(x.Offset, x.Length)
-	}
+	op, _ := zeroOf(x, h.layout.ObjectSize)
 	return img.writeClone(ctx, om, h, x.ObjectNo, oid, op)
 }
 
@@ -361,7 +361,9 @@ func (img *Image) Flatten(ctx context.Context) error {
 				return nil
 			}
 			oid := striper.ObjectName(h.prefix, objno)
-			if err := img.data.read(ctx, oid, noSnap, statOp()); err == nil {
+			r := rados.NewReadOp()
+			r.Stat()
+			if err := img.data.read(ctx, oid, noSnap, r); err == nil {
 				return nil
 			} else if !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: stat %s: %w", oid, err)
@@ -381,7 +383,7 @@ func (img *Image) Flatten(ctx context.Context) error {
 			return err
 		}
 	}
-	err = img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err = img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		h := img.hdr.Load()
 		if h.parent == nil {
 			return nil
@@ -389,8 +391,9 @@ func (img *Image) Flatten(ctx context.Context) error {
 		if err := detachFromParent(ctx, img.meta, img.id, h, img.log); err != nil {
 			return err
 		}
-		ops := append(append([]*objOp(nil), guard...), callOp(cls.ParentDetach()))
-		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+		w := newWrite(guard...)
+		writeCalls(w, cls.ParentDetach())
+		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w); err != nil && !errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("rbd: detaching parent of %q: %w", img.name, err)
 		}
 		return img.refresh(ctx)

@@ -129,14 +129,14 @@ func create(ctx context.Context, o objects, name string, size uint64, opts Creat
 	id := newImageID(o.instanceID())
 	idOID := idObject(name)
 	// 1. the id object
-	err = o.write(ctx, idOID, denc.SnapContext{}, createOp(true), callOp(cls.SetID(id)))
+	err = o.write(ctx, idOID, denc.SnapContext{}, createWith(cls.SetID(id)))
 	if errors.Is(err, syscall.EEXIST) {
 		return "", fmt.Errorf("%w: image %q", ErrExists, name)
 	}
 	if err != nil {
 		return "", fmt.Errorf("rbd: creating %s: %w", idOID, err)
 	}
-	undo := []func(){func() { _ = o.write(context.WithoutCancel(ctx), idOID, denc.SnapContext{}, deleteOp()) }}
+	undo := []func(){func() { _ = deleteObject(context.WithoutCancel(ctx), o, idOID, denc.SnapContext{}) }}
 	fail := func(err error) (string, error) {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
@@ -156,12 +156,12 @@ func create(ctx context.Context, o objects, name string, size uint64, opts Creat
 	})
 	// 3. the header
 	hdrOID := headerObject(id)
-	err = o.write(ctx, hdrOID, denc.SnapContext{}, createOp(true),
-		callOp(cls.Create(size, spec.order, uint64(spec.features), dataPrefix+id, spec.dataPool)))
+	err = o.write(ctx, hdrOID, denc.SnapContext{},
+		createWith(cls.Create(size, spec.order, uint64(spec.features), dataPrefix+id, spec.dataPool)))
 	if err != nil {
 		return fail(fmt.Errorf("rbd: creating header %s: %w", hdrOID, err))
 	}
-	undo = append(undo, func() { _ = o.write(context.WithoutCancel(ctx), hdrOID, denc.SnapContext{}, deleteOp()) })
+	undo = append(undo, func() { _ = deleteObject(context.WithoutCancel(ctx), o, hdrOID, denc.SnapContext{}) })
 	if spec.features&FeatureStripingV2 != 0 {
 		err := callWrite(ctx, o, hdrOID, cls.SetStripeUnitCount(spec.layout.StripeUnit, spec.layout.StripeCount))
 		if err != nil {
@@ -257,14 +257,14 @@ func remove(ctx context.Context, o objects, name string, opts RemoveOptions) err
 			return err
 		}
 		if h.features&FeatureObjectMap != 0 {
-			err := o.write(ctx, objectMapObject(id, noSnap), denc.SnapContext{}, deleteOp())
+			err := deleteObject(ctx, o, objectMapObject(id, noSnap), denc.SnapContext{})
 			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: removing object map of %q: %w", name, err)
 			}
 		}
 	}
 	for _, oid := range []string{hdrOID, idObject(name)} {
-		err := o.write(ctx, oid, denc.SnapContext{}, deleteOp())
+		err := deleteObject(ctx, o, oid, denc.SnapContext{})
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("rbd: removing %s: %w", oid, err)
 		}
@@ -297,7 +297,7 @@ func trimObjects(ctx context.Context, meta, data objects, id string, h *header, 
 	}
 	return forEach(ctx, len(todo), func(ctx context.Context, i int) error {
 		oid := striper.ObjectName(h.prefix, todo[i])
-		err := data.write(ctx, oid, h.snapc, deleteOp())
+		err := deleteObject(ctx, data, oid, h.snapc)
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("rbd: removing %s: %w", oid, err)
 		}
@@ -318,7 +318,7 @@ func Rename(ctx context.Context, ioc *rados.IOContext, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	err = o.write(ctx, idObject(dst), denc.SnapContext{}, createOp(true), callOp(cls.SetID(id)))
+	err = o.write(ctx, idObject(dst), denc.SnapContext{}, createWith(cls.SetID(id)))
 	if errors.Is(err, syscall.EEXIST) {
 		return fmt.Errorf("%w: image %q", ErrExists, dst)
 	}
@@ -326,13 +326,13 @@ func Rename(ctx context.Context, ioc *rados.IOContext, src, dst string) error {
 		return fmt.Errorf("rbd: creating %s: %w", idObject(dst), err)
 	}
 	if err := callWrite(ctx, o, directoryObject, cls.DirRenameImage(src, dst, id)); err != nil {
-		_ = o.write(context.WithoutCancel(ctx), idObject(dst), denc.SnapContext{}, deleteOp())
+		_ = deleteObject(context.WithoutCancel(ctx), o, idObject(dst), denc.SnapContext{})
 		if errors.Is(err, syscall.EEXIST) {
 			return fmt.Errorf("%w: image %q", ErrExists, dst)
 		}
 		return fmt.Errorf("rbd: renaming %q in %s: %w", src, directoryObject, err)
 	}
-	if err := o.write(ctx, idObject(src), denc.SnapContext{}, deleteOp()); err != nil && !errors.Is(err, syscall.ENOENT) {
+	if err := deleteObject(ctx, o, idObject(src), denc.SnapContext{}); err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("rbd: removing %s: %w", idObject(src), err)
 	}
 	notifyHeaderUpdateOf(ctx, o, id)

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"syscall"
 
-	"github.com/purerbd/purerbd/rados/osdc"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"
 	"github.com/purerbd/purerbd/rbd/striper"
@@ -153,19 +153,19 @@ func (img *Image) loadObjectMap(ctx context.Context) (*objectmap.BitVector, erro
 // 0 when it does not exist.
 func (img *Image) objectDataEnd(ctx context.Context, h *header, objno uint64) (uint64, error) {
 	oid := striper.ObjectName(h.prefix, objno)
-	op := statOp()
-	err := img.data.read(ctx, oid, img.snapID, op)
+	r := rados.NewReadOp()
+	st := r.Stat()
+	err := img.data.read(ctx, oid, img.snapID, r)
 	if errors.Is(err, syscall.ENOENT) {
 		return 0, nil
 	}
+	if err == nil {
+		err = st.Err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("rbd: stat of %s: %w", oid, err)
 	}
-	size, _, err := osdc.ParseStat(op.out)
-	if err != nil {
-		return 0, fmt.Errorf("rbd: stat of %s: %w", oid, err)
-	}
-	return size, nil
+	return st.Size, nil
 }
 
 // allocation is one piece of the image range with its status.

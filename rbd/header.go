@@ -7,6 +7,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/striper"
@@ -86,9 +87,10 @@ func optional(err error) error {
 // loadHeader reads the whole header of image id.
 func loadHeader(ctx context.Context, o objects, id string, readOnly bool) (*header, error) {
 	oid := headerObject(id)
-	size, features, flags, snapc, prefix := callOp(cls.GetSize(noSnap)), callOp(cls.GetFeatures(noSnap, readOnly)),
-		callOp(cls.GetFlags(noSnap)), callOp(cls.GetSnapContext()), callOp(cls.GetObjectPrefix())
-	if err := o.read(ctx, oid, noSnap, size, features, flags, snapc, prefix); err != nil {
+	r := rados.NewReadOp()
+	size, features, flags, snapc, prefix := readCall(r, cls.GetSize(noSnap)), readCall(r, cls.GetFeatures(noSnap, readOnly)),
+		readCall(r, cls.GetFlags(noSnap)), readCall(r, cls.GetSnapContext()), readCall(r, cls.GetObjectPrefix())
+	if err := o.read(ctx, oid, noSnap, r); err != nil {
 		if errors.Is(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("%w: header %s", ErrNotFound, oid)
 		}
@@ -97,20 +99,20 @@ func loadHeader(ctx context.Context, o objects, id string, readOnly bool) (*head
 	h := &header{dataPool: -1}
 	var err error
 	var f, inc uint64
-	if h.size, h.order, err = cls.DecodeGetSize(size.out); err != nil {
+	if h.size, h.order, err = cls.DecodeGetSize(size.Output); err != nil {
 		return nil, err
 	}
-	if f, inc, err = cls.DecodeGetFeatures(features.out); err != nil {
+	if f, inc, err = cls.DecodeGetFeatures(features.Output); err != nil {
 		return nil, err
 	}
 	h.features, h.incompat = Feature(f), Feature(inc)
-	if h.flags, err = cls.DecodeU64(flags.out); err != nil {
+	if h.flags, err = cls.DecodeU64(flags.Output); err != nil {
 		return nil, err
 	}
-	if h.snapc, err = cls.DecodeGetSnapContext(snapc.out); err != nil {
+	if h.snapc, err = cls.DecodeGetSnapContext(snapc.Output); err != nil {
 		return nil, err
 	}
-	if h.prefix, err = cls.DecodeString(prefix.out); err != nil {
+	if h.prefix, err = cls.DecodeString(prefix.Output); err != nil {
 		return nil, err
 	}
 	if h.order < 12 || h.order > 25 {
@@ -209,23 +211,24 @@ func (h *header) loadParent(ctx context.Context, o objects, oid string) error {
 func (h *header) loadSnaps(ctx context.Context, o objects, oid string) error {
 	h.snaps = nil
 	for _, id := range h.snapc.Snaps {
-		get, prot := callOp(cls.SnapshotGet(id)), callOp(cls.GetProtectionStatus(id))
-		flags := callOp(cls.GetFlags(id))
-		if err := o.read(ctx, oid, noSnap, get, prot, flags); err != nil {
+		r := rados.NewReadOp()
+		get, prot := readCall(r, cls.SnapshotGet(id)), readCall(r, cls.GetProtectionStatus(id))
+		flags := readCall(r, cls.GetFlags(id))
+		if err := o.read(ctx, oid, noSnap, r); err != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				continue // removed while we listed
 			}
 			return fmt.Errorf("rbd: %s: snapshot %d: %w", oid, id, err)
 		}
-		info, err := cls.DecodeSnapshotGet(get.out)
+		info, err := cls.DecodeSnapshotGet(get.Output)
 		if err != nil {
 			return err
 		}
-		ps, err := cls.DecodeGetProtectionStatus(prot.out)
+		ps, err := cls.DecodeGetProtectionStatus(prot.Output)
 		if err != nil {
 			return err
 		}
-		fl, err := cls.DecodeU64(flags.out)
+		fl, err := cls.DecodeU64(flags.Output)
 		if err != nil {
 			return err
 		}

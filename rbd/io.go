@@ -275,16 +275,21 @@ func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x st
 		return nil
 	}
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
-	var op *objOp
+	r := rados.NewReadOp()
+	var (
+		s   *rados.ReadStep
+		dst []byte
+	)
 	if len(x.Buffer) == 1 && x.Buffer[0].Length == x.Length {
 		// the extent is one piece of p (always so without fancy
 		// striping): the data is received straight into it
 		b := x.Buffer[0]
-		op = readIntoOp(x.Offset, p[b.Offset:b.Offset+b.Length])
+		dst = p[b.Offset : b.Offset+b.Length]
+		s = r.ReadInto(dst, x.Offset)
 	} else {
-		op = readOp(x.Offset, x.Length)
+		s = r.Read(x.Offset, x.Length)
 	}
-	err := img.data.read(ctx, oid, img.snapID, op)
+	err := img.data.read(ctx, oid, img.snapID, r)
 	if errors.Is(err, syscall.ENOENT) {
 		if h.parent != nil && img.parent != nil {
 			return img.readFromParent(ctx, h, x, base, p)
@@ -295,23 +300,14 @@ func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x st
 	if err != nil {
 		return fmt.Errorf("rbd: reading %s: %w", oid, err)
 	}
-	if op.into != nil {
-		fill(op.into, op.out)
+	if dst != nil {
+		// the object's bytes are dst's prefix; an object shorter than
+		// the read reads as zeros beyond its end
+		clear(dst[len(s.Data):])
 		return nil
 	}
-	scatter(p, x, op.out)
+	scatter(p, x, s.Data)
 	return nil
-}
-
-// fill makes dst hold data (which may be dst's own prefix, received in
-// place) followed by zeros: an object shorter than the read reads as
-// zeros beyond its end.
-func fill(dst, data []byte) {
-	n := min(len(data), len(dst))
-	if n > 0 && &data[0] != &dst[0] {
-		copy(dst, data[:n])
-	}
-	clear(dst[n:])
 }
 
 // WriteAtContext writes p at off. Writes past the end of the image fail
@@ -388,26 +384,50 @@ func (img *Image) writeExtents(ctx context.Context, h *header, om *objectMap, p 
 }
 
 func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, p []byte, fz *rados.Frozen) error {
-	op := writeOp(x.Offset, gather(p, x))
-	if x.Offset == 0 && x.Length == h.layout.ObjectSize {
-		// librbd's rule: a write covering the whole object replaces it
-		// (WRITEFULL), which spares the OSD an overwrite in place.
-		op = writeFullOp(op.data)
-	}
+	d := dataWrite{data: gather(p, x), off: x.Offset, full: x.Offset == 0 && x.Length == h.layout.ObjectSize}
 	if fz != nil && len(x.Buffer) == 1 {
 		// one contiguous piece of the frozen buffer: its crc is cached
-		op.crc, op.crcKnown = fz.Checksum(int(x.Buffer[0].Offset), int(x.Buffer[0].Length)), true
+		d.crc, d.crcKnown = fz.Checksum(int(x.Buffer[0].Offset), int(x.Buffer[0].Length)), true
 	}
 	oid := striper.ObjectName(h.prefix, x.ObjectNo)
 	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
-		return img.writeClone(ctx, om, h, x.ObjectNo, oid, op)
+		return img.writeClone(ctx, om, h, x.ObjectNo, oid, d.add)
 	}
 	return img.objectWrite(ctx, om, x.ObjectNo, false, func(ctx context.Context, _ bool) error {
-		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+		w := rados.NewWriteOp()
+		d.add(w)
+		if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 			return fmt.Errorf("rbd: writing %s: %w", oid, err)
 		}
 		return nil
 	})
+}
+
+// dataWrite is the write of data at off into one data object.
+type dataWrite struct {
+	data []byte
+	off  uint64
+	// full: the write covers the whole object
+	full bool
+	// crc, when crcKnown, is data's crc32c (from a rados.Frozen)
+	crc      uint32
+	crcKnown bool
+}
+
+// add adds the write to w. A write covering the whole object replaces
+// it (WRITEFULL), librbd's rule, which spares the OSD an overwrite in
+// place.
+func (d *dataWrite) add(w *rados.WriteOp) {
+	switch {
+	case d.full && d.crcKnown:
+		w.WriteFullWithCRC(d.data, d.crc)
+	case d.full:
+		w.WriteFull(d.data)
+	case d.crcKnown:
+		w.WriteWithCRC(d.data, d.off, d.crc)
+	default:
+		w.Write(d.data, d.off)
+	}
 }
 
 // Flush returns once every write acknowledged so far is stable. Without
@@ -468,19 +488,28 @@ func (img *Image) discardObject(ctx context.Context, h *header, om *objectMap, x
 func (img *Image) discardPlain(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, oid string) error {
 	n := x.ObjectNo
 	objSize := h.layout.ObjectSize
-	op, what := zeroOp(x.Offset, x.Length), "zeroing"
-	switch {
-	case x.Offset == 0 && x.Length == objSize:
+	if x.Offset == 0 && x.Length == objSize {
 		return img.removeObject(ctx, h, om, n, oid)
-	case x.Offset+x.Length == objSize:
-		op, what = truncateOp(x.Offset), "truncating"
 	}
+	op, what := zeroOf(x, objSize)
 	return img.objectWrite(ctx, om, n, true, func(ctx context.Context, _ bool) error {
-		if err := img.data.write(ctx, oid, h.snapc, op); err != nil {
+		w := rados.NewWriteOp()
+		op(w)
+		if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 			return fmt.Errorf("rbd: %s %s: %w", what, oid, err)
 		}
 		return nil
 	})
+}
+
+// zeroOf returns the operation that makes extent x of an object of
+// objSize bytes read as zeros, as librbd discards: a truncate when the
+// extent reaches the object's end, else a zero; and what it is doing.
+func zeroOf(x striper.ObjectExtent, objSize uint64) (op func(w *rados.WriteOp), what string) {
+	if x.Offset+x.Length == objSize {
+		return func(w *rados.WriteOp) { w.Truncate(x.Offset) }, "truncating"
+	}
+	return func(w *rados.WriteOp) { w.Zero(x.Offset, x.Length) }, "zeroing"
 }
 
 // removeObject removes data object n: map to PENDING, remove, map to
@@ -497,7 +526,7 @@ func (img *Image) removeObject(ctx context.Context, h *header, om *objectMap, n 
 			return err
 		}
 	}
-	err := img.data.write(ctx, oid, h.snapc, deleteOp())
+	err := deleteObject(ctx, img.data, oid, h.snapc)
 	if err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("rbd: removing %s: %w", oid, err)
 	}

@@ -403,20 +403,20 @@ func (l *exclusiveLock) setCookie(c string) {
 	l.cookieMu.Unlock()
 }
 
-// assertOp is the operation that fails a header update (with EBUSY)
-// unless this client still holds the lock, as librbd adds to its header
-// changes.
-func (l *exclusiveLock) assertOp() *objOp {
+// assertCall is the class method call that fails a header update (with
+// EBUSY) unless this client still holds the lock, as librbd adds to its
+// header changes.
+func (l *exclusiveLock) assertCall() cls.Method {
 	l.cookieMu.Lock()
 	c := l.curCookie
 	l.cookieMu.Unlock()
-	return callOp(cls.AssertLocked(lockName, cls.LockExclusive, c, lockTag))
+	return cls.AssertLocked(lockName, cls.LockExclusive, c, lockTag)
 }
 
 // exclusive runs f while holding the exclusive lock (if the image has
-// one) with no write in flight; f gets the header ops prefix asserting
-// the lock.
-func (img *Image) exclusive(ctx context.Context, f func(ctx context.Context, guard []*objOp) error) error {
+// one) with no write in flight; f gets the class method calls that
+// header updates start with, asserting the lock.
+func (img *Image) exclusive(ctx context.Context, f func(ctx context.Context, guard []cls.Method) error) error {
 	if img.readOnly {
 		return ErrReadOnly
 	}
@@ -431,9 +431,9 @@ func (img *Image) exclusive(ctx context.Context, f func(ctx context.Context, gua
 			img.ioGate.Unlock()
 			continue
 		}
-		var guard []*objOp
+		var guard []cls.Method
 		if img.lock != nil {
-			guard = []*objOp{img.lock.assertOp()}
+			guard = []cls.Method{img.lock.assertCall()}
 		}
 		err := img.refresh(ctx)
 		if err == nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"
@@ -108,8 +109,7 @@ func (m *objectMap) get(i uint64) uint8 {
 // current is not nil): on disk first, then in memory.
 func (m *objectMap) update(ctx context.Context, start, end uint64, state uint8, current *uint8) error {
 	err := m.img.meta.write(ctx, m.oid, denc.SnapContext{},
-		callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")),
-		callOp(cls.ObjectMapUpdate(start, end, state, current)))
+		newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""), cls.ObjectMapUpdate(start, end, state, current)))
 	if err != nil {
 		return fmt.Errorf("rbd: updating object map %s [%d,%d) to %s: %w", m.oid, start, end, objectmap.StateName(state), err)
 	}
@@ -134,8 +134,7 @@ func (m *objectMap) ensure(ctx context.Context, i uint64, state uint8) error {
 // resize changes the number of objects (new ones nonexistent).
 func (m *objectMap) resize(ctx context.Context, n uint64) error {
 	err := m.img.meta.write(ctx, m.oid, denc.SnapContext{},
-		callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")),
-		callOp(cls.ObjectMapResize(n, objectmap.Nonexistent)))
+		newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""), cls.ObjectMapResize(n, objectmap.Nonexistent)))
 	if err != nil {
 		return fmt.Errorf("rbd: resizing object map %s to %d objects: %w", m.oid, n, err)
 	}
@@ -158,15 +157,16 @@ func (m *objectMap) snapshot(ctx context.Context, snap uint64, fastDiff bool) er
 		return err
 	}
 	snapOID := objectMapObject(m.img.id, snap)
-	if err := o.write(ctx, snapOID, denc.SnapContext{}, writeFullOp(bv.Marshal())); err != nil {
+	w := rados.NewWriteOp()
+	w.WriteFull(bv.Marshal())
+	if err := o.write(ctx, snapOID, denc.SnapContext{}, w); err != nil {
 		return fmt.Errorf("rbd: writing object map %s: %w", snapOID, err)
 	}
 	if !fastDiff {
 		return nil
 	}
 	err = o.write(ctx, m.oid, denc.SnapContext{},
-		callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")),
-		callOp(cls.ObjectMapSnapAdd()))
+		newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""), cls.ObjectMapSnapAdd()))
 	if err != nil {
 		return fmt.Errorf("rbd: object_map_snap_add on %s: %w", m.oid, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -45,9 +46,9 @@ func watchData(img *Image, gate int) *watchedObjects {
 	return w
 }
 
-func (w *watchedObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, ops ...*objOp) error {
+func (w *watchedObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, op *rados.WriteOp) error {
 	if !strings.HasPrefix(oid, w.prefix) {
-		return w.objects.write(ctx, oid, snapc, ops...)
+		return w.objects.write(ctx, oid, snapc, op)
 	}
 	w.mu.Lock()
 	o := w.objs[oid]
@@ -55,10 +56,8 @@ func (w *watchedObjects) write(ctx context.Context, oid string, snapc denc.SnapC
 		o = &watchedObject{open: make(chan struct{})}
 		w.objs[oid] = o
 	}
-	for _, op := range ops {
-		if op.code == opCall && op.method.Name == "copyup" {
-			w.copyups[oid]++
-		}
+	if strings.Contains(op.String(), "call rbd.copyup") {
+		w.copyups[oid]++
 	}
 	o.inflight++
 	o.max = max(o.max, o.inflight)
@@ -71,7 +70,7 @@ func (w *watchedObjects) write(ctx context.Context, oid string, snapc denc.SnapC
 	case <-o.open:
 	case <-time.After(w.gateWait):
 	}
-	err := w.objects.write(ctx, oid, snapc, ops...)
+	err := w.objects.write(ctx, oid, snapc, op)
 	w.mu.Lock()
 	o.inflight--
 	w.mu.Unlock()

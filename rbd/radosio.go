@@ -10,13 +10,14 @@ import (
 
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rados/osdc"
 )
 
-// radosObjects implements objects over a rados.IOContext. Compound
-// requests go straight to the connection's objecter (the rados package's
-// own calls are one operation each), in the I/O context's pool and
-// namespace.
+// radosObjects implements objects over a rados.IOContext: compound
+// operations in its pool and namespace, each with the snapshot (reads)
+// or snapshot context (writes) the caller gives, as librbd passes its
+// own per request rather than the I/O context's. The connection's
+// operation timeout bounds them, as rados_osd_op_timeout bounds
+// librbd's.
 type radosObjects struct {
 	io *rados.IOContext
 }
@@ -25,75 +26,18 @@ func adapt(io *rados.IOContext) (objects, error) {
 	if io == nil {
 		return nil, fmt.Errorf("%w: nil I/O context", ErrInvalid)
 	}
-	return &radosObjects{io: io}, nil
+	// RBD objects are placed by their names
+	return &radosObjects{io: io.WithLocatorKey("")}, nil
 }
 
-func toOSDOp(o *objOp) osdc.OSDOp {
-	switch o.code {
-	case opRead:
-		return osdc.Read(o.off, o.length)
-	case opStat:
-		return osdc.Stat()
-	case opAssertExists:
-		return osdc.AssertExists()
-	case opCall:
-		return osdc.Call(o.method.Class, o.method.Name, o.method.In)
-	case opCreate:
-		return osdc.Create(o.excl)
-	case opWrite:
-		return withCRC(osdc.Write(o.off, o.data), o)
-	case opWriteFull:
-		return withCRC(osdc.WriteFull(o.data), o)
-	case opTruncate:
-		return osdc.Truncate(o.off)
-	case opZero:
-		return osdc.Zero(o.off, o.length)
-	case opDelete:
-		return osdc.Delete()
-	case opRollback:
-		return osdc.Rollback(o.snap)
-	}
-	panic(fmt.Sprintf("rbd: unknown object operation %d", o.code))
+func (r *radosObjects) read(ctx context.Context, oid string, snap uint64, op *rados.ReadOp) error {
+	op.SetSnap(snap)
+	return r.io.OperateRead(ctx, oid, op)
 }
 
-// withCRC passes on the crc of o's data when it is known.
-func withCRC(op osdc.OSDOp, o *objOp) osdc.OSDOp {
-	op.InDataCRC, op.InDataCRCKnown = o.crc, o.crcKnown
-	return op
-}
-
-func (r *radosObjects) do(ctx context.Context, oid string, snap uint64, snapc denc.SnapContext, flags uint32, ops []*objOp) error {
-	req := &osdc.Request{Pool: r.io.Pool(), Namespace: r.io.Namespace(), OID: oid, Flags: flags,
-		SnapID: snap, SnapContext: snapc, Ops: make([]osdc.OSDOp, len(ops))}
-	for i, o := range ops {
-		req.Ops[i] = toOSDOp(o)
-	}
-	if len(ops) == 1 && ops[0].code == opRead && len(ops[0].into) > 0 {
-		// the reply's data segment is the read's bytes: received
-		// straight into the caller's buffer, no allocation, no copy
-		req.OutBuf = ops[0].into
-	}
-	// the connection's operation timeout bounds image I/O too, as
-	// rados_osd_op_timeout bounds librbd's
-	ctx, cancel := r.io.Conn().OpContext(ctx)
-	defer cancel()
-	rep, err := r.io.Conn().Objecter().Do(ctx, req)
-	if rep != nil {
-		for i := range ops {
-			if i < len(rep.Ops) {
-				ops[i].out = rep.Ops[i].OutData
-			}
-		}
-	}
-	return err
-}
-
-func (r *radosObjects) read(ctx context.Context, oid string, snap uint64, ops ...*objOp) error {
-	return r.do(ctx, oid, snap, denc.SnapContext{}, osdc.FlagRead, ops)
-}
-
-func (r *radosObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, ops ...*objOp) error {
-	return r.do(ctx, oid, osdc.SnapHead, snapc, osdc.FlagWrite, ops)
+func (r *radosObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, op *rados.WriteOp) error {
+	op.SetSnapContext(snapc.Seq, snapc.Snaps)
+	return r.io.OperateWrite(ctx, oid, op)
 }
 
 // radosWatch keeps a watch registered: when the cluster drops it, it
@@ -194,41 +138,12 @@ func (r *radosObjects) notify(ctx context.Context, oid string, payload []byte, t
 	return out, err
 }
 
-// Self-managed snapshot ids come from the monitors; the rados package
-// offers them under one of these names.
-type (
-	snapAllocA interface {
-		SelfManagedSnapCreate(ctx context.Context) (uint64, error)
-		SelfManagedSnapRemove(ctx context.Context, snap uint64) error
-	}
-	snapAllocB interface {
-		CreateSelfManagedSnap(ctx context.Context) (uint64, error)
-		RemoveSelfManagedSnap(ctx context.Context, snap uint64) error
-	}
-)
-
-// errNoSelfManagedSnaps reports a rados package without self-managed
-// snapshot support.
-var errNoSelfManagedSnaps = errors.New("rbd: the rados client cannot allocate self-managed snapshot ids")
-
 func (r *radosObjects) allocSnap(ctx context.Context) (uint64, error) {
-	switch a := any(r.io).(type) {
-	case snapAllocA:
-		return a.SelfManagedSnapCreate(ctx)
-	case snapAllocB:
-		return a.CreateSelfManagedSnap(ctx)
-	}
-	return 0, errNoSelfManagedSnaps
+	return r.io.SelfManagedSnapCreate(ctx)
 }
 
 func (r *radosObjects) releaseSnap(ctx context.Context, snap uint64) error {
-	switch a := any(r.io).(type) {
-	case snapAllocA:
-		return a.SelfManagedSnapRemove(ctx, snap)
-	case snapAllocB:
-		return a.RemoveSelfManagedSnap(ctx, snap)
-	}
-	return errNoSelfManagedSnaps
+	return r.io.SelfManagedSnapRemove(ctx, snap)
 }
 
 func (r *radosObjects) poolID() int64      { return r.io.Pool() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"
@@ -19,7 +20,7 @@ func (img *Image) Resize(ctx context.Context, size int64) error {
 	if size < 0 {
 		return fmt.Errorf("%w: negative size", ErrInvalid)
 	}
-	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		return img.resizeLocked(ctx, uint64(size), guard)
 	})
 	if err != nil {
@@ -30,7 +31,7 @@ func (img *Image) Resize(ctx context.Context, size int64) error {
 }
 
 // resizeLocked resizes with writes held back and the lock (if any) held.
-func (img *Image) resizeLocked(ctx context.Context, size uint64, guard []*objOp) error {
+func (img *Image) resizeLocked(ctx context.Context, size uint64, guard []cls.Method) error {
 	h := img.hdr.Load()
 	if size == h.size {
 		return nil
@@ -51,8 +52,9 @@ func (img *Image) resizeLocked(ctx context.Context, size uint64, guard []*objOp)
 			return err
 		}
 	}
-	ops := append(append([]*objOp(nil), guard...), callOp(cls.SetSize(size)))
-	if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil {
+	w := newWrite(guard...)
+	writeCalls(w, cls.SetSize(size))
+	if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w); err != nil {
 		return fmt.Errorf("rbd: setting size of %q: %w", img.name, err)
 	}
 	if size < h.size && om != nil {
@@ -87,7 +89,7 @@ func (img *Image) trim(ctx context.Context, h *header, om *objectMap, newSize ui
 			}
 		}
 		oid := striper.ObjectName(h.prefix, n)
-		if err := img.data.write(ctx, oid, h.snapc, deleteOp()); err != nil && !errors.Is(err, syscall.ENOENT) {
+		if err := deleteObject(ctx, img.data, oid, h.snapc); err != nil && !errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("rbd: removing %s: %w", oid, err)
 		}
 		if om != nil {
@@ -114,7 +116,7 @@ func (img *Image) trim(ctx context.Context, h *header, om *objectMap, newSize ui
 					return err
 				}
 			}
-			if err := img.data.write(ctx, oid, h.snapc, deleteOp()); err != nil && !errors.Is(err, syscall.ENOENT) {
+			if err := deleteObject(ctx, img.data, oid, h.snapc); err != nil && !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: removing %s: %w", oid, err)
 			}
 			if om != nil {
@@ -122,7 +124,10 @@ func (img *Image) trim(ctx context.Context, h *header, om *objectMap, newSize ui
 			}
 			return nil
 		}
-		err := img.data.write(ctx, oid, h.snapc, assertExistsOp(), truncateOp(x.Offset))
+		w := rados.NewWriteOp()
+		w.AssertExists()
+		w.Truncate(x.Offset)
+		err := img.data.write(ctx, oid, h.snapc, w)
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("rbd: truncating %s: %w", oid, err)
 		}

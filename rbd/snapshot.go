@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 	"github.com/purerbd/purerbd/rbd/striper"
@@ -39,7 +40,7 @@ func (img *Image) CreateSnapshot(ctx context.Context, name string) error {
 	if err := validSnapName(name); err != nil {
 		return err
 	}
-	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		h := img.hdr.Load()
 		if _, ok := h.snapByName(name); ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
@@ -49,8 +50,9 @@ func (img *Image) CreateSnapshot(ctx context.Context, name string) error {
 			if err != nil {
 				return fmt.Errorf("rbd: allocating a snapshot id: %w", err)
 			}
-			ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotAdd(id, name, cls.UserNamespace)))
-			err = img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...)
+			w := newWrite(guard...)
+			writeCalls(w, cls.SnapshotAdd(id, name, cls.UserNamespace))
+			err = img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w)
 			if err != nil {
 				_ = img.data.releaseSnap(context.WithoutCancel(ctx), id)
 				if errors.Is(err, syscall.ESTALE) && attempt < 5 {
@@ -114,7 +116,7 @@ func (img *Image) snapChildren(ctx context.Context, snap uint64) ([]cls.ChildIma
 // trash instead, as librbd does: it disappears from the user's view and
 // is deleted when its last clone goes away.
 func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
-	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		s, ok := img.hdr.Load().snapByName(name)
 		if !ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
@@ -130,7 +132,7 @@ func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
 
 // removeSnapshotLocked removes (or trashes) snapshot s; the caller holds
 // the lock with writes held back.
-func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []*objOp) error {
+func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []cls.Method) error {
 	h := img.hdr.Load()
 	name := s.Name
 	if s.ProtectionStatus != cls.Unprotected {
@@ -148,8 +150,9 @@ func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []
 		if len(v2) < len(children) || s.Namespace.Type != cls.NamespaceUser {
 			return fmt.Errorf("%w: snapshot %s@%s has %d clone(s)", ErrHasChildren, img.name, name, len(children))
 		}
-		ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotTrashAdd(s.ID)))
-		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil {
+		w := newWrite(guard...)
+		writeCalls(w, cls.SnapshotTrashAdd(s.ID))
+		if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w); err != nil {
 			return fmt.Errorf("rbd: moving snapshot %s@%s to the trash: %w", img.name, name, err)
 		}
 		img.log.Info("snapshot has clones: moved to the snapshot trash", "snap", name, "clones", len(children))
@@ -163,8 +166,9 @@ func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []
 	if err := img.data.releaseSnap(ctx, s.ID); err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("rbd: releasing snapshot id %d: %w", s.ID, err)
 	}
-	ops := append(append([]*objOp(nil), guard...), callOp(cls.SnapshotRemove(s.ID)))
-	if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+	w := newWrite(guard...)
+	writeCalls(w, cls.SnapshotRemove(s.ID))
+	if err := img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w); err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("rbd: removing snapshot %s@%s: %w", img.name, name, err)
 	}
 	return img.refresh(ctx)
@@ -190,7 +194,7 @@ func removeTrashedSnapshot(ctx context.Context, o objects, id string, snap uint6
 		return err
 	}
 	defer img.CloseContext(ctx)
-	err = img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err = img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		s, ok := img.hdr.Load().snapByID(snap)
 		if !ok || s.Namespace.Type != cls.NamespaceTrash || s.ChildCount > 0 {
 			return nil
@@ -206,7 +210,7 @@ func removeTrashedSnapshot(ctx context.Context, o objects, id string, snap uint6
 
 // removeSnapObjectMap folds a removed snapshot's object map into the next
 // newer one (fast-diff) and deletes it.
-func (img *Image) removeSnapObjectMap(ctx context.Context, h *header, snap uint64, guard []*objOp) error {
+func (img *Image) removeSnapObjectMap(ctx context.Context, h *header, snap uint64, guard []cls.Method) error {
 	oid := objectMapObject(img.id, snap)
 	if h.features&FeatureFastDiff != 0 {
 		out, err := call(ctx, img.meta, oid, cls.ObjectMapLoad())
@@ -222,12 +226,12 @@ func (img *Image) removeSnapObjectMap(ctx context.Context, h *header, snap uint6
 				}
 			}
 			dst := objectMapObject(img.id, next)
-			var ops []*objOp
+			w := rados.NewWriteOp()
 			if next == noSnap {
-				ops = append(ops, callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")))
+				writeCalls(w, cls.AssertLocked(lockName, cls.LockExclusive, "", ""))
 			}
-			ops = append(ops, callOp(cls.ObjectMapSnapRemove(bv)))
-			if err := img.meta.write(ctx, dst, denc.SnapContext{}, ops...); err != nil && !errors.Is(err, syscall.ENOENT) {
+			writeCalls(w, cls.ObjectMapSnapRemove(bv))
+			if err := img.meta.write(ctx, dst, denc.SnapContext{}, w); err != nil && !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: folding object map of snapshot %d into %s: %w", snap, dst, err)
 			}
 			if next == noSnap && img.lock != nil {
@@ -241,7 +245,7 @@ func (img *Image) removeSnapObjectMap(ctx context.Context, h *header, snap uint6
 			return fmt.Errorf("rbd: loading object map %s: %w", oid, err)
 		}
 	}
-	if err := img.meta.write(ctx, oid, denc.SnapContext{}, deleteOp()); err != nil && !errors.Is(err, syscall.ENOENT) {
+	if err := deleteObject(ctx, img.meta, oid, denc.SnapContext{}); err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("rbd: removing object map %s: %w", oid, err)
 	}
 	return nil
@@ -313,7 +317,7 @@ func (img *Image) setProtection(ctx context.Context, name string, protect bool) 
 // RollbackSnapshot makes the head identical to a snapshot (size, data
 // and object map).
 func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
-	err := img.exclusive(ctx, func(ctx context.Context, guard []*objOp) error {
+	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		h := img.hdr.Load()
 		s, ok := h.snapByName(name)
 		if !ok {
@@ -338,8 +342,9 @@ func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
 			if err != nil {
 				return err
 			}
-			err = img.meta.write(ctx, om.oid, denc.SnapContext{},
-				callOp(cls.AssertLocked(lockName, cls.LockExclusive, "", "")), writeFullOp(bv.Marshal()))
+			w := newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""))
+			w.WriteFull(bv.Marshal())
+			err = img.meta.write(ctx, om.oid, denc.SnapContext{}, w)
 			if err != nil {
 				return fmt.Errorf("rbd: rolling back object map: %w", err)
 			}
@@ -350,7 +355,9 @@ func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
 		n := h.layout.NumObjects(s.Size)
 		err := forEach(ctx, int(n), func(ctx context.Context, i int) error {
 			oid := striper.ObjectName(h.prefix, uint64(i))
-			err := img.data.write(ctx, oid, h.snapc, rollbackOp(s.ID))
+			w := rados.NewWriteOp()
+			w.Rollback(s.ID)
+			err := img.data.write(ctx, oid, h.snapc, w)
 			if err != nil && !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("rbd: rolling back %s: %w", oid, err)
 			}

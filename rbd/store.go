@@ -4,73 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // This file is the narrow view of RADOS that the rest of the package
-// works against: compound object operations, watch/notify, self-managed
-// snapshots and pool lookups. radosio.go implements it over a
-// rados.IOContext.
-
-// opCode names one object operation.
-type opCode int
-
-const (
-	opRead opCode = iota
-	opStat
-	opAssertExists
-	opCall
-	opCreate
-	opWrite
-	opWriteFull
-	opTruncate
-	opZero
-	opDelete
-	opRollback
-)
-
-// objOp is one operation of a compound request. After the request, out
-// holds the operation's output.
-type objOp struct {
-	code   opCode
-	off    uint64
-	length uint64
-	data   []byte
-	method cls.Method
-	excl   bool   // create: fail with EEXIST when the object exists
-	snap   uint64 // rollback
-	// into, for a read, is where the data should land: the
-	// implementation may receive it there (out then aliases into) or
-	// not (out is elsewhere).
-	into []byte
-	out  []byte
-	// crc, when crcKnown, is crc32c.Checksum(data) (from a rados.Frozen)
-	crc      uint32
-	crcKnown bool
-}
-
-func readOp(off, length uint64) *objOp { return &objOp{code: opRead, off: off, length: length} }
-func callOp(m cls.Method) *objOp       { return &objOp{code: opCall, method: m} }
-func createOp(exclusive bool) *objOp   { return &objOp{code: opCreate, excl: exclusive} }
-func writeOp(off uint64, p []byte) *objOp {
-	return &objOp{code: opWrite, off: off, length: uint64(len(p)), data: p}
-}
-func writeFullOp(p []byte) *objOp      { return &objOp{code: opWriteFull, length: uint64(len(p)), data: p} }
-func truncateOp(size uint64) *objOp    { return &objOp{code: opTruncate, off: size} }
-func zeroOp(off, length uint64) *objOp { return &objOp{code: opZero, off: off, length: length} }
-func deleteOp() *objOp                 { return &objOp{code: opDelete} }
-func rollbackOp(snap uint64) *objOp    { return &objOp{code: opRollback, snap: snap} }
-func statOp() *objOp                   { return &objOp{code: opStat} }
-
-// readIntoOp reads len(p) bytes at off, into p where it can.
-func readIntoOp(off uint64, p []byte) *objOp {
-	return &objOp{code: opRead, off: off, length: uint64(len(p)), into: p}
-}
-
-// assertExistsOp fails a request with ENOENT when the object does not
-// exist.
-func assertExistsOp() *objOp { return &objOp{code: opAssertExists} }
+// works against: compound object operations (rados.ReadOp and
+// rados.WriteOp), watch/notify, self-managed snapshots and pool lookups.
+// radosio.go implements it over a rados.IOContext.
 
 // notifyEvent is a notification delivered to a watch.
 type notifyEvent struct {
@@ -115,12 +57,12 @@ type watchCallbacks struct {
 // objects is what package rbd needs from RADOS, for one pool and
 // namespace.
 type objects interface {
-	// read runs read operations on oid as of snapshot snap (cls.NoSnap:
-	// the head). A missing object fails with ENOENT.
-	read(ctx context.Context, oid string, snap uint64, ops ...*objOp) error
-	// write runs write operations on oid atomically with snapshot
-	// context snapc.
-	write(ctx context.Context, oid string, snapc denc.SnapContext, ops ...*objOp) error
+	// read runs the compound read op on oid as of snapshot snap
+	// (cls.NoSnap: the head). A missing object fails with ENOENT.
+	read(ctx context.Context, oid string, snap uint64, op *rados.ReadOp) error
+	// write runs the compound write op on oid, atomically, with
+	// snapshot context snapc.
+	write(ctx context.Context, oid string, snapc denc.SnapContext, op *rados.WriteOp) error
 	// watch watches oid.
 	watch(ctx context.Context, oid string, cb watchCallbacks) (watchHandle, error)
 	// notify notifies oid's watchers and waits for their
@@ -146,16 +88,53 @@ type objects interface {
 	blocklist(ctx context.Context, addr denc.EntityAddr) error
 }
 
+// readCall adds a call of read-only class method m to r.
+func readCall(r *rados.ReadOp, m cls.Method) *rados.ExecStep {
+	return r.Exec(m.Class, m.Name, m.In)
+}
+
+// writeCalls adds calls of class methods to w, in order.
+func writeCalls(w *rados.WriteOp, ms ...cls.Method) {
+	for _, m := range ms {
+		w.Exec(m.Class, m.Name, m.In)
+	}
+}
+
+// newWrite returns a compound write that starts with calls of class
+// methods (guards such as the exclusive lock's assertion, say).
+func newWrite(ms ...cls.Method) *rados.WriteOp {
+	w := rados.NewWriteOp()
+	writeCalls(w, ms...)
+	return w
+}
+
+// createWith returns a compound write that creates the object, failing
+// with EEXIST when it exists, and calls class method m on it.
+func createWith(m cls.Method) *rados.WriteOp {
+	w := rados.NewWriteOp()
+	w.Create(true)
+	writeCalls(w, m)
+	return w
+}
+
 // call runs one read-only class method.
 func call(ctx context.Context, o objects, oid string, m cls.Method) ([]byte, error) {
-	op := callOp(m)
-	if err := o.read(ctx, oid, cls.NoSnap, op); err != nil {
+	r := rados.NewReadOp()
+	s := readCall(r, m)
+	if err := o.read(ctx, oid, cls.NoSnap, r); err != nil {
 		return nil, err
 	}
-	return op.out, nil
+	return s.Output, nil
 }
 
 // callWrite runs one class method that changes the object.
 func callWrite(ctx context.Context, o objects, oid string, m cls.Method) error {
-	return o.write(ctx, oid, denc.SnapContext{}, callOp(m))
+	return o.write(ctx, oid, denc.SnapContext{}, newWrite(m))
+}
+
+// deleteObject deletes oid, writing with snapshot context snapc.
+func deleteObject(ctx context.Context, o objects, oid string, snapc denc.SnapContext) error {
+	w := rados.NewWriteOp()
+	w.Remove()
+	return o.write(ctx, oid, snapc, w)
 }

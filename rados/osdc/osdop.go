@@ -47,6 +47,12 @@ func (o *OSDOp) String() string {
 	case OpRead, OpSparseRead, OpWrite, OpWriteFull, OpZero, OpTruncate, OpAppend:
 		off, n, _, _ := o.Extent()
 		return fmt.Sprintf("%s %d~%d", o.Code, off, n)
+	case OpCall:
+		// InData starts with the class and method names
+		c, m := int(o.Args[0]), int(o.Args[1])
+		if c+m <= len(o.InData) {
+			return fmt.Sprintf("%s %s.%s", o.Code, o.InData[:c], o.InData[c:c+m])
+		}
 	}
 	return o.Code.String()
 }

@@ -46,7 +46,7 @@ func TestRBDHonoursOpTimeout(t *testing.T) {
 	if _, err := img.WriteAtContext(ctx, buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	loc, err := conn.Objecter().Locate(ioc.Pool(), "", "", "rbd_data."+img.ID()+".0000000000000000")
+	loc, err := ioc.Locate("rbd_data." + img.ID() + ".0000000000000000")
 	if err != nil {
 		t.Fatal(err)
 	}
