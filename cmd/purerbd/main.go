@@ -32,7 +32,6 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"version": {summary: "print the purerbd version", run: runVersion},
-		"demo":    {summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it", run: runDemo},
 		"nbd":     {summary: "export RBD images, files or memory over NBD; map them to /dev/nbdX (nbd serve|map|unmap|list)", run: runNBD},
 		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
 		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
@@ -40,7 +39,6 @@ func commands() map[string]command {
 		"status":  {summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools", run: runStatus},
 		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: runMon},
 		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
-		"chaos":   {summary: "boot a cluster, break it under a checked RBD and NBD workload (chaos -duration 10m)", run: runChaos},
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
+	"github.com/purerbd/purerbd/internal/buildinfo"
 )
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
