@@ -1,31 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/purerbd/purerbd/rados/cephconf"
-	"github.com/purerbd/purerbd/rados/monc"
 )
-
-// globalUsage describes the client options every verb that talks to a
-// cluster accepts, as Ceph's own tools spell them.
-const globalUsage = `client options (as Ceph's tools; CEPH_ARGS and CEPH_CONF are read too):
-  -c, --conf FILE          ceph.conf to read (default: Ceph's usual locations)
-  --id ID | -n, --name TYPE.ID
-                           identity (default client.admin)
-  -k, --keyring FILE       keyring holding its key (or --keyfile FILE, --key KEY)
-  -m, --mon-host MONS      monitors, in any mon_host form
-  --ms-mode MODE           crc, secure, prefer-crc or prefer-secure
-  --connect-timeout SECS   give up connecting after SECS seconds (default 30)`
-
-// defaultConnectTimeout bounds connecting to the monitors.
-const defaultConnectTimeout = 30 * time.Second
 
 // globalFlags are the client options shared by the verbs that talk to a
 // cluster.
@@ -74,21 +56,4 @@ func parseGlobalFlags(args []string) (globalFlags, []string, error) {
 		g.connectTimeout = time.Duration(secs * float64(time.Second))
 	}
 	return g, out, nil
-}
-
-// connectMon resolves the settings (flags, CEPH_ARGS, CEPH_CONF,
-// ceph.conf) and returns a connected monitor client. Only errors of the
-// client are logged, to stderr.
-func (g globalFlags) connectMon(ctx context.Context, stderr io.Writer) (*monc.Client, error) {
-	s, err := cephconf.Resolve(g.conn, nil)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := monc.ConfigFromSettings(ctx, s, nil)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ConnectTimeout = g.connectTimeout
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	return monc.New(ctx, cfg)
 }

@@ -1,6 +1,6 @@
-// Command purerbd is the purerbd admin CLI. Its verbs and flags follow
-// Ceph's own `ceph`, `rados`, `rbd`, `crushtool` and `osdmaptool` where they
-// overlap, so their outputs can be compared line by line.
+// Command purerbd is the purerbd admin CLI. Its verbs and options follow
+// Ceph's own `ceph`, `rados`, `rbd`, `crushtool` and `osdmaptool` where
+// they overlap, so their outputs can be compared line by line.
 package main
 
 import (
@@ -10,81 +10,72 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/purerbd/purerbd/internal/cli"
 )
 
 // exitStatus is an error a verb returns after reporting the failure
 // itself (as `ceph` does): it only sets the process's exit status.
-type exitStatus int
+type exitStatus = cli.ExitStatus
 
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+// legacyCommand is a verb not yet on the command tree.
+type legacyCommand func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// command is one top-level verb of the CLI.
-type command struct {
-	summary string
-	// run executes the verb with the arguments after its name, writing its
-	// normal output to stdout. It returns an error for the exit status.
-	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-// commands lists every verb. Each verb lives in a file named after it.
-func commands() map[string]command {
-	return map[string]command{
-		"version": {summary: "print the purerbd version", run: runVersion},
-		"nbd":     {summary: "export RBD images, files or memory over NBD; map them to /dev/nbdX (nbd serve|map|unmap|list)", run: runNBD},
-		"crush":   {summary: "test placements with a CRUSH map (like crushtool --test)", run: runCrush},
-		"osdmap":  {summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)", run: runOSDMap},
-		"rbd":     {summary: "manage RBD images (create, info, ls, rm, resize, snap, import, export, bench)", run: runRBD},
-		"status":  {summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools", run: runStatus},
-		"mon":     {summary: "run a monitor command and print its output like ceph (mon command '<json>')", run: runMon},
-		"rados":   {summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)", run: runRados},
+func legacyCommands() map[string]legacyCommand {
+	return map[string]legacyCommand{
+		"nbd":   runNBD,
+		"rbd":   runRBD,
+		"rados": runRados,
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	stopProfile := startCPUProfile(os.Stderr)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stopProfile()
 	stop()
 	os.Exit(code)
 }
 
+// run runs the command line args, with the process's standard input, and
+// returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr, cmds)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "purerbd: unknown command %q\n", args[0])
-		usage(stderr, cmds)
-		return 2
-	}
-	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
-		var st exitStatus
-		if errors.As(err, &st) { // already reported by the verb
-			return int(st)
-		}
-		fmt.Fprintf(stderr, "purerbd %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
+	return runWithInput(ctx, args, os.Stdin, stdout, stderr)
 }
 
-func usage(w io.Writer, cmds map[string]command) {
-	fmt.Fprintln(w, "usage: purerbd <command> [flags] [args]")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+// runWithInput is run with stdin as the standard input.
+func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if legacy, ok := legacyCommands()[args[0]]; ok {
+			err := legacy(ctx, args[1:], stdout, stderr)
+			var st exitStatus
+			if errors.As(err, &st) {
+				return int(st)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "purerbd %s: %v\n", args[0], err)
+				return 1
+			}
+			return 0
+		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	return cli.Run(ctx, newRoot(), args, cli.Streams{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
+
+// newRoot builds the command tree: the global options and every verb.
+func newRoot() *cli.Command {
+	g := newGlobals()
+	root := &cli.Command{
+		Name: "purerbd",
+		Help: `purerbd's admin CLI: Ceph's rbd and rados, a monitor client, CRUSH and
+OSDMap tests, and NBD exports of RBD images, in one static binary.`,
 	}
+	g.register(root)
+	return root.Add(
+		versionCommand(),
+		statusCommand(g),
+		monCommand(g),
+		crushCommand(),
+		osdmapCommand(),
+	)
 }

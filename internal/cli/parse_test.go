@@ -203,7 +203,7 @@ func TestHelp(t *testing.T) {
 		"  --io-threads N            threads (default 16)\n",
 		"  -w, --weight DEV W        weight\n",
 		"\noptions of prog rbd:\n  -p, --pool POOL           pool (default rbd)\n",
-		"\nglobal options:\n  -c, --conf FILE           ceph.conf\n",
+		"\nglobal options: see 'prog --help'\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("rbd create --help lacks %q:\n%s", want, out.String())
@@ -295,7 +295,16 @@ func TestSubtreeEntry(t *testing.T) {
 	if err := Execute(context.Background(), rbd, []string{"create", "--help"}, Streams{Stdout: &out}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "usage: rbd create [options] IMAGE\n") || !strings.Contains(out.String(), "\noptions of rbd:\n") {
+	if !strings.HasPrefix(out.String(), "usage: rbd create [options] IMAGE\n") || !strings.Contains(out.String(), "\noptions of rbd:\n") ||
+		!strings.Contains(out.String(), "\nglobal options: see 'rbd --help'\n") {
+		t.Errorf("usage:\n%s", out.String())
+	}
+	out.Reset()
+	if err := Execute(context.Background(), rbd, []string{"--help"}, Streams{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "usage: rbd [options] <command> ...\n") ||
+		!strings.Contains(out.String(), "\nglobal options:\n  -c, --conf FILE") {
 		t.Errorf("usage:\n%s", out.String())
 	}
 }

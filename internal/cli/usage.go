@@ -9,7 +9,8 @@ import (
 
 // WriteUsage writes c's usage, as a command line starting at start names
 // it: the synopsis, the help text, the commands of a group, and the
-// options of c and of every command above it.
+// options of c and of every command above it (those of the root in the
+// program's usage only: the others point there).
 func WriteUsage(w io.Writer, start, c *Command) error {
 	p := path(start, c)
 	var b strings.Builder
@@ -39,6 +40,11 @@ func WriteUsage(w io.Writer, start, c *Command) error {
 		switch {
 		case cc == c:
 			b.WriteString("\noptions:\n")
+		case cc.parent == nil && c != start:
+			// the program's usage lists them; every command's would
+			// repeat them
+			fmt.Fprintf(&b, "\nglobal options: see '%s --help'\n", start.Name)
+			continue
 		case cc.parent == nil:
 			b.WriteString("\nglobal options:\n")
 		default:
