@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/internal/cli"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rados/monc"
 )
@@ -115,4 +116,15 @@ func (g *globals) connectMon(ctx context.Context) (*monc.Client, error) {
 	cfg.ConnectTimeout = g.connectTimeout
 	cfg.Logger = g.logger(slog.LevelError)
 	return monc.New(ctx, cfg)
+}
+
+// connectRados connects to the cluster the client options name
+// (completed by CEPH_ARGS, CEPH_CONF and ceph.conf). Without
+// --log-level the connection logs as rados does by default.
+func (g *globals) connectRados(ctx context.Context) (*rados.Conn, error) {
+	cfg := rados.Config{ConnectTimeout: g.connectTimeout}
+	if g.logLevel != nil {
+		cfg.Logger = g.logger(slog.LevelWarn)
+	}
+	return rados.ConnectFromConfWith(ctx, g.conn, cfg)
 }

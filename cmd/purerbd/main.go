@@ -24,7 +24,6 @@ type legacyCommand func(ctx context.Context, args []string, stdout, stderr io.Wr
 
 func legacyCommands() map[string]legacyCommand {
 	return map[string]legacyCommand{
-		"nbd":   runNBD,
 		"rbd":   runRBD,
 		"rados": runRados,
 	}
@@ -77,5 +76,6 @@ OSDMap tests, and NBD exports of RBD images, in one static binary.`,
 		monCommand(g),
 		crushCommand(),
 		osdmapCommand(),
+		nbdCommand(g),
 	)
 }
