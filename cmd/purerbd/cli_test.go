@@ -40,3 +40,9 @@ func parseMapArgs(args []string, _ io.Writer) (mapFlags, error) {
 	}
 	return o.check(inv.Args)
 }
+
+// runRadosWithInput runs `purerbd rados ARGS` with stdin as its standard
+// input.
+func runRadosWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return execute(ctx, []string{"rados"}, args, stdin, stdout, stderr)
+}

@@ -24,8 +24,7 @@ type legacyCommand func(ctx context.Context, args []string, stdout, stderr io.Wr
 
 func legacyCommands() map[string]legacyCommand {
 	return map[string]legacyCommand{
-		"rbd":   runRBD,
-		"rados": runRados,
+		"rbd": runRBD,
 	}
 }
 
@@ -77,5 +76,6 @@ OSDMap tests, and NBD exports of RBD images, in one static binary.`,
 		crushCommand(),
 		osdmapCommand(),
 		nbdCommand(g),
+		newRadosCommand(g),
 	)
 }
