@@ -251,19 +251,6 @@ type imageExport struct {
 	backend nbd.Backend
 }
 
-// String is POOL/[NAMESPACE/]IMAGE[@SNAP].
-func (sp imageSpec) String() string {
-	s := sp.pool + "/"
-	if sp.ns != "" {
-		s += sp.ns + "/"
-	}
-	s += sp.name
-	if sp.snap != "" {
-		s += "@" + sp.snap
-	}
-	return s
-}
-
 // parseImageArg reads POOL/[NAMESPACE/]IMAGE[@SNAP] (POOL defaults to
 // rbd); a --snap flag must agree with an @SNAP in the spec.
 func parseImageArg(arg, snap string) (imageSpec, error) {
