@@ -20,6 +20,11 @@ func execute(ctx context.Context, words []string, args []string, stdin io.Reader
 	return err
 }
 
+// runRBD runs `purerbd rbd ARGS`.
+func runRBD(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return execute(ctx, []string{"rbd"}, args, nil, stdout, stderr)
+}
+
 // runNBD runs `purerbd nbd ARGS`.
 func runNBD(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return execute(ctx, []string{"nbd"}, args, nil, stdout, stderr)

@@ -1,12 +1,15 @@
 // Command purerbd is the purerbd admin CLI. Its verbs and options follow
 // Ceph's own `ceph`, `rados`, `rbd`, `crushtool` and `osdmaptool` where
 // they overlap, so their outputs can be compared line by line.
+//
+// Every verb is a command of one tree (internal/cli): the root declares
+// the options all verbs take (globals.go), each group or verb lives in a
+// file named after it, and a new verb is a function returning its
+// *cli.Command, added to its group.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -14,19 +17,6 @@ import (
 
 	"github.com/purerbd/purerbd/internal/cli"
 )
-
-// exitStatus is an error a verb returns after reporting the failure
-// itself (as `ceph` does): it only sets the process's exit status.
-type exitStatus = cli.ExitStatus
-
-// legacyCommand is a verb not yet on the command tree.
-type legacyCommand func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-
-func legacyCommands() map[string]legacyCommand {
-	return map[string]legacyCommand{
-		"rbd": runRBD,
-	}
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,26 +28,7 @@ func main() {
 // run runs the command line args, with the process's standard input, and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runWithInput(ctx, args, os.Stdin, stdout, stderr)
-}
-
-// runWithInput is run with stdin as the standard input.
-func runWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		if legacy, ok := legacyCommands()[args[0]]; ok {
-			err := legacy(ctx, args[1:], stdout, stderr)
-			var st exitStatus
-			if errors.As(err, &st) {
-				return int(st)
-			}
-			if err != nil {
-				fmt.Fprintf(stderr, "purerbd %s: %v\n", args[0], err)
-				return 1
-			}
-			return 0
-		}
-	}
-	return cli.Run(ctx, newRoot(), args, cli.Streams{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	return cli.Run(ctx, newRoot(), args, cli.Streams{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr})
 }
 
 // newRoot builds the command tree: the global options and every verb.
@@ -71,11 +42,12 @@ OSDMap tests, and NBD exports of RBD images, in one static binary.`,
 	g.register(root)
 	return root.Add(
 		versionCommand(),
+		newRBDCommand(g),
+		newRadosCommand(g),
+		nbdCommand(g),
 		statusCommand(g),
 		monCommand(g),
 		crushCommand(),
 		osdmapCommand(),
-		nbdCommand(g),
-		newRadosCommand(g),
 	)
 }

@@ -80,7 +80,7 @@ func runMonCommand(ctx context.Context, g *globals, cmd []string, inFile, outFil
 	}
 	if ce != nil {
 		fmt.Fprintf(stderr, "Error %s: %s\n", errnoName(ce.Errno), outs)
-		return exitStatus(int(ce.Errno))
+		return cli.ExitStatus(int(ce.Errno))
 	}
 	if outs != "" {
 		fmt.Fprintln(stderr, outs)

@@ -3,49 +3,57 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
 
 // `purerbd rbd bench`: rbd bench's I/O benchmark, with its output lines.
 
-func (c *rbdCommand) bench(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench", c.stderr)
-	ioType := fs.String("io-type", "", "write, read or readwrite")
-	ioSize := fs.String("io-size", "4K", "I/O size")
-	threads := fs.Int("io-threads", 16, "concurrent I/Os")
-	total := fs.String("io-total", "1G", "total bytes")
-	pattern := fs.String("io-pattern", "seq", "seq or rand")
-	cache := cacheFlag(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+// rbdBenchOptions are bench's options, named as rbd bench's.
+type rbdBenchOptions struct {
+	ioType, ioSize, total, pattern string
+	threads                        int
+	cache                          bool
+}
+
+func (c *rbdCommand) benchCommand() *cli.Command {
+	o := &rbdBenchOptions{ioSize: "4K", threads: 16, total: "1G", pattern: "seq", cache: true}
+	cmd := &cli.Command{
+		Name: "bench", Summary: "rbd bench's I/O benchmark on an image", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.bench(ctx, inv.Args[0], o) },
 	}
-	if len(pos) != 1 || (*ioType != "write" && *ioType != "read" && *ioType != "readwrite" && *ioType != "rw") {
-		return errors.New("usage: bench --io-type write|read|readwrite [options] IMAGE")
-	}
-	bs, err := rbdSize(*ioSize, 1)
+	cmd.Choice(&o.ioType, "--io-type TYPE", []string{"write", "read", "readwrite", "rw"}, "write, read or readwrite (rw)").Required()
+	cmd.String(&o.ioSize, "--io-size SIZE", "I/O size")
+	cmd.Int(&o.threads, "--io-threads N", "concurrent I/Os")
+	cmd.String(&o.total, "--io-total SIZE", "total bytes")
+	cmd.Choice(&o.pattern, "--io-pattern PATTERN", []string{"seq", "rand"}, "seq or rand")
+	cacheOption(cmd, &o.cache)
+	return cmd
+}
+
+func (c *rbdCommand) bench(ctx context.Context, spec string, o *rbdBenchOptions) error {
+	bs, err := cli.ParseSize(o.ioSize, 1)
 	if err != nil || bs == 0 {
-		return fmt.Errorf("--io-size: bad size %q", *ioSize)
+		return fmt.Errorf("--io-size: bad size %q", o.ioSize)
 	}
-	tot, err := rbdSize(*total, 1)
+	tot, err := cli.ParseSize(o.total, 1)
 	if err != nil {
 		return err
 	}
-	sp, err := c.parseSpec(pos[0], false)
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
-	opts := rbd.OpenOptions{ReadOnly: *ioType == "read"}
+	opts := rbd.OpenOptions{ReadOnly: o.ioType == "read"}
 	if !opts.ReadOnly {
-		opts.WriteAround = cliWriteAround(*cache)
+		opts.WriteAround = cliWriteAround(o.cache)
 	}
 	return c.withImage(ctx, sp, opts, func(img *rbd.Image) error {
 		size := img.Size()
@@ -61,19 +69,18 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		// (librbd checksums rbd bench's buffer once and never copies it;
 		// rados.Frozen does the same here); reads get a buffer per
 		// thread, also made (and touched, so that the kernel backs them)
-		// before it: on a VM where the first touch of a page costs 12-20
-		// µs, 16 fresh 4 MiB buffers cost 0.25 s inside the clock (by
-		// hand, 4M reads: 338-401 ops/s without, 398-417 with)
+		// before it, so that first touches of pages stay out of the
+		// measured time
 		seed := uint64(time.Now().UnixNano())
 		var frozen *rados.Frozen // nil when nothing is written
-		if *ioType != "read" {
+		if o.ioType != "read" {
 			wbuf := make([]byte, bs)
 			fillRandom(wbuf, rand.New(rand.NewPCG(seed, 1)))
 			frozen = rados.Freeze(wbuf)
 		}
-		nThreads := max(*threads, 1)
+		nThreads := max(o.threads, 1)
 		rbufs := make([][]byte, nThreads) // nil when nothing is read
-		if *ioType != "write" {
+		if o.ioType != "write" {
 			for t := range rbufs {
 				rbufs[t] = make([]byte, bs)
 				touchPages(rbufs[t])
@@ -96,12 +103,12 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 					// lock between the threads
 					h := benchHash(seed + uint64(i))
 					var off int64
-					if *pattern == "rand" {
+					if o.pattern == "rand" {
 						off = int64(h%uint64(size/bs)) * bs
 					} else {
 						off = (i * bs) % (size / bs * bs)
 					}
-					write := *ioType == "write" || (*ioType != "read" && h>>63 == 0)
+					write := o.ioType == "write" || (o.ioType != "read" && h>>63 == 0)
 					var err error
 					if write {
 						_, err = img.WriteFrozenAt(ctx, frozen, off)
@@ -128,7 +135,7 @@ func (c *rbdCommand) bench(ctx context.Context, args []string) error {
 		elapsed := time.Since(startT)
 		secs := elapsed.Seconds()
 		fmt.Fprintf(c.stdout, "bench  type %s io_size %d io_threads %d bytes %d pattern %s\n",
-			*ioType, bs, *threads, bytesDone.Load(), *pattern)
+			o.ioType, bs, o.threads, bytesDone.Load(), o.pattern)
 		fmt.Fprintf(c.stdout, "elapsed: %.2f  ops: %d  ops/sec: %.2f  bytes/sec: %s/s\n",
 			secs, done.Load(), float64(done.Load())/secs, humanBytes(uint64(float64(bytesDone.Load())/secs)))
 		return nil

@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -16,45 +15,54 @@ import (
 
 // createFlags are the image-shaping options of create, import and clone.
 type createFlags struct {
-	objectSize, order, features, stripeUnit, stripeCount, dataPool *string
+	objectSize, order, stripeUnit, stripeCount, dataPool string
+	// features are the --image-feature values, each a comma-separated
+	// list: the option accumulates, as rbd's does
+	features []string
 }
 
-func addCreateFlags(fs *flag.FlagSet) createFlags {
-	return createFlags{
-		objectSize:  fs.String("object-size", "", "object size (e.g. 4M)"),
-		order:       fs.String("order", "", "object order (12..25)"),
-		features:    fs.String("image-feature", "", "comma-separated image features"),
-		stripeUnit:  fs.String("stripe-unit", "", "stripe unit"),
-		stripeCount: fs.String("stripe-count", "", "stripe count"),
-		dataPool:    fs.String("data-pool", "", "data pool"),
-	}
+// register declares the options on cmd.
+func (f *createFlags) register(cmd *cli.Command) {
+	cmd.String(&f.objectSize, "--object-size SIZE", "object size, a power of two (e.g. 4M)")
+	cmd.String(&f.order, "--order N", "object size as a power of two (12..25)")
+	cmd.Func("--image-feature FEATURES", "image features, comma-separated; repeatable (default: rbd's defaults)",
+		func(v []string) error {
+			if _, err := rbd.ParseFeatures(v[0]); err != nil {
+				return err
+			}
+			f.features = append(f.features, v[0])
+			return nil
+		})
+	cmd.String(&f.stripeUnit, "--stripe-unit SIZE", "stripe unit")
+	cmd.String(&f.stripeCount, "--stripe-count N", "stripe count")
+	cmd.String(&f.dataPool, "--data-pool POOL", "data pool")
 }
 
-func (f createFlags) options() (rbd.CreateOptions, error) {
+func (f *createFlags) options() (rbd.CreateOptions, error) {
 	var o rbd.CreateOptions
-	if *f.order != "" {
-		v, err := strconv.ParseUint(*f.order, 10, 8)
+	if f.order != "" {
+		v, err := strconv.ParseUint(f.order, 10, 8)
 		if err != nil {
-			return o, fmt.Errorf("--order: %w", err)
+			return o, cli.Usagef(cli.BadValue, "--order %q: want a number from 12 to 25", f.order)
 		}
 		o.Order = uint8(v)
 	}
-	if *f.objectSize != "" {
-		s, err := rbdSize(*f.objectSize, 1)
+	if f.objectSize != "" {
+		s, err := cli.ParseSize(f.objectSize, 1)
 		if err != nil {
-			return o, fmt.Errorf("--object-size: %w", err)
+			return o, cli.Usagef(cli.BadValue, "--object-size: %v", err)
 		}
 		order := uint8(0)
 		for uint64(1)<<order < uint64(s) {
 			order++
 		}
 		if uint64(1)<<order != uint64(s) {
-			return o, fmt.Errorf("--object-size %s is not a power of two", *f.objectSize)
+			return o, cli.Usagef(cli.BadValue, "--object-size %s is not a power of two", f.objectSize)
 		}
 		o.Order = order
 	}
-	if *f.features != "" {
-		feat, err := rbd.ParseFeatures(*f.features)
+	if list := strings.Join(f.features, ","); list != "" {
+		feat, err := rbd.ParseFeatures(list)
 		if err != nil {
 			return o, err
 		}
@@ -63,71 +71,81 @@ func (f createFlags) options() (rbd.CreateOptions, error) {
 		}
 		o.Features = feat
 	}
-	if *f.stripeUnit != "" {
-		s, err := rbdSize(*f.stripeUnit, 1)
+	if f.stripeUnit != "" {
+		s, err := cli.ParseSize(f.stripeUnit, 1)
 		if err != nil {
-			return o, fmt.Errorf("--stripe-unit: %w", err)
+			return o, cli.Usagef(cli.BadValue, "--stripe-unit: %v", err)
 		}
 		o.StripeUnit = uint64(s)
 	}
-	if *f.stripeCount != "" {
-		v, err := strconv.ParseUint(*f.stripeCount, 10, 64)
+	if f.stripeCount != "" {
+		v, err := strconv.ParseUint(f.stripeCount, 10, 64)
 		if err != nil {
-			return o, fmt.Errorf("--stripe-count: %w", err)
+			return o, cli.Usagef(cli.BadValue, "--stripe-count %q: want a natural number", f.stripeCount)
 		}
 		o.StripeCount = v
 	}
-	o.DataPool = *f.dataPool
+	o.DataPool = f.dataPool
 	return o, nil
 }
 
-func (c *rbdCommand) create(ctx context.Context, args []string) error {
-	fs := newFlagSet("create", c.stderr)
-	size := fs.String("size", "", "image size (MiB without a suffix)")
-	s := fs.String("s", "", "image size (short for --size)")
-	cf := addCreateFlags(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
+// sizeOption declares -s/--size on cmd, a size as rbd takes it (MiB
+// without a suffix).
+func sizeOption(cmd *cli.Command, size *int64, help string) *cli.Option {
+	return cmd.Func("-s, --size SIZE", help, func(v []string) error {
+		n, err := cli.ParseSize(v[0], 1<<20)
+		*size = n
 		return err
+	})
+}
+
+func (c *rbdCommand) createCommand() *cli.Command {
+	var size int64
+	var cf createFlags
+	cmd := &cli.Command{
+		Name: "create", Summary: "create an image", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.create(ctx, inv.Args[0], size, &cf)
+		},
 	}
-	if *size == "" {
-		*size = *s
-	}
-	if len(pos) != 1 || *size == "" {
-		return errors.New("usage: create --size SIZE IMAGE")
-	}
-	sz, err := rbdSize(*size, 1<<20)
-	if err != nil {
-		return err
-	}
+	sizeOption(cmd, &size, "image size (MiB without a suffix)").Required()
+	cf.register(cmd)
+	return cmd
+}
+
+func (c *rbdCommand) create(ctx context.Context, spec string, size int64, cf *createFlags) error {
 	opts, err := cf.options()
 	if err != nil {
 		return err
 	}
-	sp, err := c.parseSpec(pos[0], false)
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
 	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
-		return rbd.Create(ctx, ioc, sp.name, uint64(sz), opts)
+		return rbd.Create(ctx, ioc, sp.name, uint64(size), opts)
 	})
 }
 
-func (c *rbdCommand) clone(ctx context.Context, args []string) error {
-	fs := newFlagSet("clone", c.stderr)
-	cf := addCreateFlags(fs)
-	pos, err := parseInterleaved(fs, args)
+func (c *rbdCommand) cloneCommand() *cli.Command {
+	var cf createFlags
+	cmd := &cli.Command{
+		Name: "clone", Summary: "clone a protected snapshot into a new image", Args: "PARENT@SNAP CHILD",
+		MinArgs: 2, MaxArgs: 2,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.clone(ctx, inv.Args[0], inv.Args[1], &cf)
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func (c *rbdCommand) clone(ctx context.Context, parentSpec, childSpec string, cf *createFlags) error {
+	parent, err := c.parseSpec(parentSpec, true)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
-		return errors.New("usage: clone PARENT@SNAP CHILD")
-	}
-	parent, err := c.parseSpec(pos[0], true)
-	if err != nil {
-		return err
-	}
-	child, err := c.parseSpec(pos[1], false)
+	child, err := c.parseSpec(childSpec, false)
 	if err != nil {
 		return err
 	}

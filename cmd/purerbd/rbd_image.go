@@ -4,40 +4,47 @@ import (
 	"context"
 	"errors"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
 
 // The verbs that change an image as a whole: rm, rename, resize, flatten.
 
-func (c *rbdCommand) remove(ctx context.Context, args []string) error {
-	fs := newFlagSet("rm", c.stderr)
-	force := fs.Bool("force", false, "remove even if the image is open elsewhere")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) removeCommand() *cli.Command {
+	var force bool
+	cmd := &cli.Command{
+		Name: "rm", Aliases: []string{"remove"}, Summary: "remove an image", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.remove(ctx, inv.Args[0], force) },
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: rm IMAGE")
-	}
-	sp, err := c.parseSpec(pos[0], false)
+	cmd.Bool(&force, "--force", "remove even if the image is open elsewhere")
+	return cmd
+}
+
+func (c *rbdCommand) remove(ctx context.Context, spec string, force bool) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
 	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
-		return rbd.Remove(ctx, ioc, sp.name, rbd.RemoveOptions{Force: *force})
+		return rbd.Remove(ctx, ioc, sp.name, rbd.RemoveOptions{Force: force})
 	})
 }
 
-func (c *rbdCommand) rename(ctx context.Context, args []string) error {
-	if len(args) != 2 {
-		return errors.New("usage: rename SRC DST")
+func (c *rbdCommand) renameCommand() *cli.Command {
+	return &cli.Command{
+		Name: "rename", Aliases: []string{"mv"}, Summary: "rename an image (in its pool and namespace)",
+		Args: "SRC DST", MinArgs: 2, MaxArgs: 2,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.rename(ctx, inv.Args[0], inv.Args[1]) },
 	}
-	src, err := c.parseSpec(args[0], false)
+}
+
+func (c *rbdCommand) rename(ctx context.Context, srcSpec, dstSpec string) error {
+	src, err := c.parseSpec(srcSpec, false)
 	if err != nil {
 		return err
 	}
-	dst, err := c.parseSpec(args[1], false)
+	dst, err := c.parseSpec(dstSpec, false)
 	if err != nil {
 		return err
 	}
@@ -49,42 +56,42 @@ func (c *rbdCommand) rename(ctx context.Context, args []string) error {
 	})
 }
 
-func (c *rbdCommand) resize(ctx context.Context, args []string) error {
-	fs := newFlagSet("resize", c.stderr)
-	size := fs.String("size", "", "new size (MiB without a suffix)")
-	s := fs.String("s", "", "new size (short for --size)")
-	allowShrink := fs.Bool("allow-shrink", false, "allow shrinking")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) resizeCommand() *cli.Command {
+	var size int64
+	var allowShrink bool
+	cmd := &cli.Command{
+		Name: "resize", Summary: "change an image's size", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.resize(ctx, inv.Args[0], size, allowShrink)
+		},
 	}
-	if *size == "" {
-		*size = *s
-	}
-	if len(pos) != 1 || *size == "" {
-		return errors.New("usage: resize --size SIZE [--allow-shrink] IMAGE")
-	}
-	sz, err := rbdSize(*size, 1<<20)
-	if err != nil {
-		return err
-	}
-	sp, err := c.parseSpec(pos[0], false)
+	sizeOption(cmd, &size, "new size (MiB without a suffix)").Required()
+	cmd.Bool(&allowShrink, "--allow-shrink", "allow shrinking")
+	return cmd
+}
+
+func (c *rbdCommand) resize(ctx context.Context, spec string, size int64, allowShrink bool) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
 	return c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error {
-		if sz < img.Size() && !*allowShrink {
+		if size < img.Size() && !allowShrink {
 			return errors.New("shrinking an image is only allowed with --allow-shrink")
 		}
-		return img.Resize(ctx, sz)
+		return img.Resize(ctx, size)
 	})
 }
 
-func (c *rbdCommand) flatten(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: flatten IMAGE")
+func (c *rbdCommand) flattenCommand() *cli.Command {
+	return &cli.Command{
+		Name: "flatten", Summary: "copy a clone's data from its parent and detach it", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.flatten(ctx, inv.Args[0]) },
 	}
-	sp, err := c.parseSpec(args[0], false)
+}
+
+func (c *rbdCommand) flatten(ctx context.Context, spec string) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"sync"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -15,32 +15,36 @@ import (
 // `purerbd rbd import` and `export`: whole images from and to files or
 // standard input and output, several chunks in flight.
 
-// chunk is the unit import, export and bench move.
+// ioChunk is the unit import, export and bench move.
 const ioChunk = 4 << 20
 
-func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
-	fs := newFlagSet("import", c.stderr)
-	cf := addCreateFlags(fs)
-	cache := cacheFlag(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) importCommand() *cli.Command {
+	var cf createFlags
+	cache := true
+	cmd := &cli.Command{
+		Name: "import", Summary: "create an image from a file (- for stdin)", Args: "PATH|- IMAGE", MinArgs: 2, MaxArgs: 2,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.importImage(ctx, inv.Args[0], inv.Args[1], &cf, cache)
+		},
 	}
-	if len(pos) != 2 {
-		return errors.New("usage: import [options] PATH|- IMAGE")
-	}
+	cf.register(cmd)
+	cacheOption(cmd, &cache)
+	return cmd
+}
+
+func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *createFlags, cache bool) error {
 	opts, err := cf.options()
 	if err != nil {
 		return err
 	}
-	sp, err := c.parseSpec(pos[1], false)
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
-	var in io.Reader = os.Stdin
+	in := c.stdin
 	var size int64 = -1
-	if pos[0] != "-" {
-		f, err := os.Open(pos[0])
+	if path != "-" {
+		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
@@ -62,7 +66,7 @@ func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
 		if err := rbd.Create(ctx, ioc, sp.name, uint64(initial), opts); err != nil {
 			return err
 		}
-		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{WriteAround: cliWriteAround(*cache)})
+		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{WriteAround: cliWriteAround(cache)})
 		if err != nil {
 			return err
 		}
@@ -128,19 +132,26 @@ func copyIn(ctx context.Context, img *rbd.Image, r io.Reader, grow bool) (int64,
 	return off, werr
 }
 
-func (c *rbdCommand) exportImage(ctx context.Context, args []string) error {
-	if len(args) != 2 {
-		return errors.New("usage: export IMAGE[@SNAP] PATH|-")
+func (c *rbdCommand) exportCommand() *cli.Command {
+	return &cli.Command{
+		Name: "export", Summary: "write an image (or a snapshot) to a file (- for stdout)", Args: "IMAGE[@SNAP] PATH|-",
+		MinArgs: 2, MaxArgs: 2,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.exportImage(ctx, inv.Args[0], inv.Args[1])
+		},
 	}
-	sp, err := c.parseSpec(args[0], false)
+}
+
+func (c *rbdCommand) exportImage(ctx context.Context, spec, path string) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
 	return c.withImage(ctx, sp, rbd.OpenOptions{ReadOnly: true, Snapshot: sp.snap}, func(img *rbd.Image) error {
 		var out io.Writer = c.stdout
 		var file *os.File
-		if args[1] != "-" {
-			f, err := os.OpenFile(args[1], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if path != "-" {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
 				return err
 			}

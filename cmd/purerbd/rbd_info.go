@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
 )
 
@@ -69,17 +69,19 @@ func flagNames(f uint64) []string {
 	return names
 }
 
-func (c *rbdCommand) info(ctx context.Context, args []string) error {
-	fs := newFlagSet("info", c.stderr)
-	format := fs.String("format", "plain", "plain or json")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) infoCommand() *cli.Command {
+	var format string
+	cmd := &cli.Command{
+		Name: "info", Summary: "show an image's (or a snapshot's) size, layout, features and parent",
+		Args: "IMAGE[@SNAP]", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.info(ctx, inv.Args[0], format) },
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: info IMAGE[@SNAP]")
-	}
-	sp, err := c.parseSpec(pos[0], false)
+	formatOption(cmd, &format)
+	return cmd
+}
+
+func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (c *rbdCommand) info(ctx context.Context, args []string) error {
 				}
 			}
 		}
-		if *format == "json" {
+		if format == "json" {
 			return json.NewEncoder(c.stdout).Encode(out)
 		}
 		w := c.stdout

@@ -7,20 +7,27 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
 
 // `purerbd rbd ls`.
 
-func (c *rbdCommand) list(ctx context.Context, args []string) error {
-	fs := newFlagSet("ls", c.stderr)
-	long := fs.Bool("l", false, "long listing")
-	format := fs.String("format", "plain", "plain or json")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) listCommand() *cli.Command {
+	var format string
+	var long bool
+	cmd := &cli.Command{
+		Name: "ls", Aliases: []string{"list"}, Summary: "list the images of a pool (or namespace)",
+		Args: "[POOL[/NAMESPACE]]", MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.list(ctx, inv.Args, long, format) },
 	}
+	cmd.Bool(&long, "-l, --long", "long listing: size and format too")
+	formatOption(cmd, &format)
+	return cmd
+}
+
+func (c *rbdCommand) list(ctx context.Context, pos []string, long bool, format string) error {
 	sp := imageSpec{pool: c.pool, ns: c.ns}
 	if len(pos) == 1 {
 		p, ns, _ := strings.Cut(pos[0], "/")
@@ -31,8 +38,8 @@ func (c *rbdCommand) list(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if !*long {
-			if *format == "json" {
+		if !long {
+			if format == "json" {
 				names := []string{}
 				for _, im := range images {
 					names = append(names, im.Name)
@@ -60,7 +67,7 @@ func (c *rbdCommand) list(ctx context.Context, args []string) error {
 			rows = append(rows, row{Image: im.Name, ID: im.ID, Size: uint64(img.Size()), Format: 2})
 			_ = img.Close()
 		}
-		if *format == "json" {
+		if format == "json" {
 			return json.NewEncoder(c.stdout).Encode(rows)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/purerbd/purerbd/internal/cli"
 )
 
 // Image specs as rbd reads them: [POOL/[NAMESPACE/]]NAME[@SNAP].
@@ -42,13 +43,13 @@ func (c *rbdCommand) parseSpec(s string, wantSnap bool) (imageSpec, error) {
 	case 3:
 		sp.pool, sp.ns, sp.name = parts[0], parts[1], parts[2]
 	default:
-		return sp, fmt.Errorf("bad image spec %q", s)
+		return sp, cli.Usagef(cli.BadArgument, "bad image spec %q", s)
 	}
 	if sp.name == "" || sp.pool == "" {
-		return sp, fmt.Errorf("bad image spec %q", s)
+		return sp, cli.Usagef(cli.BadArgument, "bad image spec %q", s)
 	}
 	if wantSnap && sp.snap == "" {
-		return sp, fmt.Errorf("image spec %q needs @snapshot", s)
+		return sp, cli.Usagef(cli.MissingArgument, "image spec %q needs @snapshot", s)
 	}
 	return sp, nil
 }

@@ -3,27 +3,28 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
 )
 
 // `purerbd rbd status` and `lock ls`: who watches an image and who holds
 // its lock.
 
-func (c *rbdCommand) status(ctx context.Context, args []string) error {
-	fs := newFlagSet("status", c.stderr)
-	format := fs.String("format", "plain", "plain or json")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func (c *rbdCommand) statusCommand() *cli.Command {
+	var format string
+	cmd := &cli.Command{
+		Name: "status", Summary: "show the clients watching an image", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.status(ctx, inv.Args[0], format) },
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: status IMAGE")
-	}
-	sp, err := c.parseSpec(pos[0], false)
+	formatOption(cmd, &format)
+	return cmd
+}
+
+func (c *rbdCommand) status(ctx context.Context, spec, format string) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func (c *rbdCommand) status(ctx context.Context, args []string) error {
 				own = append(own, w)
 			}
 		}
-		if *format == "json" {
+		if format == "json" {
 			type wj struct {
 				Address string `json:"address"`
 				Client  string `json:"client"`
@@ -65,20 +66,20 @@ func (c *rbdCommand) status(ctx context.Context, args []string) error {
 	})
 }
 
-func (c *rbdCommand) lockList(ctx context.Context, args []string) error {
-	if len(args) < 1 || (args[0] != "ls" && args[0] != "list") {
-		return errors.New("usage: lock ls IMAGE")
+func (c *rbdCommand) lockCommand() *cli.Command {
+	var format string
+	ls := &cli.Command{
+		Name: "ls", Aliases: []string{"list"}, Summary: "show who holds an image's exclusive lock", Args: "IMAGE",
+		MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.lockList(ctx, inv.Args[0], format) },
 	}
-	fs := newFlagSet("lock ls", c.stderr)
-	format := fs.String("format", "plain", "plain or json")
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: lock ls IMAGE")
-	}
-	sp, err := c.parseSpec(pos[0], false)
+	formatOption(ls, &format)
+	group := &cli.Command{Name: "lock", Summary: "an image's locks: ls"}
+	return group.Add(ls)
+}
+
+func (c *rbdCommand) lockList(ctx context.Context, spec, format string) error {
+	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (c *rbdCommand) lockList(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *format == "json" {
+		if format == "json" {
 			type lj struct {
 				ID      string `json:"id"`
 				Locker  string `json:"locker"`
