@@ -32,8 +32,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // newRoot builds the command tree: the global options and every verb.
-func newRoot() *cli.Command {
-	g := newGlobals()
+func newRoot() *cli.Command { return newRootWith(newGlobals()) }
+
+// newRootWith builds the tree with its global options bound to g.
+func newRootWith(g *globals) *cli.Command {
 	root := &cli.Command{
 		Name: "purerbd",
 		Help: `purerbd's admin CLI: Ceph's rbd and rados, a monitor client, CRUSH and

@@ -31,6 +31,9 @@ func (sp imageSpec) String() string {
 func (c *rbdCommand) parseSpec(s string, wantSnap bool) (imageSpec, error) {
 	sp := imageSpec{pool: c.pool, ns: c.ns}
 	if at := strings.IndexByte(s, '@'); at >= 0 {
+		if at == len(s)-1 {
+			return sp, cli.Usagef(cli.BadArgument, "bad image spec %q: no snapshot after @", s)
+		}
 		sp.snap = s[at+1:]
 		s = s[:at]
 	}

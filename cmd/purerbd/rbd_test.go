@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,53 @@ func TestRBDVerbsAgainstRbd(t *testing.T) {
 	run("rm", "one")
 	if strings.Contains(rbdOut("ls"), "one") {
 		t.Error("rm")
+	}
+}
+
+// TestRBDRepeatedImageFeature: --image-feature given several times
+// accumulates, as rbd's does (it kept only the last), and every feature
+// reaches the image: rbd info is the oracle.
+func TestRBDRepeatedImageFeature(t *testing.T) {
+	c := radostest.New(t, radostest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	features := func(image string) []string {
+		t.Helper()
+		out, err := c.Rbd(ctx, "info", "--format", "json", "rbd/"+image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Features []string `json:"features"`
+		}
+		if err := json.Unmarshal(out, &info); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(info.Features)
+		return info.Features
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte{7}, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"create", "--size", "10M", "--image-feature", "layering", "--image-feature", "exclusive-lock",
+			"--image_feature=object-map,fast-diff", "feat"}, []string{"exclusive-lock", "fast-diff", "layering", "object-map"}},
+		{[]string{"create", "--size", "10M", "--image-feature", "layering", "--image-feature", "deep-flatten", "feat2"},
+			[]string{"deep-flatten", "layering"}},
+		{[]string{"import", "--image-feature", "layering", in, "--image-feature", "exclusive-lock", "feat3"},
+			[]string{"exclusive-lock", "layering"}},
+	} {
+		var out, errb bytes.Buffer
+		if err := runRBD(ctx, append([]string{"-c", c.Conf}, tc.args...), &out, &errb); err != nil {
+			t.Fatalf("purerbd rbd %s: %v\n%s", strings.Join(tc.args, " "), err, errb.String())
+		}
+		image := tc.args[len(tc.args)-1]
+		if got := features(image); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("purerbd rbd %s: rbd info shows features %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
 	}
 }
