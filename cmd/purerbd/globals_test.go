@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,16 +107,19 @@ func TestConnectTimeoutEveryVerb(t *testing.T) {
 		{[]string{"status"}, 500 * time.Millisecond},
 		{[]string{"mon", "command", `{"prefix":"status"}`}, 500 * time.Millisecond},
 	} {
-		args := append(append(c.args, unreachable...), "--connect-timeout", strconv.FormatFloat(c.timeout.Seconds(), 'g', -1, 64))
-		var stdout, stderr bytes.Buffer
-		t0 := time.Now()
-		code := run(context.Background(), args, &stdout, &stderr)
-		took := time.Since(t0)
-		// the margin is for a busy machine; without the option a verb
-		// would take the default 30 s
-		if code != 1 || took < c.timeout || took > c.timeout+4*time.Second || !strings.Contains(stderr.String(), "127.0.0.1:1") {
-			t.Errorf("purerbd %s: exit %d after %v (timeout %v); stderr:\n%s", strings.Join(args, " "), code, took, c.timeout, stderr.String())
-		}
+		args := slices.Concat(c.args, unreachable, []string{"--connect-timeout", strconv.FormatFloat(c.timeout.Seconds(), 'g', -1, 64)})
+		t.Run(strings.Join(c.args[:min(2, len(c.args))], " ")+" "+c.timeout.String(), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			t0 := time.Now()
+			code := run(context.Background(), args, &stdout, &stderr)
+			took := time.Since(t0)
+			// the margin is for a busy machine; without the option a
+			// verb would take the default 30 s
+			if code != 1 || took < c.timeout || took > c.timeout+4*time.Second || !strings.Contains(stderr.String(), "127.0.0.1:1") {
+				t.Errorf("purerbd %s: exit %d after %v (timeout %v); stderr:\n%s", strings.Join(args, " "), code, took, c.timeout, stderr.String())
+			}
+		})
 	}
 }
 
@@ -124,15 +128,18 @@ func TestConnectTimeoutEveryVerb(t *testing.T) {
 func TestLoggingEveryVerb(t *testing.T) {
 	base := []string{"--no-config-file", "-m", "127.0.0.1:1", "--key", testKey, "--connect-timeout", "0.5"}
 	for _, verb := range [][]string{{"rbd", "ls"}, {"rados", "-p", "rbd", "ls"}, {"status"}} {
-		var stderr bytes.Buffer
-		run(context.Background(), append(append(verb, base...), "--log-level", "debug"), &bytes.Buffer{}, &stderr)
-		if !strings.Contains(stderr.String(), "level=DEBUG") {
-			t.Errorf("%s --log-level debug logged no debug line:\n%s", verb, stderr.String())
-		}
-		stderr.Reset()
-		run(context.Background(), append(append(verb, base...), "--log-level", "error"), &bytes.Buffer{}, &stderr)
-		if strings.Contains(stderr.String(), "level=") || strings.Contains(stderr.String(), "WARN") {
-			t.Errorf("%s --log-level error logged below errors:\n%s", verb, stderr.String())
-		}
+		t.Run(verb[0], func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			run(context.Background(), slices.Concat(verb, base, []string{"--log-level", "debug"}), &bytes.Buffer{}, &stderr)
+			if !strings.Contains(stderr.String(), "level=DEBUG") {
+				t.Errorf("%s --log-level debug logged no debug line:\n%s", verb, stderr.String())
+			}
+			stderr.Reset()
+			run(context.Background(), slices.Concat(verb, base, []string{"--log-level", "error"}), &bytes.Buffer{}, &stderr)
+			if strings.Contains(stderr.String(), "level=") || strings.Contains(stderr.String(), "WARN") {
+				t.Errorf("%s --log-level error logged below errors:\n%s", verb, stderr.String())
+			}
+		})
 	}
 }

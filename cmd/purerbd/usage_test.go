@@ -27,32 +27,48 @@ func commandPaths(c *cli.Command, words []string) [][]string {
 // letters, Go's flag package's style.
 var singleDash = regexp.MustCompile(`(^|[\s,])-[A-Za-z][A-Za-z_-]+`)
 
-// TestHelpEveryCommand: the built binary prints every command's usage on
-// stdout and exits 0 for --help, -h and (for a group) help, with its
-// options spelled as Ceph's tools spell them.
+// TestHelpEveryCommand: every command prints its usage on stdout and
+// exits 0 for --help, -h (before or after its words) and, for a group,
+// help, with its options spelled as Ceph's tools spell them: in this
+// process for the whole tree, and through the built binary for a few.
 func TestHelpEveryCommand(t *testing.T) {
-	run := buildCLI(t)
+	inProcess := func(_ []string, args ...string) (string, string, int) {
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), args, &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
 	paths := commandPaths(newRoot(), nil)
 	if len(paths) < 40 {
 		t.Fatalf("the tree has %d commands", len(paths))
 	}
 	for _, p := range paths {
-		helps := [][]string{append(p, "--help"), append(p, "-h"), append([]string{"-h"}, p...)}
-		if c := newRoot().Find(p...); len(c.Subcommands()) > 0 {
-			helps = append(helps, append(p, "help"))
+		checkHelp(t, inProcess, p)
+	}
+	binary := buildCLI(t)
+	for _, p := range [][]string{nil, {"rbd", "create"}, {"rbd", "snap"}, {"nbd", "serve"}, {"rados"}} {
+		checkHelp(t, binary, p)
+	}
+}
+
+// checkHelp asks for the usage of the command the words p name, in each
+// way a command line can.
+func checkHelp(t *testing.T, run cliRun, p []string) {
+	t.Helper()
+	helps := [][]string{append(p, "--help"), append(p, "-h"), append([]string{"-h"}, p...)}
+	if c := newRoot().Find(p...); len(c.Subcommands()) > 0 {
+		helps = append(helps, append(p, "help"))
+	}
+	for _, args := range helps {
+		stdout, stderr, code := run(nil, args...)
+		want := "usage: " + strings.Join(append([]string{"purerbd"}, p...), " ") + " [options]"
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, want) {
+			t.Errorf("purerbd %s: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a usage starting %q",
+				strings.Join(args, " "), code, stderr, stdout, want)
+			continue
 		}
-		for _, args := range helps {
-			stdout, stderr, code := run(nil, args...)
-			want := "usage: " + strings.Join(append([]string{"purerbd"}, p...), " ") + " [options]"
-			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, want) {
-				t.Errorf("purerbd %s: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a usage starting %q",
-					strings.Join(args, " "), code, stderr, stdout, want)
-				continue
-			}
-			for _, line := range strings.Split(stdout, "\n") {
-				if strings.HasPrefix(line, "  -") && singleDash.MatchString(strings.Fields(line)[0]) {
-					t.Errorf("purerbd %s: single-dash option in %q", strings.Join(args, " "), line)
-				}
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(line, "  -") && singleDash.MatchString(strings.Fields(line)[0]) {
+				t.Errorf("purerbd %s: single-dash option in %q", strings.Join(args, " "), line)
 			}
 		}
 	}
