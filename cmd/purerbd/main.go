@@ -5,7 +5,9 @@
 // Every verb is a command of one tree (internal/cli): the root declares
 // the options all verbs take (globals.go), each group or verb lives in a
 // file named after it, and a new verb is a function returning its
-// *cli.Command, added to its group.
+// *cli.Command, added to its group. A binary reached under another name
+// (rbd, rados) can start the tree at that group, newRoot().Find("rbd"):
+// it keeps the global options and names itself as the group.
 package main
 
 import (
