@@ -2,7 +2,7 @@
 GO        ?= go
 export CGO_ENABLED := 0
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS   := -s -w -X github.com/purerbd/purerbd/cmd/internal/buildinfo.version=$(VERSION)
+LDFLAGS   := -s -w -X github.com/purerbd/purerbd/internal/buildinfo.version=$(VERSION)
 FUZZTIME  ?= 30s
 # the fuzz smoke run inside `make test`
 TESTFUZZTIME ?= 3s
@@ -28,8 +28,10 @@ help:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
+# the developer tools (internal/cmd/purerbd-dev) link test machinery, so
+# they are neither in ./cmd/... nor in bin/ from `make build`
 demo:
-	$(GO) run -trimpath ./cmd/purerbd demo
+	$(GO) run -trimpath ./internal/cmd/purerbd-dev demo
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
@@ -115,5 +117,4 @@ clean:
 
 # a long chaos run: `make chaos DURATION=10m [SEED=n]` (package rbd/chaostest)
 chaos:
-	$(GO) build -trimpath -o bin/purerbd ./cmd/purerbd
-	bin/purerbd chaos -duration $(or $(DURATION),10m) $(if $(SEED),-seed $(SEED))
+	$(GO) run -trimpath ./internal/cmd/purerbd-dev chaos --duration $(or $(DURATION),10m) $(if $(SEED),--seed $(SEED))

@@ -37,7 +37,7 @@ const nodeCloseTimeout = 30 * time.Second
 type Config struct {
 	// DriverName is reported by GetPluginInfo; DefaultDriverName if empty.
 	DriverName string
-	// Version is reported by GetPluginInfo (cmd/internal/buildinfo).
+	// Version is reported by GetPluginInfo (internal/buildinfo).
 	Version string
 	// NodeID identifies this node (the Kubernetes node name).
 	NodeID string

@@ -115,6 +115,14 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 // args name, else Ceph's default locations), the key from --key,
 // --keyfile or the keyrings.
 func ConnectFromConf(ctx context.Context, args cephconf.Args) (*Conn, error) {
+	return ConnectFromConfWith(ctx, args, Config{})
+}
+
+// ConnectFromConfWith is ConnectFromConf with the connection's own
+// settings from cfg: ConnectTimeout, OpTimeout, Logger and SpliceWrites.
+// Where the cluster is, who to be and the connection modes come from args
+// and ceph.conf; cfg's fields for them are ignored.
+func ConnectFromConfWith(ctx context.Context, args cephconf.Args, cfg Config) (*Conn, error) {
 	s, err := cephconf.Resolve(args, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rados: %w", err)
@@ -123,7 +131,8 @@ func ConnectFromConf(ctx context.Context, args cephconf.Args) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rados: %w", err)
 	}
-	return connect(ctx, Config{Mode: s.Mode}, mcfg)
+	cfg.Mode = s.Mode
+	return connect(ctx, cfg, mcfg)
 }
 
 func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {

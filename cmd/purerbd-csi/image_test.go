@@ -25,7 +25,7 @@ func TestContainerImage(t *testing.T) {
 	dir := t.TempDir()
 	const version = "v0.0.0-imagetest"
 	build := exec.Command("go", "build", "-trimpath",
-		"-ldflags", "-s -w -X github.com/purerbd/purerbd/cmd/internal/buildinfo.version="+version,
+		"-ldflags", "-s -w -X github.com/purerbd/purerbd/internal/buildinfo.version="+version,
 		"-o", filepath.Join(dir, "purerbd-csi"), ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

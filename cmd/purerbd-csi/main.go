@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/internal/buildinfo"
 )
 
 func main() {

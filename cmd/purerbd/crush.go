@@ -8,24 +8,27 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados/crush"
 )
 
-const crushUsage = `usage: purerbd crush test -i MAP [--rule R | --min-rule R --max-rule R]
-         [--num-rep N | --min-rep N --max-rep N] [--min-x A --max-x B | --x X]
-         [--pool-id P] [--weight DEV W]... --show-mappings|--show-bad-mappings
-
-Maps inputs through a CRUSH map the way 'crushtool -i MAP --test' does and
-prints the same lines.`
-
-func runCrush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(stderr, crushUsage)
-		return errors.New("expected subcommand 'test'")
+// crushCommand is the crush group: `crush test`.
+func crushCommand() *cli.Command {
+	o := &crushTestOpts{minRule: -1, maxRule: -1, minRep: -1, maxRep: -1, minX: -1, maxX: -1,
+		poolID: -1, weights: map[int]uint32{}}
+	test := &cli.Command{
+		Name:    "test",
+		Summary: "map inputs through a CRUSH map as crushtool --test does",
+		Help: `Maps inputs through a CRUSH map the way 'crushtool -i MAP --test' does and
+prints the same lines.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runCrushTest(ctx, o, inv.Stdout)
+		},
 	}
-	return runCrushTest(ctx, args[1:], stdout)
+	o.register(test)
+	crush := &cli.Command{Name: "crush", Summary: "test placements with a CRUSH map (like crushtool --test)"}
+	return crush.Add(test)
 }
 
 // crushTestOpts mirrors crushtool's tester settings; -1 means unset.
@@ -40,90 +43,55 @@ type crushTestOpts struct {
 	showBad          bool
 }
 
-// cephFlag normalizes a Ceph-style flag: Ceph accepts '_' and '-'
-// interchangeably.
-func cephFlag(a string) string { return strings.ReplaceAll(a, "_", "-") }
-
-func parseCrushTest(args []string) (*crushTestOpts, error) {
-	o := &crushTestOpts{minRule: -1, maxRule: -1, minRep: -1, maxRep: -1, minX: -1, maxX: -1,
-		poolID: -1, weights: map[int]uint32{}}
-	next := func(i *int, name string) (string, error) {
-		if *i+1 >= len(args) {
-			return "", fmt.Errorf("%s needs a value", name)
-		}
-		*i++
-		return args[*i], nil
-	}
-	intArg := func(i *int, name string) (int, error) {
-		v, err := next(i, name)
-		if err != nil {
-			return 0, err
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		return n, nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		var err error
-		var n int
-		switch cephFlag(a) {
-		case "-i", "--infn":
-			o.in, err = next(&i, a)
-		case "--test":
-		case "--rule":
-			n, err = intArg(&i, a)
-			o.minRule, o.maxRule = n, n
-		case "--min-rule":
-			o.minRule, err = intArg(&i, a)
-		case "--max-rule":
-			o.maxRule, err = intArg(&i, a)
-		case "--num-rep":
-			n, err = intArg(&i, a)
-			o.minRep, o.maxRep = n, n
-		case "--min-rep":
-			o.minRep, err = intArg(&i, a)
-		case "--max-rep":
-			o.maxRep, err = intArg(&i, a)
-		case "--x":
-			n, err = intArg(&i, a)
-			o.minX, o.maxX = n, n
-		case "--min-x":
-			o.minX, err = intArg(&i, a)
-		case "--max-x":
-			o.maxX, err = intArg(&i, a)
-		case "--pool-id":
-			n, err = intArg(&i, a)
-			o.poolID = int64(n)
-		case "--weight", "-w":
-			var dev int
-			dev, err = intArg(&i, a)
-			if err == nil {
-				var v string
-				v, err = next(&i, a)
-				if err == nil {
-					var f float64
-					f, err = strconv.ParseFloat(v, 64) // atof, then narrowed like crushtool
-					o.weights[dev] = deviceWeight(float32(f))
-				}
+// register declares crushtool's options on c.
+func (o *crushTestOpts) register(c *cli.Command) {
+	// ints declares an option setting every one of ps (--rule sets both
+	// ends of the rule range)
+	ints := func(spec, help string, ps ...*int) {
+		c.Func(spec, help, func(v []string) error {
+			n, err := strconv.Atoi(v[0])
+			if err != nil {
+				return errors.New("want an integer")
 			}
-		case "--show-mappings":
-			o.showMappings = true
-		case "--show-bad-mappings":
-			o.showBad = true
-		default:
-			return nil, fmt.Errorf("unknown argument %q", a)
-		}
+			for _, p := range ps {
+				*p = n
+			}
+			return nil
+		})
+	}
+	c.String(&o.in, "-i, --infn MAP", "the CRUSH map (as crushtool -o writes it)").Required()
+	c.Func("--test", "test mappings (the only thing crush test does; taken for crushtool's syntax)", func([]string) error { return nil })
+	ints("--rule R", "test rule R (default: every rule)", &o.minRule, &o.maxRule)
+	ints("--min-rule R", "first rule to test", &o.minRule)
+	ints("--max-rule R", "last rule to test", &o.maxRule)
+	ints("--num-rep N", "map to N replicas (default: every size the rule allows)", &o.minRep, &o.maxRep)
+	ints("--min-rep N", "fewest replicas", &o.minRep)
+	ints("--max-rep N", "most replicas", &o.maxRep)
+	ints("--x X", "map input X alone", &o.minX, &o.maxX)
+	ints("--min-x A", "first input (default 0)", &o.minX)
+	ints("--max-x B", "last input (default 1023)", &o.maxX)
+	c.Func("--pool-id P", "hash the inputs with pool P, as placement groups of the pool are", func(v []string) error {
+		n, err := strconv.ParseInt(v[0], 10, 64)
 		if err != nil {
-			return nil, err
+			return errors.New("want an integer")
 		}
-	}
-	if o.in == "" {
-		return nil, errors.New("-i MAP is required")
-	}
-	return o, nil
+		o.poolID = n
+		return nil
+	})
+	c.Func("-w, --weight DEV W", "weight device DEV by W (0 to 1) for the test; repeatable", func(v []string) error {
+		dev, err := strconv.Atoi(v[0])
+		if err != nil {
+			return errors.New("want a device number and a weight")
+		}
+		f, err := strconv.ParseFloat(v[1], 64) // atof, then narrowed like crushtool
+		if err != nil {
+			return errors.New("want a device number and a weight")
+		}
+		o.weights[dev] = deviceWeight(float32(f))
+		return nil
+	})
+	c.Bool(&o.showMappings, "--show-mappings", "print each mapping")
+	c.Bool(&o.showBad, "--show-bad-mappings", "print the mappings with fewer devices than asked")
 }
 
 // deviceWeight converts a 0..1 weight to 16.16 fixed point the way
@@ -139,18 +107,14 @@ func deviceWeight(f float32) uint32 {
 	return uint32(w)
 }
 
-func runCrushTest(ctx context.Context, args []string, stdout io.Writer) error {
-	o, err := parseCrushTest(args)
-	if err != nil {
-		return fmt.Errorf("crush test: %w\n%s", err, crushUsage)
-	}
+func runCrushTest(ctx context.Context, o *crushTestOpts, stdout io.Writer) error {
 	raw, err := os.ReadFile(o.in)
 	if err != nil {
-		return fmt.Errorf("crush test: %w", err)
+		return err
 	}
 	m, err := crush.Decode(raw)
 	if err != nil {
-		return fmt.Errorf("crush test: %s: %w", o.in, err)
+		return fmt.Errorf("%s: %w", o.in, err)
 	}
 	return crushTest(ctx, m, o, stdout)
 }
@@ -198,7 +162,7 @@ func crushTest(ctx context.Context, m *crush.Map, o *crushTestOpts, stdout io.Wr
 				}
 				out, err := m.DoRuleErr(r, realX, nr, weights, args)
 				if err != nil {
-					return fmt.Errorf("crush test: %w", err)
+					return err
 				}
 				if o.showMappings {
 					line = append(line[:0], "CRUSH rule "...)

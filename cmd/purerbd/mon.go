@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados/monc"
 )
 
@@ -17,62 +18,38 @@ import (
 // ceph tool does: the output buffer on stdout, the status string on
 // stderr ("Error ENOENT: ..." on failure), the errno as exit status.
 
-const monUsage = `usage: purerbd mon command '<json>' [<json>...] [-i INFILE] [-o OUTFILE] [client options]
-
-Sends the command (the JSON pieces are joined, as ceph joins them) to the
+// monCommand is the mon group: `mon command`.
+func monCommand(g *globals) *cli.Command {
+	var inFile, outFile string
+	command := &cli.Command{
+		Name:    "command",
+		Summary: "run a monitor command and print its output like ceph",
+		Args:    "JSON...",
+		MinArgs: 1,
+		MaxArgs: cli.Unlimited,
+		Help: `Sends the command (the JSON pieces are joined, as ceph joins them) to the
 monitors, e.g. '{"prefix":"osd pool ls","format":"json"}'. The input buffer
-comes from INFILE (- for stdin); the output goes to stdout or OUTFILE.
-
-` + globalUsage
-
-func runMon(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runMonWithInput(ctx, args, os.Stdin, stdout, stderr)
+comes from INFILE (- for stdin); the output goes to stdout or OUTFILE; the
+status goes to stderr, and a failure exits with its errno, as with ceph.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runMonCommand(ctx, g, inv.Args, inFile, outFile, inv.Streams)
+		},
+	}
+	// -i is ceph's input file here, as for the ceph tool; --id stays the
+	// identity
+	command.String(&inFile, "-i, --in-file FILE", "input buffer of the command (- for stdin)")
+	command.String(&outFile, "-o, --out-file FILE", "write the output buffer to FILE instead of stdout")
+	mon := &cli.Command{Name: "mon", Summary: "run a monitor command and print its output like ceph (mon command '<json>')"}
+	return mon.Add(command)
 }
 
-// runMonWithInput is runMon with the reader "-i -" takes input from.
-func runMonWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "command" {
-		fmt.Fprintln(stderr, monUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			return nil
-		}
-		return errors.New("expected subcommand 'command'")
-	}
-	// -i is ceph's input file here, not --id: take it before the client
-	// options are parsed
-	var inFile, outFile string
-	var rest []string
-	for i := 1; i < len(args); i++ {
-		switch a := args[i]; a {
-		case "-i", "--in-file", "-o", "--out-file":
-			if i+1 >= len(args) {
-				return fmt.Errorf("%s needs a file name", a)
-			}
-			i++
-			if a == "-i" || a == "--in-file" {
-				inFile = args[i]
-			} else {
-				outFile = args[i]
-			}
-		case "-h", "--help":
-			fmt.Fprintln(stdout, monUsage)
-			return nil
-		default:
-			rest = append(rest, a)
-		}
-	}
-	g, cmd, err := parseGlobalFlags(rest)
-	if err != nil {
-		return err
-	}
-	if len(cmd) == 0 {
-		fmt.Fprintln(stderr, monUsage)
-		return errors.New("no command given")
-	}
+func runMonCommand(ctx context.Context, g *globals, cmd []string, inFile, outFile string, s cli.Streams) error {
+	stdin, stdout, stderr := s.Stdin, s.Stdout, s.Stderr
 	if joined := strings.Join(cmd, ""); !json.Valid([]byte(joined)) {
 		return fmt.Errorf("the command is not JSON: %s", joined)
 	}
 	var inbuf []byte
+	var err error
 	switch inFile {
 	case "":
 	case "-":
@@ -84,7 +61,7 @@ func runMonWithInput(ctx context.Context, args []string, stdin io.Reader, stdout
 			return err
 		}
 	}
-	mc, err := g.connectMon(ctx, stderr)
+	mc, err := g.connectMon(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,7 +80,7 @@ func runMonWithInput(ctx context.Context, args []string, stdin io.Reader, stdout
 	}
 	if ce != nil {
 		fmt.Fprintf(stderr, "Error %s: %s\n", errnoName(ce.Errno), outs)
-		return exitStatus(int(ce.Errno))
+		return cli.ExitStatus(int(ce.Errno))
 	}
 	if outs != "" {
 		fmt.Fprintln(stderr, outs)

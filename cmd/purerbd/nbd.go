@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
@@ -18,101 +17,91 @@ import (
 	"github.com/purerbd/purerbd/rbd"
 )
 
-const nbdUsage = `usage: purerbd nbd <verb> ...
-verbs:
-  serve (--memory SIZE | --file PATH | --image POOL/IMAGE[@SNAP] [--snap S] [--exclusive])
-        [--read-only] (--socket PATH | --tcp ADDR) [--export-name NAME] [TLS flags]
-        [--max-connections N] [--max-reply-bytes SIZE] [--handshake-timeout SECS]
-        [--insecure-listen]
-        serve an export over NBD until interrupted. NBD has no authentication
-        of its own: whoever reaches the socket can read and write the export
-        (an RBD image without cephx). --tcp without a host listens on
-        127.0.0.1; another address is refused unless clients must present a
-        certificate (--tls-verify-peer --tls-ca CA.pem, with --tls-cert and
-        --tls-key or --tls-certificates DIR), or --insecure-listen says to
-        serve anyone who can reach it
-  map [--snap S] [--read-only] [--exclusive] [--conns N] [--timeout SECS]
-      [--dead-conn-timeout SECS] [--cookie C] [--device /dev/nbdN] [--reattach]
-      [--release-on-exit] POOL/IMAGE[@SNAP] | --memory SIZE | --file PATH
-        attach an RBD image (or a memory disk, or a file) to the kernel as
-        /dev/nbdN and serve it in the foreground (like rbd-nbd map, in this
-        process); Ctrl-C unmaps
-  unmap /dev/nbdN | --cookie C
-        disconnect a device (its server then exits)
-  list [--format json]
-        list the connected nbd devices with their cookies
-serve --image and map take Ceph's client options too (-c, --id/-n,
--k, -m, --ms-mode, --connect-timeout); POOL defaults to rbd.`
-
-// runNBD dispatches the `purerbd nbd` sub-verbs.
-func runNBD(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb := ""
-	if len(args) > 0 {
-		verb = args[0]
+// nbdCommand is the nbd group: serve, map, unmap, list.
+func nbdCommand(g *globals) *cli.Command {
+	c := &cli.Command{
+		Name:    "nbd",
+		Summary: "export RBD images, files or memory over NBD; map them to /dev/nbdX (nbd serve|map|unmap|list)",
+		Help: `Exports RBD images (or files, or memory) over NBD, in userspace (serve)
+or to the kernel as /dev/nbdN (map, unmap, list). serve --image and map
+take Ceph's client options (-c, --id/-n, -k, -m, --ms-mode,
+--connect-timeout); POOL defaults to rbd.`,
 	}
-	switch verb {
-	case "serve":
-		return runNBDServe(ctx, args[1:], stdout, stderr)
-	case "map":
-		return runNBDMap(ctx, args[1:], stdout, stderr)
-	case "unmap":
-		return runNBDUnmap(ctx, args[1:], stdout, stderr)
-	case "list", "list-mapped":
-		return runNBDList(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprintln(stderr, nbdUsage)
-		return nil
-	}
-	fmt.Fprintln(stderr, nbdUsage)
-	if verb == "" {
-		return errors.New("missing verb")
-	}
-	return fmt.Errorf("unknown verb %q", verb)
+	return c.Add(nbdServeCommand(g), nbdMapCommand(g), nbdUnmapCommand(), nbdListCommand())
 }
 
-// runNBDServe serves one export (memory, file or RBD image) over NBD
+// nbdServeOptions are serve's options.
+type nbdServeOptions struct {
+	socket, tcp string
+	// name is the last of --export-name and --name; nameOpt is --name,
+	// which names the client instead when an image is served
+	name, exportName, nameOpt string
+	desc, memory, file, image string
+	snap                      string
+	exclusive, readOnly       bool
+	tls                       nbdTLSFlags
+	insecure                  bool
+	maxConns                  int
+	maxReply                  string
+	handshakeSecs             float64
+}
+
+func newServeOptions() *nbdServeOptions {
+	return &nbdServeOptions{maxConns: nbd.DefaultMaxConns, maxReply: fmt.Sprint(nbd.DefaultMaxReplyBytes>>20) + "M",
+		handshakeSecs: nbd.DefaultHandshakeTimeout.Seconds()}
+}
+
+func nbdServeCommand(g *globals) *cli.Command { return newServeOptions().command(g) }
+
+// command is serve with its options bound to o.
+func (o *nbdServeOptions) command(g *globals) *cli.Command {
+	c := &cli.Command{
+		Name:    "serve",
+		Summary: "serve an export over NBD until interrupted",
+		Help: `Serves one export (--memory, --file or --image) over NBD until interrupted.
+NBD has no authentication of its own: whoever reaches the socket can read and
+write the export (an RBD image without cephx). --tcp without a host listens
+on 127.0.0.1; another address is refused unless clients must present a
+certificate (--tls-verify-peer --tls-ca CA.pem, with --tls-cert and --tls-key
+or --tls-certificates DIR), or --insecure-listen says to serve anyone who can
+reach it. With --image, --name names the client (as -n does) and
+--export-name the export.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return serveExport(ctx, g, o, inv.Stdout, inv.Stderr)
+		},
+	}
+	c.String(&o.socket, "--socket PATH", "listen on this Unix socket (mode 0600)")
+	c.String(&o.tcp, "--tcp ADDR", "listen on this TCP address (no host: 127.0.0.1 only)")
+	c.Func("--export-name NAME", "export name", func(v []string) error {
+		o.exportName, o.name = v[0], v[0]
+		return nil
+	})
+	c.Func("--name NAME", "export name (--export-name); with --image, the client's name (-n)", func(v []string) error {
+		o.nameOpt, o.name = v[0], v[0]
+		return nil
+	})
+	c.String(&o.desc, "--description TEXT", "export description")
+	c.String(&o.memory, "--memory SIZE", "serve a sparse in-memory disk of this size (e.g. 1G)")
+	c.String(&o.file, "--file PATH", "serve this file or block device")
+	c.String(&o.image, "--image POOL/[NAMESPACE/]IMAGE[@SNAP]", "serve this RBD image")
+	c.String(&o.snap, "--snap SNAP", "with --image: serve this snapshot (read-only)")
+	c.Bool(&o.exclusive, "--exclusive", "with --image: keep the exclusive lock, refuse to hand it over")
+	c.Bool(&o.readOnly, "--read-only", "serve read-only")
+	o.tls.register(c)
+	c.Bool(&o.insecure, "--insecure-listen", "allow --tcp on an address other hosts can reach without --tls-verify-peer: anyone reaching it can read and write the export")
+	c.Int(&o.maxConns, "--max-connections N", "connections served at once; more are closed (0: no bound)")
+	c.String(&o.maxReply, "--max-reply-bytes SIZE", "READ data one connection may owe its client before its requests stop being read")
+	c.Float64(&o.handshakeSecs, "--handshake-timeout SECS", "seconds a client has to finish the handshake (TLS included)")
+	return c
+}
+
+// serveExport serves one export (memory, file or RBD image) over NBD
 // until interrupted, then shuts down in order.
-func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	// With --image the client options are Ceph's, and -n/--name is the
-	// client's name; otherwise --name stays the export name.
-	var g globalFlags
-	if hasFlag(args, "image") {
-		var err error
-		if g, args, err = parseGlobalFlags(args); err != nil {
-			return err
-		}
-	}
-	fs := flag.NewFlagSet("nbd serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", "", "listen on this Unix socket (mode 0600)")
-	tcp := fs.String("tcp", "", "listen on this TCP address (no host: 127.0.0.1 only)")
-	var name string
-	fs.StringVar(&name, "export-name", "", "export name")
-	if !hasFlag(args, "image") {
-		fs.StringVar(&name, "name", "", "export name (--export-name)")
-	}
-	desc := fs.String("description", "", "export description")
-	memory := fs.String("memory", "", "serve a sparse in-memory disk of this size (e.g. 1G)")
-	file := fs.String("file", "", "serve this file or block device")
-	image := fs.String("image", "", "serve this RBD image: POOL/[NAMESPACE/]IMAGE[@SNAP]")
-	snap := fs.String("snap", "", "with --image: serve this snapshot (read-only)")
-	exclusive := fs.Bool("exclusive", false, "with --image: keep the exclusive lock, refuse to hand it over")
-	readOnly := fs.Bool("read-only", false, "serve read-only")
-	var tlsFlags nbdTLSFlags
-	tlsFlags.register(fs)
-	insecure := fs.Bool("insecure-listen", false, "allow --tcp on an address other hosts can reach without --tls-verify-peer: anyone reaching it can read and write the export")
-	maxConns := fs.Int("max-connections", nbd.DefaultMaxConns, "connections served at once; more are closed (0: no bound)")
-	maxReply := fs.String("max-reply-bytes", fmt.Sprint(nbd.DefaultMaxReplyBytes>>20)+"M", "READ data one connection may owe its client before its requests stop being read")
-	handshakeSecs := fs.Float64("handshake-timeout", nbd.DefaultHandshakeTimeout.Seconds(), "seconds a client has to finish the handshake (TLS included)")
-	verbose := fs.Bool("v", false, "log connections")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+func serveExport(ctx context.Context, g *globals, o *nbdServeOptions, stdout, stderr io.Writer) error {
+	name := o.names(g)
+	readOnly, desc, maxConns := o.readOnly, o.desc, o.maxConns
 	sources := 0
-	for _, v := range []string{*memory, *file, *image} {
+	for _, v := range []string{o.memory, o.file, o.image} {
 		if v != "" {
 			sources++
 		}
@@ -120,34 +109,34 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if sources != 1 {
 		return errors.New("give exactly one of --memory, --file and --image")
 	}
-	if *image == "" && (*snap != "" || *exclusive) {
+	if o.image == "" && (o.snap != "" || o.exclusive) {
 		return errors.New("--snap and --exclusive need --image")
 	}
-	if *socket == "" && *tcp == "" {
+	if o.socket == "" && o.tcp == "" {
 		return errors.New("give --socket or --tcp")
 	}
-	tlsConfig, tlsRequired, err := tlsFlags.config()
+	tlsConfig, tlsRequired, err := o.tls.config()
 	if err != nil {
 		return err
 	}
-	if err := checkListenExposure(ctx, *tcp, tlsFlags.verifyPeer, *insecure); err != nil {
+	if err := checkListenExposure(ctx, o.tcp, o.tls.verifyPeer, o.insecure); err != nil {
 		return err
 	}
-	replyBytes, err := rbdSize(*maxReply, 1<<20)
+	replyBytes, err := cli.ParseSize(o.maxReply, 1<<20)
 	if err != nil || replyBytes <= 0 {
-		return fmt.Errorf("--max-reply-bytes %q: want a size such as 32M", *maxReply)
+		return fmt.Errorf("--max-reply-bytes %q: want a size such as 32M", o.maxReply)
 	}
-	if *maxConns < 0 || *handshakeSecs <= 0 {
+	if maxConns < 0 || o.handshakeSecs <= 0 {
 		return errors.New("--max-connections must be 0 or more, --handshake-timeout more than 0")
 	}
-	if *maxConns == 0 {
-		*maxConns = -1 // nbd.Config: negative is no bound
+	if maxConns == 0 {
+		maxConns = -1 // nbd.Config: negative is no bound
 	}
 
 	var backend nbd.Backend
 	switch {
-	case *memory != "":
-		size, err := rbdSize(*memory, 1)
+	case o.memory != "":
+		size, err := cli.ParseSize(o.memory, 1)
 		if err != nil {
 			return fmt.Errorf("--memory: %w", err)
 		}
@@ -156,40 +145,36 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		backend = m
-	case *file != "":
-		f, err := nbd.OpenFile(*file, *readOnly)
+	case o.file != "":
+		f, err := nbd.OpenFile(o.file, readOnly)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		backend = f
 	default:
-		ie, err := openImageExport(ctx, g, *image, imageExportOptions{snap: *snap, readOnly: *readOnly, exclusive: *exclusive}, stderr)
+		ie, err := openImageExport(ctx, g, o.image, imageExportOptions{snap: o.snap, readOnly: readOnly, exclusive: o.exclusive})
 		if err != nil {
 			return err
 		}
 		defer ie.close(stderr)
 		backend = ie.backend
-		*readOnly = *readOnly || ie.img.ReadOnly()
-		if *desc == "" {
-			*desc = "rbd " + ie.spec.String()
+		readOnly = readOnly || ie.img.ReadOnly()
+		if desc == "" {
+			desc = "rbd " + ie.spec.String()
 		}
 	}
 
 	// Warnings (a refused connection at the limit) are always logged;
 	// -v adds every connection's end.
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
 	cfg := nbd.Config{
-		Exports:          []*nbd.Export{{Name: name, Description: *desc, Backend: backend, ReadOnly: *readOnly}},
+		Exports:          []*nbd.Export{{Name: name, Description: desc, Backend: backend, ReadOnly: readOnly}},
 		TLSConfig:        tlsConfig,
 		RequireTLS:       tlsRequired,
-		MaxConns:         *maxConns,
+		MaxConns:         maxConns,
 		MaxReplyBytes:    replyBytes,
-		HandshakeTimeout: time.Duration(*handshakeSecs * float64(time.Second)),
-		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		HandshakeTimeout: time.Duration(o.handshakeSecs * float64(time.Second)),
+		Logger:           g.logger(slog.LevelWarn),
 	}
 	srv, err := nbd.NewServer(cfg)
 	if err != nil {
@@ -197,16 +182,16 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 
 	var listeners []net.Listener
-	if *socket != "" {
-		l, err := nbd.ListenUnix(*socket, 0)
+	if o.socket != "" {
+		l, err := nbd.ListenUnix(o.socket, 0)
 		if err != nil {
 			return err
 		}
 		listeners = append(listeners, l)
-		fmt.Fprintf(stdout, "nbd+unix:///%s?socket=%s\n", name, *socket)
+		fmt.Fprintf(stdout, "nbd+unix:///%s?socket=%s\n", name, o.socket)
 	}
-	if *tcp != "" {
-		l, err := nbd.ListenTCP(*tcp)
+	if o.tcp != "" {
+		l, err := nbd.ListenTCP(o.tcp)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()
@@ -237,19 +222,17 @@ func runNBDServe(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return err
 }
 
-// hasFlag reports whether args hold -name or --name (with or without
-// "=value"), before any "--".
-func hasFlag(args []string, name string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
-		if a == name || strings.HasPrefix(a, name+"=") {
-			return true
-		}
+// names returns the export's name, and sets the client's: with --image,
+// --name names the client (as -n does) and --export-name the export;
+// without, either names the export (the last one given).
+func (o *nbdServeOptions) names(g *globals) string {
+	if o.image == "" {
+		return o.name
 	}
-	return false
+	if o.nameOpt != "" {
+		g.conn.Name = o.nameOpt
+	}
+	return o.exportName
 }
 
 // imageExportOptions say how to open an image for NBD.
@@ -266,19 +249,6 @@ type imageExport struct {
 	conn    *rados.Conn
 	img     *rbd.Image
 	backend nbd.Backend
-}
-
-// String is POOL/[NAMESPACE/]IMAGE[@SNAP].
-func (sp imageSpec) String() string {
-	s := sp.pool + "/"
-	if sp.ns != "" {
-		s += sp.ns + "/"
-	}
-	s += sp.name
-	if sp.snap != "" {
-		s += "@" + sp.snap
-	}
-	return s
 }
 
 // parseImageArg reads POOL/[NAMESPACE/]IMAGE[@SNAP] (POOL defaults to
@@ -301,17 +271,15 @@ func parseImageArg(arg, snap string) (imageSpec, error) {
 // writable image takes the exclusive lock at once (block status then
 // answers from the object map in memory); one Image serves every
 // connection, so they are coherent and multi-conn is advertised.
-func openImageExport(ctx context.Context, g globalFlags, arg string, o imageExportOptions, stderr io.Writer) (*imageExport, error) {
+func openImageExport(ctx context.Context, g *globals, arg string, o imageExportOptions) (*imageExport, error) {
 	sp, err := parseImageArg(arg, o.snap)
 	if err != nil {
 		return nil, err
 	}
-	if g.connectTimeout == 0 {
-		g.connectTimeout = defaultConnectTimeout
-	}
+	// the connect timeout bounds opening the image too
 	cctx, cancel := context.WithTimeout(ctx, g.connectTimeout)
 	defer cancel()
-	conn, err := rados.ConnectFromConf(cctx, g.conn)
+	conn, err := g.connectRados(cctx)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +291,7 @@ func openImageExport(ctx context.Context, g globalFlags, arg string, o imageExpo
 	opts := rbd.OpenOptions{
 		ReadOnly: o.readOnly,
 		Snapshot: sp.snap,
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:   g.logger(slog.LevelWarn),
 	}
 	if !o.readOnly && sp.snap == "" {
 		opts.AcquireLock = true

@@ -5,12 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/nbd"
 )
 
@@ -29,13 +29,13 @@ type nbdTLSFlags struct {
 	verifyPeer bool
 }
 
-func (f *nbdTLSFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.cert, "tls-cert", "", "TLS certificate (PEM) enabling NBD_OPT_STARTTLS")
-	fs.StringVar(&f.key, "tls-key", "", "TLS private key (PEM)")
-	fs.StringVar(&f.ca, "tls-ca", "", "with --tls-verify-peer: CA certificates (PEM) that client certificates must chain to")
-	fs.StringVar(&f.dir, "tls-certificates", "", "directory holding server-cert.pem, server-key.pem and, for --tls-verify-peer, ca-cert.pem (as nbdkit and qemu-nbd read it)")
-	fs.BoolVar(&f.required, "tls-required", false, "refuse clients that do not start TLS")
-	fs.BoolVar(&f.verifyPeer, "tls-verify-peer", false, "admit only clients presenting a certificate signed by --tls-ca (implies --tls-required)")
+func (f *nbdTLSFlags) register(c *cli.Command) {
+	c.String(&f.cert, "--tls-cert FILE", "TLS certificate (PEM) enabling NBD_OPT_STARTTLS")
+	c.String(&f.key, "--tls-key FILE", "TLS private key (PEM)")
+	c.String(&f.ca, "--tls-ca FILE", "with --tls-verify-peer: CA certificates (PEM) that client certificates must chain to")
+	c.String(&f.dir, "--tls-certificates DIR", "directory holding server-cert.pem, server-key.pem and, for --tls-verify-peer, ca-cert.pem (as nbdkit and qemu-nbd read it)")
+	c.Bool(&f.required, "--tls-required", "refuse clients that do not start TLS")
+	c.Bool(&f.verifyPeer, "--tls-verify-peer", "admit only clients presenting a certificate signed by --tls-ca (implies --tls-required)")
 }
 
 // config builds the server's TLS configuration: nil without TLS.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/internal/maxprocs"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
@@ -48,45 +48,78 @@ type mapFlags struct {
 	releaseOnExit   bool
 }
 
-// parseMapArgs reads map's arguments (client options already taken out).
-func parseMapArgs(args []string, stderr io.Writer) (mapFlags, error) {
-	fs := flag.NewFlagSet("nbd map", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	snap := fs.String("snap", "", "map this snapshot (read-only)")
-	readOnly := fs.Bool("read-only", false, "map read-only")
-	exclusive := fs.Bool("exclusive", false, "keep the exclusive lock, refuse to hand it over")
-	conns := fs.Int("conns", 1, "connections, one kernel queue each")
-	timeout := fs.Float64("timeout", 0, "per-request timeout in seconds (0: the kernel's default)")
-	dead := fs.Float64("dead-conn-timeout", defaultDeadConnTimeout.Seconds(),
-		"seconds the kernel holds I/O waiting for a server that died to be replaced (--reattach)")
-	cookie := fs.String("cookie", "", "backend cookie naming the device (default: random)")
-	device := fs.String("device", "", "use this device (/dev/nbdN) instead of a free one")
-	reattach := fs.Bool("reattach", false, "take over the device carrying --cookie, whose server died")
-	release := fs.Bool("release-on-exit", false, "on exit leave the device configured for a later --reattach instead of unmapping it")
-	memory := fs.String("memory", "", "map a sparse in-memory disk of this size instead of an image (for trying the kernel path)")
-	file := fs.String("file", "", "map this file instead of an image")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return mapFlags{}, err
+// mapOptions are map's options as given; check turns them into
+// mapFlags.
+type mapOptions struct {
+	snap, cookie, device, memory, file string
+	readOnly, exclusive                bool
+	reattach, releaseOnExit            bool
+	conns                              int
+	timeout, dead                      float64
+}
+
+func newMapOptions() *mapOptions {
+	return &mapOptions{conns: 1, dead: defaultDeadConnTimeout.Seconds()}
+}
+
+func nbdMapCommand(g *globals) *cli.Command { return newMapOptions().command(g) }
+
+// command is map with its options bound to o.
+func (o *mapOptions) command(g *globals) *cli.Command {
+	c := &cli.Command{
+		Name:    "map",
+		Summary: "attach an image (or a memory disk, or a file) to the kernel as /dev/nbdN and serve it",
+		Args:    "[POOL/[NAMESPACE/]IMAGE[@SNAP]]",
+		MaxArgs: 1,
+		Help: `Attaches an RBD image (or a memory disk, or a file) to the kernel as
+/dev/nbdN and serves it in the foreground (like rbd-nbd map, in this
+process); it prints the device. Ctrl-C unmaps, unless --release-on-exit
+leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			m, err := o.check(inv.Args)
+			if err != nil {
+				return err
+			}
+			return mapDevice(ctx, g, m, inv.Stdout, inv.Stderr)
+		},
 	}
-	m := mapFlags{readOnly: *readOnly, exclusive: *exclusive, conns: *conns, cookie: *cookie,
-		index: kernel.AnyIndex, reattach: *reattach, releaseOnExit: *release, file: *file}
+	c.String(&o.snap, "--snap SNAP", "map this snapshot (read-only)")
+	c.Bool(&o.readOnly, "--read-only", "map read-only")
+	c.Bool(&o.exclusive, "--exclusive", "keep the exclusive lock, refuse to hand it over")
+	c.Int(&o.conns, "--conns N", "connections, one kernel queue each")
+	c.Float64(&o.timeout, "--timeout SECS", "per-request timeout in seconds (0: the kernel's default)")
+	c.Float64(&o.dead, "--dead-conn-timeout SECS",
+		"seconds the kernel holds I/O waiting for a server that died to be replaced (--reattach)")
+	c.String(&o.cookie, "--cookie C", "backend cookie naming the device (default: random)")
+	c.String(&o.device, "--device /dev/nbdN", "use this device instead of a free one")
+	c.Bool(&o.reattach, "--reattach", "take over the device carrying --cookie, whose server died")
+	c.Bool(&o.releaseOnExit, "--release-on-exit", "on exit leave the device configured for a later --reattach instead of unmapping it")
+	c.String(&o.memory, "--memory SIZE", "map a sparse in-memory disk of this size instead of an image (for trying the kernel path)")
+	c.String(&o.file, "--file PATH", "map this file instead of an image")
+	return c
+}
+
+// check reads map's options and positional arguments.
+func (o *mapOptions) check(pos []string) (mapFlags, error) {
+	var err error
+	m := mapFlags{readOnly: o.readOnly, exclusive: o.exclusive, conns: o.conns, cookie: o.cookie,
+		index: kernel.AnyIndex, reattach: o.reattach, releaseOnExit: o.releaseOnExit, file: o.file}
 	switch {
-	case *memory != "" && *file != "":
+	case o.memory != "" && o.file != "":
 		return m, errors.New("give --memory or --file, not both")
-	case *memory != "" || *file != "":
-		if len(pos) != 0 || *snap != "" || *exclusive {
+	case o.memory != "" || o.file != "":
+		if len(pos) != 0 || o.snap != "" || o.exclusive {
 			return m, errors.New("--memory and --file take no image, --snap or --exclusive")
 		}
-		if *memory != "" {
-			if m.memory, err = rbdSize(*memory, 1); err != nil || m.memory == 0 {
-				return m, fmt.Errorf("--memory %q: want a size such as 64M", *memory)
+		if o.memory != "" {
+			if m.memory, err = cli.ParseSize(o.memory, 1); err != nil || m.memory == 0 {
+				return m, fmt.Errorf("--memory %q: want a size such as 64M", o.memory)
 			}
 		}
 	case len(pos) != 1:
 		return m, errors.New("want exactly one POOL/IMAGE[@SNAP] (or --memory/--file)")
 	default:
-		if m.spec, err = parseImageArg(pos[0], *snap); err != nil {
+		if m.spec, err = parseImageArg(pos[0], o.snap); err != nil {
 			return m, err
 		}
 		if m.spec.snap != "" {
@@ -96,19 +129,19 @@ func parseMapArgs(args []string, stderr io.Writer) (mapFlags, error) {
 	switch {
 	case m.conns < 1 || m.conns > maxConns:
 		return m, fmt.Errorf("--conns %d: want 1 to %d", m.conns, maxConns)
-	case *timeout < 0 || *dead < 0:
+	case o.timeout < 0 || o.dead < 0:
 		return m, errors.New("timeouts cannot be negative")
 	case m.reattach && m.cookie == "":
 		return m, errors.New("--reattach needs --cookie")
-	case m.reattach && *device != "":
+	case m.reattach && o.device != "":
 		return m, errors.New("--reattach finds the device by --cookie; drop --device")
 	case m.exclusive && m.readOnly:
 		return m, errors.New("--exclusive makes no sense read-only")
 	}
-	m.timeout = time.Duration(*timeout * float64(time.Second))
-	m.deadConnTimeout = time.Duration(*dead * float64(time.Second))
-	if *device != "" {
-		if m.index, err = deviceIndex(*device); err != nil {
+	m.timeout = time.Duration(o.timeout * float64(time.Second))
+	m.deadConnTimeout = time.Duration(o.dead * float64(time.Second))
+	if o.device != "" {
+		if m.index, err = deviceIndex(o.device); err != nil {
 			return m, err
 		}
 	}
@@ -136,18 +169,11 @@ func loadNBDModule(ctx context.Context) error {
 	return kernel.LoadModule(ctx, kernel.ModuleConfig{IgnoreStatus: err != nil})
 }
 
-// runNBDMap attaches an image and serves it until interrupted (then it
+// mapDevice attaches an image and serves it until interrupted (then it
 // unmaps, or releases with --release-on-exit) or until the device is
 // unmapped by someone else.
-func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	g, rest, err := parseGlobalFlags(args)
-	if err != nil {
-		return err
-	}
-	m, err := parseMapArgs(rest, stderr)
-	if err != nil {
-		return err
-	}
+func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Writer) error {
+	var err error
 	if err := loadNBDModule(ctx); err != nil {
 		return err
 	}
@@ -170,7 +196,7 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer f.Close()
 		backend, what = f, m.file
 	default:
-		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive}, stderr)
+		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive})
 		if err != nil {
 			return err
 		}
@@ -178,7 +204,7 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		backend, what = ie.backend, ie.spec.String()
 		readOnly = readOnly || ie.img.ReadOnly()
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := g.logger(slog.LevelWarn)
 	cfg := kernel.AttachConfig{
 		Backend:         backend,
 		Conns:           m.conns,
@@ -216,18 +242,27 @@ func runNBDMap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return dev.Detach(sctx)
 }
 
-// runNBDUnmap disconnects a device, by path or by cookie.
-func runNBDUnmap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("nbd unmap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cookie := fs.String("cookie", "", "unmap the device carrying this backend cookie")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
+func nbdUnmapCommand() *cli.Command {
+	var cookie string
+	c := &cli.Command{
+		Name:    "unmap",
+		Summary: "disconnect a device (its server then exits)",
+		Args:    "[/dev/nbdN]",
+		MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return unmapDevice(ctx, inv.Args, cookie)
+		},
 	}
-	if (len(pos) == 1) == (*cookie != "") || len(pos) > 1 {
+	c.String(&cookie, "--cookie C", "unmap the device carrying this backend cookie")
+	return c
+}
+
+// unmapDevice disconnects a device, by path or by cookie.
+func unmapDevice(ctx context.Context, pos []string, cookie string) error {
+	if (len(pos) == 1) == (cookie != "") {
 		return errors.New("give one /dev/nbdN or --cookie C")
 	}
+	var err error
 	index := -1
 	if len(pos) == 1 {
 		if index, err = deviceIndex(pos[0]); err != nil {
@@ -239,7 +274,7 @@ func runNBDUnmap(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		// No netlink family here (a kernel before 4.12, or before 6.4
 		// outside the initial network namespace): devices attached from
 		// here went through ioctls, and have no cookies.
-		if *cookie != "" {
+		if cookie != "" {
 			return fmt.Errorf("%s: devices attached without it carry no cookie; give /dev/nbdN",
 				kernel.MissingFamilyCause(kernel.CurrentNetns("")))
 		}
@@ -249,8 +284,8 @@ func runNBDUnmap(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer c.Close()
-	if *cookie != "" {
-		if index, err = c.FindByCookie(*cookie); err != nil {
+	if cookie != "" {
+		if index, err = c.FindByCookie(cookie); err != nil {
 			return err
 		}
 	}
@@ -272,18 +307,23 @@ type mappedDevice struct {
 	Conns  int    `json:"connections"`
 }
 
-// runNBDList lists the nbd devices the kernel runs (through netlink or
+func nbdListCommand() *cli.Command {
+	format := "plain"
+	c := &cli.Command{
+		Name:    "list",
+		Aliases: []string{"list-mapped"},
+		Summary: "list the connected nbd devices with their cookies",
+		Run: func(_ context.Context, inv *cli.Invocation) error {
+			return listDevices(inv.Stdout, format)
+		},
+	}
+	c.Choice(&format, "--format FORMAT", []string{"plain", "json"}, "output format")
+	return c
+}
+
+// listDevices lists the nbd devices the kernel runs (through netlink or
 // ioctls).
-func runNBDList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("nbd list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "plain", "plain or json")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 || (*format != "plain" && *format != "json") {
-		return errors.New("usage: purerbd nbd list [--format plain|json]")
-	}
+func listDevices(stdout io.Writer, format string) error {
 	devs, err := kernel.List("")
 	if err != nil {
 		return err
@@ -292,7 +332,7 @@ func runNBDList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	for _, d := range devs {
 		list = append(list, mappedDevice{Device: d.Path(), Cookie: d.Cookie, Size: d.Size, Conns: d.Connections})
 	}
-	return printMapped(stdout, list, *format)
+	return printMapped(stdout, list, format)
 }
 
 // printMapped writes the list as a table or as JSON.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -111,9 +112,28 @@ func TestNBDVerbs(t *testing.T) {
 			t.Errorf("nbd %q accepted", args)
 		}
 	}
-	if !hasFlag([]string{"--socket", "s", "--image=rbd/x"}, "image") || !hasFlag([]string{"-image", "x"}, "image") ||
-		hasFlag([]string{"--images", "x"}, "image") || hasFlag([]string{"--", "--image"}, "image") {
-		t.Error("hasFlag")
+	// --name names the client with --image, the export without it
+	for _, c := range []struct {
+		args               []string
+		export, clientName string
+	}{
+		{[]string{"--socket", "s", "--image=rbd/x", "--name", "client.foo"}, "", "client.foo"},
+		{[]string{"--socket", "s", "--image", "rbd/x", "--export-name", "e", "-n", "client.bar"}, "e", "client.bar"},
+		{[]string{"--socket", "s", "--memory", "1M", "--name", "e"}, "e", ""},
+		{[]string{"--socket", "s", "--memory", "1M", "--export-name", "a", "--name", "b"}, "b", ""},
+		{[]string{"--socket", "s", "--memory", "1M", "--name", "a", "--export-name", "b"}, "b", ""},
+	} {
+		g, o := newGlobals(), newServeOptions()
+		root := &cli.Command{Name: "purerbd"}
+		g.register(root)
+		root.Add(o.command(g))
+		if _, err := cli.Parse(root, append([]string{"serve"}, c.args...)); err != nil {
+			t.Errorf("nbd serve %q: %v", c.args, err)
+			continue
+		}
+		if export := o.names(g); export != c.export || g.conn.Name != c.clientName {
+			t.Errorf("nbd serve %q: export %q, client %q; want %q, %q", c.args, export, g.conn.Name, c.export, c.clientName)
+		}
 	}
 }
 

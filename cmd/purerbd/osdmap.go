@@ -11,77 +11,62 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/osdmap"
 )
 
-const osdmapUsage = `usage: purerbd osdmap test-map-object OSDMAP [--pool ID] NAME
-       purerbd osdmap test-map-pgs-dump OSDMAP [--pool ID]
-
-Maps objects and placement groups with an OSDMap file (as written by
+// osdmapCommand is the osdmap group: test-map-object and
+// test-map-pgs-dump, osdmaptool's tests of the same names.
+func osdmapCommand() *cli.Command {
+	group := &cli.Command{
+		Name:    "osdmap",
+		Summary: "map objects and PGs with an OSDMap (like osdmaptool --test-map-*)",
+		Help: `Maps objects and placement groups with an OSDMap file (as written by
 'ceph osd getmap' or osdmaptool) and prints what 'osdmaptool MAP
 --test-map-object NAME --pool ID' and 'osdmaptool MAP --test-map-pgs-dump'
-print.`
-
-func runOSDMap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, osdmapUsage)
-		return errors.New("expected a subcommand")
+print.`,
 	}
-	sub, rest := args[0], args[1:]
-	var file, name string
-	pool := int64(-1)
-	for i := 0; i < len(rest); i++ {
-		switch a := cephFlag(rest[i]); a {
-		case "--pool":
-			if i+1 >= len(rest) {
-				return errors.New("--pool needs a value")
-			}
-			i++
-			p, err := strconv.ParseInt(rest[i], 10, 64)
+	verb := func(name, summary, args string, n int, test func(ctx context.Context, m *osdmap.OSDMap, inv *cli.Invocation, pool int64, w io.Writer) error) *cli.Command {
+		pool := int64(-1)
+		c := &cli.Command{Name: name, Summary: summary, Args: args, MinArgs: n, MaxArgs: n,
+			Run: func(ctx context.Context, inv *cli.Invocation) error {
+				file := inv.Args[0]
+				raw, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				m, err := osdmap.Decode(raw)
+				if err != nil {
+					return fmt.Errorf("%s: %w", file, err)
+				}
+				bw := bufio.NewWriter(inv.Stdout)
+				err = test(ctx, m, inv, pool, bw)
+				if ferr := bw.Flush(); err == nil {
+					err = ferr
+				}
+				return err
+			}}
+		c.Func("--pool ID", "only the pool with this id", func(v []string) error {
+			p, err := strconv.ParseInt(v[0], 10, 64)
 			if err != nil {
-				return fmt.Errorf("--pool: %w", err)
+				return errors.New("want a pool id")
 			}
 			pool = p
-		default:
-			switch {
-			case file == "":
-				file = rest[i]
-			case name == "" && sub == "test-map-object":
-				name = rest[i]
-			default:
-				return fmt.Errorf("unexpected argument %q\n%s", rest[i], osdmapUsage)
-			}
-		}
+			return nil
+		})
+		return c
 	}
-	if file == "" {
-		return fmt.Errorf("OSDMAP file is required\n%s", osdmapUsage)
-	}
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	m, err := osdmap.Decode(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	bw := bufio.NewWriter(stdout)
-	switch sub {
-	case "test-map-object":
-		if name == "" {
-			return fmt.Errorf("object NAME is required\n%s", osdmapUsage)
-		}
-		err = testMapObject(m, name, pool, bw)
-	case "test-map-pgs-dump":
-		err = testMapPGsDump(ctx, m, pool, bw)
-	default:
-		fmt.Fprintln(stderr, osdmapUsage)
-		return fmt.Errorf("unknown subcommand %q", sub)
-	}
-	if ferr := bw.Flush(); err == nil {
-		err = ferr
-	}
-	return err
+	return group.Add(
+		verb("test-map-object", "map an object as osdmaptool --test-map-object does", "OSDMAP NAME", 2,
+			func(_ context.Context, m *osdmap.OSDMap, inv *cli.Invocation, pool int64, w io.Writer) error {
+				return testMapObject(m, inv.Args[1], pool, w)
+			}),
+		verb("test-map-pgs-dump", "map every placement group as osdmaptool --test-map-pgs-dump does", "OSDMAP", 1,
+			func(ctx context.Context, m *osdmap.OSDMap, _ *cli.Invocation, pool int64, w io.Writer) error {
+				return testMapPGsDump(ctx, m, pool, w)
+			}),
+	)
 }
 
 func testMapObject(m *osdmap.OSDMap, name string, pool int64, w io.Writer) error {

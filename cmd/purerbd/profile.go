@@ -8,13 +8,14 @@ import (
 )
 
 // cpuProfileEnv names a file to write a CPU profile of the whole command
-// to (for `go tool pprof`), as the benchmarks' profiles are taken.
+// to (for `go tool pprof`), as the benchmarks' profiles are taken; the
+// --cpuprofile option does the same.
 const cpuProfileEnv = "PURERBD_CPUPROFILE"
 
-// startCPUProfile starts profiling when PURERBD_CPUPROFILE is set; stop
-// writes the profile out.
-func startCPUProfile(stderr io.Writer) (stop func()) {
-	path := os.Getenv(cpuProfileEnv)
+// startCPUProfile starts profiling into path, unless it is empty; stop
+// writes the profile out. A failure is reported and the command runs
+// without a profile.
+func startCPUProfile(path string, stderr io.Writer) (stop func()) {
 	if path == "" {
 		return func() {}
 	}
@@ -23,7 +24,7 @@ func startCPUProfile(stderr io.Writer) (stop func()) {
 		err = pprof.StartCPUProfile(f)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "purerbd: %s: %v\n", cpuProfileEnv, err)
+		fmt.Fprintf(stderr, "purerbd: CPU profile: %v\n", err)
 		if f != nil {
 			_ = f.Close()
 		}
@@ -32,7 +33,7 @@ func startCPUProfile(stderr io.Writer) (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		if err := f.Close(); err != nil {
-			fmt.Fprintf(stderr, "purerbd: %s: %v\n", cpuProfileEnv, err)
+			fmt.Fprintf(stderr, "purerbd: CPU profile: %v\n", err)
 		}
 	}
 }

@@ -12,42 +12,23 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rados/cephconf"
 )
 
 // `purerbd rados`: object operations with the `rados` tool's verbs,
 // argument order and output formats, so scripts and outputs compare line
 // by line.
 
-const radosUsage = `usage: purerbd rados [-c ceph.conf] [--id NAME] [-k keyring] [-m mons] -p POOL [-N NS] <verb> ...
-verbs:
-  ls [--all]                       list objects (--all: every namespace, "ns<TAB>name")
-  put OBJ INFILE [--offset N]      write an object from a file (- for stdin)
-  get OBJ OUTFILE                  read an object into a file (- for stdout)
-  stat OBJ                         size and modification time
-  rm OBJ...                        remove objects
-  create OBJ                       create an object (fails if it exists)
-  truncate OBJ LENGTH              set an object's size
-  setxattr OBJ NAME [VALUE]        set an xattr (value from stdin when omitted)
-  getxattr OBJ NAME                print an xattr's value
-  listxattr OBJ                    list xattr names
-  rmxattr OBJ NAME                 remove an xattr
-  setomapval OBJ KEY [VALUE | --input-file FILE]
-  getomapval OBJ KEY [OUTFILE]     print (hexdump) or save an omap value
-  listomapkeys OBJ                 list omap keys
-  listomapvals OBJ                 list omap keys and values
-  rmomapkey OBJ KEY                remove an omap key
-  bench SECONDS write|seq|rand [-t N] [-b SIZE] [--no-cleanup] [--run-name NAME]
-  cleanup [--run-name NAME]        remove what 'bench write --no-cleanup' left`
-
 // radosChunk is the size of one read or write of put and get (the rados
 // tool's default op size).
 const radosChunk = 4 << 20
 
-// radosCommand holds what every verb shares.
+// radosCommand holds what every verb shares: the rados tool's options,
+// which it takes anywhere on the line whatever the verb, and the
+// connection.
 type radosCommand struct {
-	args      cephconf.Args
+	g         *globals
 	pool, ns  string
 	all       bool
 	offset    uint64
@@ -60,162 +41,76 @@ type radosCommand struct {
 	stderr    io.Writer
 }
 
-func runRados(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runRadosWithInput(ctx, args, os.Stdin, stdout, stderr)
-}
-
-func runRadosWithInput(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	connArgs, rest, err := cephconf.ParseArgs(args)
-	if err != nil {
+// newRadosCommand is the rados group: its options and its verbs.
+func newRadosCommand(g *globals) *cli.Command {
+	c := &radosCommand{g: g, bench: defaultBenchOptions()}
+	group := &cli.Command{
+		Name:    "rados",
+		Summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)",
+		// the rados tool exits 1 on every mistake in its command line
+		UsageStatus: func(cli.ErrorKind) int { return 1 },
+		Before:      c.connect,
+	}
+	group.String(&c.pool, "-p, --pool POOL", "the pool (every verb needs one)")
+	group.String(&c.ns, "-N, --namespace NS", "the namespace")
+	group.Bool(&c.all, "--all", "ls: objects of every namespace, as \"NS<TAB>NAME\"")
+	group.Uint64(&c.offset, "--offset N", "put: write at this offset instead of replacing the object")
+	group.String(&c.inputFile, "--input-file FILE", "setxattr, setomapval: the value from FILE")
+	group.Int(&c.bench.threads, "-t, --concurrent-ios N", "bench: concurrent operations")
+	group.Func("-b, --block-size SIZE", "bench write: object size (default 4M)", func(v []string) error {
+		n, err := radosSize(v[0])
+		c.bench.size = n
 		return err
+	})
+	group.Bool(&c.bench.noCleanup, "--no-cleanup", "bench write: leave the objects for seq, rand and cleanup")
+	group.String(&c.bench.runName, "--run-name NAME", "bench, cleanup: the object recording a write run (default "+benchMetaDefault+")")
+	verb := func(name, args string, min int, summary string, run func(ctx context.Context, args []string) error) *cli.Command {
+		return &cli.Command{Name: name, Summary: summary, Args: args, MinArgs: min, MaxArgs: cli.Unlimited,
+			Run: func(ctx context.Context, inv *cli.Invocation) error { return run(ctx, inv.Args) }}
 	}
-	c := &radosCommand{args: connArgs, stdin: stdin, stdout: stdout, stderr: stderr, bench: defaultBenchOptions()}
-	defer func() {
-		if c.conn != nil {
-			_ = c.conn.Close()
-		}
-	}()
-	pos, err := c.parseOptions(rest)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 || pos[0] == "help" || pos[0] == "-h" || pos[0] == "--help" {
-		fmt.Fprintln(stderr, radosUsage)
-		if len(pos) == 0 {
-			return errors.New("missing verb")
-		}
-		return nil
-	}
-	verb, vargs := pos[0], pos[1:]
-	need := map[string]int{"ls": 0, "put": 2, "get": 2, "stat": 1, "rm": 1, "create": 1, "truncate": 2,
-		"setxattr": 2, "getxattr": 2, "listxattr": 1, "rmxattr": 2, "setomapval": 2, "getomapval": 2,
-		"listomapkeys": 1, "listomapvals": 1, "rmomapkey": 2, "bench": 2, "cleanup": 0}
-	n, ok := need[verb]
-	if !ok {
-		fmt.Fprintln(stderr, radosUsage)
-		return fmt.Errorf("unknown verb %q", verb)
-	}
-	if len(vargs) < n {
-		return fmt.Errorf("%s: needs %d argument(s)\n%s", verb, n, radosUsage)
-	}
-	if c.pool == "" {
-		return errors.New("pool name was not specified (-p POOL)")
-	}
-	if err := c.connect(ctx); err != nil {
-		return err
-	}
-	switch verb {
-	case "ls":
-		return c.ls(ctx)
-	case "put":
-		return c.put(ctx, vargs[0], vargs[1])
-	case "get":
-		return c.get(ctx, vargs[0], vargs[1])
-	case "stat":
-		return c.stat(ctx, vargs[0])
-	case "rm":
-		return c.rm(ctx, vargs)
-	case "create":
-		return c.wrap("creating", vargs[0], c.io.Create(ctx, vargs[0], true))
-	case "truncate":
-		size, err := strconv.ParseUint(vargs[1], 10, 64)
-		if err != nil {
-			return fmt.Errorf("bad length %q", vargs[1])
-		}
-		return c.wrap("truncating", vargs[0], c.io.Truncate(ctx, vargs[0], size))
-	case "setxattr":
-		return c.setxattr(ctx, vargs)
-	case "getxattr":
-		v, err := c.io.GetXattr(ctx, vargs[0], vargs[1])
-		if err != nil {
-			return c.wrap("getting xattr", vargs[0]+"/"+vargs[1], err)
-		}
-		_, err = c.stdout.Write(v)
-		return err
-	case "listxattr":
-		return c.listxattr(ctx, vargs[0])
-	case "rmxattr":
-		return c.wrap("removing xattr", vargs[0]+"/"+vargs[1], c.io.RmXattr(ctx, vargs[0], vargs[1]))
-	case "setomapval":
-		return c.setomapval(ctx, vargs)
-	case "getomapval":
-		return c.getomapval(ctx, vargs)
-	case "listomapkeys":
-		return c.listomap(ctx, vargs[0], false)
-	case "listomapvals":
-		return c.listomap(ctx, vargs[0], true)
-	case "rmomapkey":
-		return c.wrap("removing omap key", vargs[0]+"/"+vargs[1], c.io.OmapRm(ctx, vargs[0], []string{vargs[1]}))
-	case "bench":
-		return c.runBench(ctx, vargs)
-	case "cleanup":
-		return c.cleanup(ctx)
-	}
-	return nil
-}
-
-// parseOptions takes the rados tool's options out of args, wherever they
-// are, and returns the positional arguments.
-func (c *radosCommand) parseOptions(args []string) ([]string, error) {
-	var pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := a, "", false
-		if strings.HasPrefix(a, "--") {
-			if eq := strings.IndexByte(a, '='); eq >= 0 {
-				name, val, hasVal = a[:eq], a[eq+1:], true
+	return group.Add(
+		verb("ls", "", 0, "list objects (--all: every namespace)", func(ctx context.Context, _ []string) error { return c.ls(ctx) }),
+		verb("put", "OBJ INFILE", 2, "write an object from a file (- for stdin)", func(ctx context.Context, a []string) error {
+			return c.put(ctx, a[0], a[1])
+		}),
+		verb("get", "OBJ OUTFILE", 2, "read an object into a file (- for stdout)", func(ctx context.Context, a []string) error {
+			return c.get(ctx, a[0], a[1])
+		}),
+		verb("stat", "OBJ", 1, "size and modification time", func(ctx context.Context, a []string) error { return c.stat(ctx, a[0]) }),
+		verb("rm", "OBJ...", 1, "remove objects", c.rm),
+		verb("create", "OBJ", 1, "create an object (fails if it exists)", func(ctx context.Context, a []string) error {
+			return c.wrap("creating", a[0], c.io.Create(ctx, a[0], true))
+		}),
+		verb("truncate", "OBJ LENGTH", 2, "set an object's size", func(ctx context.Context, a []string) error {
+			size, err := strconv.ParseUint(a[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("bad length %q", a[1])
 			}
-		}
-		value := func() (string, error) {
-			if hasVal {
-				return val, nil
+			return c.wrap("truncating", a[0], c.io.Truncate(ctx, a[0], size))
+		}),
+		verb("setxattr", "OBJ NAME [VALUE]", 2, "set an xattr (value from --input-file or stdin when omitted)", c.setxattr),
+		verb("getxattr", "OBJ NAME", 2, "print an xattr's value", func(ctx context.Context, a []string) error {
+			v, err := c.io.GetXattr(ctx, a[0], a[1])
+			if err != nil {
+				return c.wrap("getting xattr", a[0]+"/"+a[1], err)
 			}
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("%s needs a value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch name {
-		case "-p", "--pool":
-			c.pool, err = value()
-		case "-N", "--namespace":
-			c.ns, err = value()
-		case "--all":
-			c.all = true
-		case "--offset":
-			var v string
-			if v, err = value(); err == nil {
-				c.offset, err = strconv.ParseUint(v, 10, 64)
-			}
-		case "--input-file":
-			c.inputFile, err = value()
-		case "-t", "--concurrent-ios":
-			var v string
-			if v, err = value(); err == nil {
-				c.bench.threads, err = strconv.Atoi(v)
-			}
-		case "-b", "--block-size":
-			var v string
-			if v, err = value(); err == nil {
-				c.bench.size, err = radosSize(v)
-			}
-		case "--no-cleanup":
-			c.bench.noCleanup = true
-		case "--run-name":
-			c.bench.runName, err = value()
-		default:
-			if strings.HasPrefix(a, "-") && a != "-" {
-				return nil, fmt.Errorf("unknown option %s\n%s", a, radosUsage)
-			}
-			pos = append(pos, a)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return pos, nil
+			_, err = c.stdout.Write(v)
+			return err
+		}),
+		verb("listxattr", "OBJ", 1, "list xattr names", func(ctx context.Context, a []string) error { return c.listxattr(ctx, a[0]) }),
+		verb("rmxattr", "OBJ NAME", 2, "remove an xattr", func(ctx context.Context, a []string) error {
+			return c.wrap("removing xattr", a[0]+"/"+a[1], c.io.RmXattr(ctx, a[0], a[1]))
+		}),
+		verb("setomapval", "OBJ KEY [VALUE]", 2, "set an omap value (from --input-file or stdin when omitted)", c.setomapval),
+		verb("getomapval", "OBJ KEY [OUTFILE]", 2, "print (hexdump) or save an omap value", c.getomapval),
+		verb("listomapkeys", "OBJ", 1, "list omap keys", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], false) }),
+		verb("listomapvals", "OBJ", 1, "list omap keys and values", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], true) }),
+		verb("rmomapkey", "OBJ KEY", 2, "remove an omap key", func(ctx context.Context, a []string) error {
+			return c.wrap("removing omap key", a[0]+"/"+a[1], c.io.OmapRm(ctx, a[0], []string{a[1]}))
+		}),
+		verb("bench", "SECONDS write|seq|rand", 2, "the rados tool's benchmark (-t, -b, --no-cleanup, --run-name)", c.runBench),
+		verb("cleanup", "", 0, "remove what 'bench write --no-cleanup' left", func(ctx context.Context, _ []string) error { return c.cleanup(ctx) }),
+	)
 }
 
 // radosSize parses a byte count with an optional K/M/G suffix (binary).
@@ -239,10 +134,16 @@ func radosSize(s string) (int, error) {
 	return v * mult, nil
 }
 
-func (c *radosCommand) connect(ctx context.Context) error {
-	conn, err := rados.ConnectFromConf(ctx, c.args)
+// connect opens the pool (and namespace) before any verb runs; the
+// connection closes after it.
+func (c *radosCommand) connect(ctx context.Context, inv *cli.Invocation) (func(), error) {
+	c.stdin, c.stdout, c.stderr = inv.Stdin, inv.Stdout, inv.Stderr
+	if c.pool == "" {
+		return nil, errors.New("pool name was not specified (-p POOL)")
+	}
+	conn, err := c.g.connectRados(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.conn = conn
 	ns := c.ns
@@ -250,9 +151,10 @@ func (c *radosCommand) connect(ctx context.Context) error {
 		ns = rados.AllNamespaces
 	}
 	if c.io, err = conn.IOContext(ctx, c.pool, ns); err != nil {
-		return fmt.Errorf("error opening pool %s: %s", c.pool, errnoText(err))
+		_ = conn.Close()
+		return nil, fmt.Errorf("error opening pool %s: %s", c.pool, errnoText(err))
 	}
-	return nil
+	return func() { _ = conn.Close() }, nil
 }
 
 // wrap words an error as the rados tool does: "error removing

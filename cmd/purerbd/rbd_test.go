@@ -8,33 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/purerbd/purerbd/rados/radostest"
 )
-
-func TestRBDSize(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		def  int64
-		want int64
-	}{
-		{"1024", 1 << 20, 1 << 30}, {"1G", 1 << 20, 1 << 30}, {"4K", 1, 4096}, {"4KiB", 1, 4096},
-		{"512B", 1 << 20, 512}, {"10", 1, 10}, {"2t", 1, 2 << 40}, {"64M", 1, 64 << 20},
-	} {
-		got, err := rbdSize(c.in, c.def)
-		if err != nil || got != c.want {
-			t.Errorf("rbdSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"", "x", "1X", "-1", "1.5G"} {
-		if _, err := rbdSize(bad, 1); err == nil {
-			t.Errorf("rbdSize(%q) accepted", bad)
-		}
-	}
-}
 
 func TestParseSpec(t *testing.T) {
 	c := &rbdCommand{pool: "rbd"}
@@ -65,7 +45,8 @@ func TestRBDUsage(t *testing.T) {
 	if err := runRBD(context.Background(), []string{"help"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(errb.String(), "import") {
+	// the usage goes to stdout, as rbd help prints it
+	if !strings.Contains(out.String(), "import") {
 		t.Error("usage lacks verbs")
 	}
 	if err := runRBD(context.Background(), []string{"bogus"}, &out, &errb); err == nil {
@@ -154,5 +135,53 @@ func TestRBDVerbsAgainstRbd(t *testing.T) {
 	run("rm", "one")
 	if strings.Contains(rbdOut("ls"), "one") {
 		t.Error("rm")
+	}
+}
+
+// TestRBDRepeatedImageFeature: --image-feature given several times
+// accumulates, as rbd's does (it kept only the last), and every feature
+// reaches the image: rbd info is the oracle.
+func TestRBDRepeatedImageFeature(t *testing.T) {
+	c := radostest.New(t, radostest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	features := func(image string) []string {
+		t.Helper()
+		out, err := c.Rbd(ctx, "info", "--format", "json", "rbd/"+image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Features []string `json:"features"`
+		}
+		if err := json.Unmarshal(out, &info); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(info.Features)
+		return info.Features
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte{7}, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"create", "--size", "10M", "--image-feature", "layering", "--image-feature", "exclusive-lock",
+			"--image_feature=object-map,fast-diff", "feat"}, []string{"exclusive-lock", "fast-diff", "layering", "object-map"}},
+		{[]string{"create", "--size", "10M", "--image-feature", "layering", "--image-feature", "deep-flatten", "feat2"},
+			[]string{"deep-flatten", "layering"}},
+		{[]string{"import", "--image-feature", "layering", in, "--image-feature", "exclusive-lock", "feat3"},
+			[]string{"exclusive-lock", "layering"}},
+	} {
+		var out, errb bytes.Buffer
+		if err := runRBD(ctx, append([]string{"-c", c.Conf}, tc.args...), &out, &errb); err != nil {
+			t.Fatalf("purerbd rbd %s: %v\n%s", strings.Join(tc.args, " "), err, errb.String())
+		}
+		image := tc.args[len(tc.args)-1]
+		if got := features(image); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("purerbd rbd %s: rbd info shows features %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
 	}
 }

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"flag"
-
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
 )
 
-// cacheFlag registers --rbd-cache (also spelled --rbd_cache, as Ceph's
-// tools take it) on a verb that writes image data.
-func cacheFlag(fs *flag.FlagSet) *bool {
-	on := new(bool)
-	usage := "librbd's write-around cache, as the rbd tool runs it (acknowledge writes ahead of the OSDs, up to 24 MiB; the verb flushes before it ends)"
-	fs.BoolVar(on, "rbd-cache", true, usage)
-	fs.BoolVar(on, "rbd_cache", true, "same as --rbd-cache")
-	return on
+// cacheOption declares --rbd-cache (also spelled --rbd_cache, as Ceph's
+// tools take it) on a verb that writes image data; *on is its default.
+func cacheOption(cmd *cli.Command, on *bool) {
+	cmd.Bool(on, "--rbd-cache", "librbd's write-around cache, as the rbd tool runs it (acknowledge writes ahead of the OSDs, up to 24 MiB; the verb flushes before it ends; --rbd-cache=false turns it off)")
 }
 
 // cliWriteAround is the cache setting of the rbd tool: librbd's default

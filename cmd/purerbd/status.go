@@ -10,15 +10,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados/monc"
 )
 
 // `purerbd status`: what the monitors say about the cluster: fsid,
 // health, the monitors and their quorum, the OSDs, the pools.
-
-const statusUsage = `usage: purerbd status [--format plain|json|json-pretty] [client options]
-
-` + globalUsage
 
 // clusterStatus is the report `purerbd status` prints.
 type clusterStatus struct {
@@ -58,34 +55,21 @@ type poolSummary struct {
 	Applications []string `json:"applications"`
 }
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	g, rest, err := parseGlobalFlags(args)
-	if err != nil {
-		return err
-	}
+func statusCommand(g *globals) *cli.Command {
 	format := "plain"
-	for i := 0; i < len(rest); i++ {
-		switch a := rest[i]; {
-		case a == "-f" || a == "--format":
-			if i+1 >= len(rest) {
-				return fmt.Errorf("%s needs a value", a)
-			}
-			i++
-			format = rest[i]
-		case strings.HasPrefix(a, "--format="):
-			format = strings.TrimPrefix(a, "--format=")
-		case a == "-h" || a == "--help":
-			fmt.Fprintln(stdout, statusUsage)
-			return nil
-		default:
-			fmt.Fprintln(stderr, statusUsage)
-			return fmt.Errorf("unexpected argument %q", a)
-		}
+	c := &cli.Command{
+		Name:    "status",
+		Summary: "show the cluster's fsid, health, monitors, quorum, OSDs and pools",
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runStatus(ctx, g, format, inv.Stdout)
+		},
 	}
-	if format != "plain" && format != "json" && format != "json-pretty" {
-		return fmt.Errorf("--format %q: want plain, json or json-pretty", format)
-	}
-	mc, err := g.connectMon(ctx, stderr)
+	c.Choice(&format, "-f, --format FORMAT", []string{"plain", "json", "json-pretty"}, "output format")
+	return c
+}
+
+func runStatus(ctx context.Context, g *globals, format string, stdout io.Writer) error {
+	mc, err := g.connectMon(ctx)
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
-	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
+	"github.com/purerbd/purerbd/internal/buildinfo"
+	"github.com/purerbd/purerbd/internal/cli"
 )
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
-	_, err := fmt.Fprintf(stdout, "purerbd %s\n", buildinfo.Version())
-	return err
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:    "version",
+		Summary: "print the purerbd version",
+		Run: func(_ context.Context, inv *cli.Invocation) error {
+			_, err := fmt.Fprintf(inv.Stdout, "purerbd %s\n", buildinfo.Version())
+			return err
+		},
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -54,10 +55,57 @@ func (s *Settings) String() string {
 // ErrUsage is wrapped by errors about malformed arguments.
 var ErrUsage = errors.New("cephconf: bad arguments")
 
+// ArgOption is one of the client options Ceph's tools take on the
+// command line and in CEPH_ARGS.
+type ArgOption struct {
+	// Names are its spellings, long ones with dashes ("-m",
+	// "--mon-host"); Ceph's tools also take them with underscores.
+	Names []string
+	// Value names its value ("FILE"); empty for a switch.
+	Value string
+	// Help says what it does, in a few words.
+	Help string
+	set  func(a *Args, v string)
+}
+
+// Set records the option in a, with its value v (ignored for a switch).
+func (o ArgOption) Set(a *Args, v string) { o.set(a, v) }
+
+// ArgOptions returns the client options, as ParseArgs reads them, for a
+// command line parser that takes them with options of its own.
+func ArgOptions() []ArgOption {
+	str := func(field func(a *Args) *string) func(*Args, string) {
+		return func(a *Args, v string) { *field(a) = v }
+	}
+	return []ArgOption{
+		{Names: []string{"-c", "--conf"}, Value: "FILE", Help: "ceph.conf to read (default: CEPH_CONF, or Ceph's usual locations)",
+			set: str(func(a *Args) *string { return &a.Conf })},
+		{Names: []string{"--cluster"}, Value: "NAME", Help: "cluster name, for the default file names (default ceph)",
+			set: str(func(a *Args) *string { return &a.Cluster })},
+		{Names: []string{"-n", "--name"}, Value: "TYPE.ID", Help: "identity (default client.admin)",
+			set: str(func(a *Args) *string { return &a.Name })},
+		{Names: []string{"-i", "--id", "--user"}, Value: "ID", Help: "identity client.ID",
+			set: str(func(a *Args) *string { return &a.ID })},
+		{Names: []string{"-k", "--keyring"}, Value: "FILE", Help: "keyring holding the identity's key",
+			set: str(func(a *Args) *string { return &a.Keyring })},
+		{Names: []string{"--keyfile"}, Value: "FILE", Help: "file holding the key alone",
+			set: str(func(a *Args) *string { return &a.KeyFile })},
+		{Names: []string{"--key"}, Value: "KEY", Help: "the key itself (visible to other users of the machine)",
+			set: str(func(a *Args) *string { return &a.Key })},
+		{Names: []string{"-m", "--mon-host"}, Value: "MONS", Help: "monitors, in any mon_host form",
+			set: str(func(a *Args) *string { return &a.MonHost })},
+		{Names: []string{"--ms-mode"}, Value: "MODE", Help: "connection mode: crc, secure, prefer-crc or prefer-secure",
+			set: str(func(a *Args) *string { return &a.MsMode })},
+		{Names: []string{"--no-config-file"}, Help: "read no ceph.conf",
+			set: func(a *Args, _ string) { a.NoConfig = true }},
+	}
+}
+
 // ParseArgs takes Ceph's global client options out of argv and returns
 // them with the arguments it did not recognise, in order. It accepts
 // "--opt value", "--opt=value" and option names with - or _.
 func ParseArgs(argv []string) (Args, []string, error) {
+	opts := ArgOptions()
 	var a Args
 	var rest []string
 	for i := 0; i < len(argv); i++ {
@@ -73,43 +121,30 @@ func ParseArgs(argv []string) (Args, []string, error) {
 			}
 			name = "--" + strings.ReplaceAll(name[2:], "_", "-")
 		}
-		var dst *string
-		switch name {
-		case "-c", "--conf":
-			dst = &a.Conf
-		case "--cluster":
-			dst = &a.Cluster
-		case "-n", "--name":
-			dst = &a.Name
-		case "-i", "--id", "--user":
-			dst = &a.ID
-		case "-k", "--keyring":
-			dst = &a.Keyring
-		case "--keyfile":
-			dst = &a.KeyFile
-		case "--key":
-			dst = &a.Key
-		case "-m", "--mon-host":
-			dst = &a.MonHost
-		case "--ms-mode":
-			dst = &a.MsMode
-		case "--no-config-file":
-			a.NoConfig = true
-			continue
-		default:
+		o, ok := findArgOption(opts, name)
+		if !ok {
 			rest = append(rest, arg)
 			continue
 		}
-		if !hasVal {
+		if o.Value != "" && !hasVal {
 			if i+1 >= len(argv) {
 				return a, nil, fmt.Errorf("%w: %s needs a value", ErrUsage, name)
 			}
 			i++
 			val = argv[i]
 		}
-		*dst = val
+		o.Set(&a, val)
 	}
 	return a, rest, nil
+}
+
+func findArgOption(opts []ArgOption, name string) (ArgOption, bool) {
+	for _, o := range opts {
+		if slices.Contains(o.Names, name) {
+			return o, true
+		}
+	}
+	return ArgOption{}, false
 }
 
 // merge fills unset fields of a from b.

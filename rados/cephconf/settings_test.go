@@ -112,3 +112,30 @@ func FuzzParseConf(f *testing.F) {
 		}
 	})
 }
+
+// TestArgOptions: each spelling of each client option sets its own field
+// of Args, through ParseArgs as through ArgOption.Set.
+func TestArgOptions(t *testing.T) {
+	seen := map[Args]string{}
+	for _, o := range ArgOptions() {
+		var want Args
+		o.Set(&want, "v")
+		if want == (Args{}) {
+			t.Errorf("%v sets nothing", o.Names)
+		}
+		if other, dup := seen[want]; dup {
+			t.Errorf("%v and %s set the same field", o.Names, other)
+		}
+		seen[want] = o.Names[0]
+		for _, n := range o.Names {
+			argv := []string{n}
+			if o.Value != "" {
+				argv = append(argv, "v")
+			}
+			a, rest, err := ParseArgs(argv)
+			if err != nil || a != want || len(rest) != 0 {
+				t.Errorf("ParseArgs(%q) = %+v, %q, %v; want %+v", argv, a, rest, err, want)
+			}
+		}
+	}
+}

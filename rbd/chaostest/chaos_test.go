@@ -29,7 +29,7 @@ func TestChaos(t *testing.T) {
 		Duration: 100 * time.Second,
 		Workers:  4,
 		// faults that heal fast; osd-out and pg-num take longer than
-		// this run has: the long run (purerbd chaos) has them
+		// this run has: the long run (purerbd-dev chaos) has them
 		Faults: []string{FaultMonKill, FaultNBDKill, FaultOSDPause, FaultOSDKill, FaultOSDCut,
 			FaultSlowConsumer, FaultMonCut},
 		FaultsInOrder: true,

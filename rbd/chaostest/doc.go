@@ -30,6 +30,6 @@
 //
 //	chaos: F faults, O ops, A acked, L lost, C corrupt, max stall S s
 //
-// `purerbd chaos` and `make chaos` drive a long run; TestChaos in this
+// `purerbd-dev chaos` (internal/cmd/purerbd-dev) and `make chaos` drive a long run; TestChaos in this
 // package is the short one `make test` runs.
 package chaostest

@@ -22,7 +22,7 @@ func checkoutPackages() map[string]string {
 }
 
 // versionVar is the variable `make build` stamps the version into.
-const versionVar = "github.com/purerbd/purerbd/cmd/internal/buildinfo.version"
+const versionVar = "github.com/purerbd/purerbd/internal/buildinfo.version"
 
 // pauseDockerfile makes the pause image; like upstream's it runs as
 // 65535.

@@ -1,7 +1,7 @@
 // Package cephcluster boots a real, throwaway Ceph cluster from the
 // Debian/Ubuntu Ceph binaries (ceph-mon, ceph-osd, optionally ceph-mgr) on
 // 127.0.0.1 (or an address inside a network namespace), in a directory of its own, with cephx on and msgr2 always.
-// It is the engine behind rados/radostest (for tests) and `purerbd demo`.
+// It is the engine behind rados/radostest (for tests) and `purerbd-dev demo`.
 //
 // Daemons run in the foreground as children of the calling process, are
 // tracked by PID only (never by name), get SIGKILL if the calling process

@@ -15,7 +15,7 @@ import (
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
 
-// TestDemo runs `purerbd demo --exit-after 20s` as a subprocess: the
+// TestDemo runs `purerbd-dev demo --exit-after 20s` as a subprocess: the
 // sha256 it prints for purerbd's and librbd's view of demo/disk must
 // match. It must say which NBD path it took: KERNEL where this machine
 // allows it (root, nbd.ko), and then the /dev/nbdN it names must read the
@@ -27,7 +27,7 @@ import (
 func TestDemo(t *testing.T) {
 	nbdinfo := nbdtest.RequireTool(t, "nbdinfo", "libnbd-bin")
 	nbdcopy := nbdtest.RequireTool(t, "nbdcopy", "libnbd-bin")
-	bin := filepath.Join(t.TempDir(), "purerbd")
+	bin := filepath.Join(t.TempDir(), "purerbd-dev")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -116,7 +116,7 @@ func TestDemo(t *testing.T) {
 	err = cmd.Wait()
 	output := strings.Join(lines, "\n")
 	if err != nil {
-		t.Fatalf("purerbd demo: %v\nstdout:\n%s\nstderr:\n%s", err, output, stderr.String())
+		t.Fatalf("purerbd-dev demo: %v\nstdout:\n%s\nstderr:\n%s", err, output, stderr.String())
 	}
 	if viaPurerbd == "" || viaPurerbd != viaLib {
 		t.Fatalf("checksums: purerbd %q, librbd %q\n%s", viaPurerbd, viaLib, output)

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/purerbd/purerbd/cmd/internal/buildinfo"
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
+	"github.com/purerbd/purerbd/internal/buildinfo"
 	"github.com/purerbd/purerbd/rados/radostest/cephcluster"
 )
 

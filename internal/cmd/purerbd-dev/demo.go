@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
@@ -22,31 +22,49 @@ import (
 	"github.com/purerbd/purerbd/rbd"
 )
 
-// runDemo boots the embedded default cluster (one mon, one OSD, an rbd
-// pool on 127.0.0.1) and shows how to reach it; then it creates an image
-// demo/disk with purerbd, writes a pattern, shows that librbd reads the
-// same bytes, and attaches the image as /dev/nbdN through the kernel
-// where the machine allows it (root, nbd.ko) or else exports it over NBD
-// on a Unix socket, saying which. Then it
-// walks purerbd-csi's controller, served in this process on a Unix
-// socket, through create, snapshot, clone, expand and delete. It waits
-// for Ctrl-C (or --exit-after), then stops the export and every daemon
-// it started.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	mons := fs.Int("mons", 1, "number of monitors")
-	osds := fs.Int("osds", 1, "number of OSDs")
-	mode := fs.String("mode", "", "force a connection mode: crc or secure (default: Ceph's)")
-	mgr := fs.Bool("mgr", false, "also run a ceph-mgr")
-	dir := fs.String("dir", "", "directory for the cluster (default: a temp dir, removed at exit)")
-	exitAfter := fs.Duration("exit-after", 0, "stop after this long instead of waiting for Ctrl-C (for scripts)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// demoOptions are demo's options.
+type demoOptions struct {
+	mons, osds int
+	mode       string
+	mgr        bool
+	dir        string
+	exitAfter  time.Duration
+}
+
+// demoCommand is `purerbd-dev demo` (make demo).
+func demoCommand() *cli.Command {
+	o := demoOptions{mons: 1, osds: 1}
+	c := &cli.Command{
+		Name:    "demo",
+		Summary: "boot a throwaway Ceph cluster on 127.0.0.1 and show how to use it",
+		Help: `Boots a throwaway Ceph cluster on 127.0.0.1 (one mon, one OSD, an rbd pool)
+and shows how to reach it; creates an image demo/disk with purerbd, writes a
+pattern, shows that librbd reads the same bytes, and attaches the image as
+/dev/nbdN through the kernel where the machine allows it (root, nbd.ko), or
+else exports it over NBD on a Unix socket, saying which. Then it walks
+purerbd-csi's controller, served in this process on a Unix socket, through
+create, snapshot, clone, expand and delete. It waits for Ctrl-C (or
+--exit-after), then stops the export and every daemon it started.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runDemo(ctx, o, inv.Stdout, inv.Stderr)
+		},
 	}
+	c.Int(&o.mons, "--mons N", "number of monitors")
+	c.Int(&o.osds, "--osds N", "number of OSDs")
+	c.Choice(&o.mode, "--mode MODE", []string{"crc", "secure"}, "force a connection mode: crc or secure (default: Ceph's)")
+	c.Bool(&o.mgr, "--mgr", "also run a ceph-mgr")
+	c.String(&o.dir, "--dir DIR", "directory for the cluster (default: a temp dir, removed at exit)")
+	c.Duration(&o.exitAfter, "--exit-after D", "stop after this long instead of waiting for Ctrl-C (for scripts)")
+	return c
+}
+
+// runDemo boots the embedded default cluster (one mon, one OSD, an rbd
+// pool on 127.0.0.1) and walks through purerbd on it, as demoCommand's
+// help says.
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "purerbd demo: booting a throwaway Ceph cluster on 127.0.0.1 ...")
 	c, err := cephcluster.Start(ctx, cephcluster.Options{
-		Mons: *mons, OSDs: *osds, Mode: *mode, WithMgr: *mgr, Dir: *dir, KeepDir: *dir != "",
+		Mons: o.mons, OSDs: o.osds, Mode: o.mode, WithMgr: o.mgr, Dir: o.dir, KeepDir: o.dir != "",
 	})
 	if err != nil {
 		return err
@@ -75,7 +93,7 @@ Point Ceph's tools at it:
 `, c.Started.Round(time.Millisecond), c.FSID, c.Dir, c.Conf, c.AdminKeyring, c.MonAddrs, c.Pool, c.Daemons(),
 		c.Conf, c.Pool, c.Pool, c.Pool)
 
-	d, err := startDemoDisk(ctx, c, *mode, stdout)
+	d, err := startDemoDisk(ctx, c, o.mode, stdout)
 	if err != nil {
 		return err
 	}
@@ -95,10 +113,10 @@ Point Ceph's tools at it:
 	fmt.Fprintf(stdout, "purerbd-csi's controller keeps serving unix://%s until the demo stops.\n", cs.sock)
 
 	fmt.Fprintln(stdout, "Ctrl-C stops every daemon this demo started.")
-	if *exitAfter > 0 {
+	if o.exitAfter > 0 {
 		select {
 		case <-ctx.Done():
-		case <-time.After(*exitAfter):
+		case <-time.After(o.exitAfter):
 		}
 	} else {
 		<-ctx.Done()
