@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,7 +25,6 @@ import (
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rbd"
-	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // `purerbd rbd`: RBD image administration with the `rbd` CLI's verbs,
@@ -321,7 +322,7 @@ func (c *rbdCommand) create(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
-		return rbd.Create(ctx, ioc, sp.name, uint64(sz), opts)
+		return rbd.Create(ctx, ioc, sp.name, sz, opts)
 	})
 }
 
@@ -400,7 +401,7 @@ func (c *rbdCommand) info(ctx context.Context, args []string) error {
 			return err
 		}
 		out := infoJSON{
-			Name: info.Name, ID: info.ID, Size: info.Size, Objects: info.NumObjects, Order: info.Order,
+			Name: info.Name, ID: info.ID, Size: uint64(info.Size), Objects: info.NumObjects, Order: info.Order,
 			ObjectSize: info.ObjectSize, SnapshotCount: len(info.Snapshots), BlockNamePrefix: info.BlockNamePrefix,
 			Format: 2, Features: info.Features.Names(), OpFeatures: opFeatureNames(info.OpFeatures),
 			Flags: flagNames(info.Flags),
@@ -414,12 +415,12 @@ func (c *rbdCommand) info(ctx context.Context, args []string) error {
 		if info.DataPoolID >= 0 {
 			out.DataPool = strconv.FormatInt(info.DataPoolID, 10)
 		}
-		if info.CreateTimestamp != 0 {
-			out.CreateTimestamp = time.Unix(info.CreateTimestamp, 0).Format(time.ANSIC)
+		if !info.CreateTimestamp.IsZero() {
+			out.CreateTimestamp = time.Unix(info.CreateTimestamp.Unix(), 0).Format(time.ANSIC)
 		}
 		if info.Parent != nil {
 			out.Parent = &parentOut{PoolID: info.Parent.PoolID, PoolNamespace: info.Parent.PoolNamespace,
-				ImageID: info.Parent.ImageID, SnapID: info.Parent.SnapID, Overlap: info.ParentOverlap}
+				ImageID: info.Parent.ImageID, SnapID: info.Parent.SnapID, Overlap: uint64(info.ParentOverlap)}
 		}
 		if sp.snap != "" {
 			for _, s := range info.Snapshots {
@@ -641,11 +642,15 @@ func (c *rbdCommand) snap(ctx context.Context, args []string) error {
 			}
 			rows := []row{}
 			for _, s := range snaps {
-				if s.Namespace.Type != cls.NamespaceUser && !*all {
+				if s.Namespace != rbd.SnapNamespaceUser && !*all {
 					continue
 				}
-				rows = append(rows, row{ID: s.ID, Name: s.Name, Size: s.Size, Protected: strconv.FormatBool(s.Protected),
-					Timestamp: time.Unix(int64(s.Timestamp.Sec), 0).Format(time.ANSIC)})
+				ts := "" // as rbd prints a snapshot without a recorded time
+				if !s.Timestamp.IsZero() {
+					ts = time.Unix(s.Timestamp.Unix(), 0).Format(time.ANSIC)
+				}
+				rows = append(rows, row{ID: s.ID, Name: s.Name, Size: uint64(s.Size), Protected: strconv.FormatBool(s.Protected),
+					Timestamp: ts})
 			}
 			if *format == "json" {
 				return json.NewEncoder(c.stdout).Encode(rows)
@@ -758,8 +763,8 @@ func (c *rbdCommand) imageMeta(ctx context.Context, args []string) error {
 			if err != nil {
 				return err
 			}
-			for _, kv := range kvs {
-				fmt.Fprintf(c.stdout, "%s\t%s\n", kv.Key, kv.Value)
+			for _, k := range slices.Sorted(maps.Keys(kvs)) {
+				fmt.Fprintf(c.stdout, "%s\t%s\n", k, kvs[k])
 			}
 			return nil
 		}
@@ -811,7 +816,7 @@ func (c *rbdCommand) importImage(ctx context.Context, args []string) error {
 		if initial < 0 {
 			initial = 0
 		}
-		if err := rbd.Create(ctx, ioc, sp.name, uint64(initial), opts); err != nil {
+		if err := rbd.Create(ctx, ioc, sp.name, initial, opts); err != nil {
 			return err
 		}
 		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{WriteAround: cliWriteAround(*cache)})
