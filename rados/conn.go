@@ -72,12 +72,9 @@ type Conn struct {
 // monitor, obtains the OSD map, and is then ready for object operations.
 func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	var mcfg monc.Config
-	mons, err := cephconf.ParseMonHost(ctx, cfg.MonHost, nil)
-	if err != nil {
+	var err error
+	if mcfg.MonAddrs, err = MonitorAddrs(ctx, cfg.MonHost); err != nil {
 		return nil, fmt.Errorf("rados: mon host: %w", err)
-	}
-	for _, m := range mons {
-		mcfg.MonAddrs = append(mcfg.MonAddrs, m.Addr.String())
 	}
 	name := cfg.Name
 	if name == "" {

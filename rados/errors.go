@@ -3,6 +3,9 @@ package rados
 import (
 	"syscall"
 
+	"github.com/purerbd/purerbd/rados/auth"
+	"github.com/purerbd/purerbd/rados/monc"
+	"github.com/purerbd/purerbd/rados/msgr"
 	"github.com/purerbd/purerbd/rados/osdc"
 )
 
@@ -31,6 +34,25 @@ var ErrPoolNotFound = osdc.ErrPoolNotFound
 
 // ErrClosed is returned by calls on a closed Conn.
 var ErrClosed = osdc.ErrClosed
+
+// Errors of connecting, matched with errors.Is (ErrAuthFailed,
+// ErrModeRefused) or errors.As (*HuntError). Connect returns them, and so
+// does any call that needs a new monitor session later.
+var (
+	// ErrAuthFailed is wrapped by every error that means the cluster
+	// refused the credentials: a wrong key, an unknown or disabled
+	// entity. Retrying does not help.
+	ErrAuthFailed = auth.ErrAuthFailed
+	// ErrModeRefused means a monitor or an OSD allows none of the
+	// connection modes asked for (Config.MonMode, Config.Mode).
+	ErrModeRefused = msgr.ErrModeRefused
+)
+
+// HuntError reports that no monitor session could be established: every
+// monitor address tried and why each failed. errors.Is sees through it
+// to the failures, so an ErrAuthFailed or a context deadline among them
+// is still found.
+type HuntError = monc.HuntError
 
 // Errno is the error number an OSD returned; errors.As finds it in the
 // errors of object operations.

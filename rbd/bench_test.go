@@ -11,7 +11,7 @@ import (
 // Benchmarks of the image I/O path against the test cluster (compare
 // with `rbd bench` on the same cluster).
 
-func benchImage(b *testing.B, size uint64) *Image {
+func benchImage(b *testing.B, size int64) *Image {
 	b.Helper()
 	ctx := context.Background()
 	name := "bench-" + b.Name()

@@ -46,9 +46,7 @@ func (img *Image) openParent(ctx context.Context) error {
 func openSnapshotByID(ctx context.Context, o objects, id string, snap uint64, log *slog.Logger) (*Image, error) {
 	opts := OpenOptions{ReadOnly: true, Logger: log}
 	img := &Image{id: id, meta: o, data: o, opts: opts, snapID: snap, readOnly: true, log: discardOr(log).With("id", id, "snap", snap)}
-	if out, err := call(ctx, o, directoryObject, cls.DirGetName(id)); err == nil {
-		img.name, _ = cls.DecodeString(out)
-	}
+	img.name, _ = imageNameOf(ctx, o, id)
 	h, err := loadHeader(ctx, o, id, true)
 	if err != nil {
 		return nil, err
@@ -405,8 +403,15 @@ func (img *Image) Flatten(ctx context.Context) error {
 	return nil
 }
 
+// ChildSpec names a clone of a snapshot.
+type ChildSpec struct {
+	PoolID        int64
+	PoolNamespace string
+	ImageID       string
+}
+
 // Children lists the clones of one of the image's snapshots.
-func (img *Image) Children(ctx context.Context, snapName string) ([]cls.ChildImageSpec, error) {
+func (img *Image) Children(ctx context.Context, snapName string) ([]ChildSpec, error) {
 	h, err := img.header(ctx)
 	if err != nil {
 		return nil, err
@@ -415,12 +420,20 @@ func (img *Image) Children(ctx context.Context, snapName string) ([]cls.ChildIma
 	if !ok {
 		return nil, fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, snapName)
 	}
-	return img.snapChildren(ctx, s.ID)
+	specs, err := img.snapChildren(ctx, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChildSpec, len(specs))
+	for i, c := range specs {
+		out[i] = ChildSpec{PoolID: c.PoolID, PoolNamespace: c.PoolNamespace, ImageID: c.ImageID}
+	}
+	return out, nil
 }
 
 // Parent returns the clone's parent (nil for an image that is not a
 // clone) and the parent overlap.
-func (img *Image) Parent() (*ParentSpec, uint64) {
+func (img *Image) Parent() (*ParentSpec, int64) {
 	h := img.hdr.Load()
-	return h.parent, img.parentOverlap(h)
+	return h.parent, int64(img.parentOverlap(h))
 }

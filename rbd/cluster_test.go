@@ -143,7 +143,7 @@ func TestCreateMatchesRbdInfo(t *testing.T) {
 	ctx := ctxT(t)
 	cases := []struct {
 		opts     CreateOptions
-		size     uint64
+		size     int64
 		features []string
 		su, sc   float64
 	}{

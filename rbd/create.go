@@ -43,12 +43,15 @@ func validName(name string) error {
 }
 
 // Create creates image name of size bytes.
-func Create(ctx context.Context, ioc *rados.IOContext, name string, size uint64, opts CreateOptions) error {
+func Create(ctx context.Context, ioc *rados.IOContext, name string, size int64, opts CreateOptions) error {
+	if size < 0 {
+		return fmt.Errorf("%w: image size %d", ErrInvalid, size)
+	}
 	o, err := adapt(ioc)
 	if err != nil {
 		return err
 	}
-	_, err = create(ctx, o, name, size, opts, nil)
+	_, err = create(ctx, o, name, uint64(size), opts, nil)
 	return err
 }
 

@@ -28,6 +28,13 @@
 // an error naming the feature (ErrUnsupportedFeature), never silently
 // written.
 //
+// Callers need not know this layout: besides opening images, the package
+// looks names and ids up (ImageID, ImageName, NamespaceExists), reads and
+// writes metadata and renames snapshots of an image by id without
+// opening it (MetadataGet, MetadataSet, RenameSnapshot, ...), and keeps
+// advisory locks of the caller's own on an open image's header
+// (Image.LockHeader, HeaderLockers, BreakHeaderLock).
+//
 // An Image is also a block device for package nbd, which this package
 // does not import: package nbd/rbdnbd serves it with block status
 // (AllocatedExtents), trim (Discard), zeroing (WriteZeroes), flush,

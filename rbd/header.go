@@ -15,21 +15,18 @@ import (
 
 const noSnap = cls.NoSnap
 
-// SnapInfo describes one snapshot.
-type SnapInfo struct {
-	ID        uint64
-	Name      string
-	Size      uint64
-	Namespace cls.SnapshotNamespace
-	Timestamp denc.UTime
-	Protected bool
-	// ProtectionStatus is the raw state (cls.Unprotected, Unprotecting,
-	// Protected).
-	ProtectionStatus uint8
+// snapMeta is one snapshot as the header records it; Image.Snapshots
+// hands it out as a SnapInfo.
+type snapMeta struct {
+	ID               uint64
+	Name             string
+	Size             uint64
+	Namespace        cls.SnapshotNamespace
+	Timestamp        denc.UTime
+	ProtectionStatus uint8 // cls.Unprotected, Unprotecting or Protected
 	ChildCount       uint32
-	// ParentOverlap is how much of the parent the snapshot sees (clones).
-	ParentOverlap uint64
-	Flags         uint64
+	ParentOverlap    uint64 // how much of the parent the snapshot sees (clones)
+	Flags            uint64
 }
 
 // ParentSpec names a clone's parent snapshot.
@@ -52,28 +49,28 @@ type header struct {
 	dataPool   int64
 	flags      uint64
 	snapc      denc.SnapContext
-	snaps      []SnapInfo // newest first, as snapc.Snaps
+	snaps      []snapMeta // newest first, as snapc.Snaps
 	parent     *ParentSpec
 	overlap    uint64 // head parent overlap
 	created    denc.UTime
 }
 
-func (h *header) snapByName(name string) (SnapInfo, bool) {
+func (h *header) snapByName(name string) (snapMeta, bool) {
 	for _, s := range h.snaps {
 		if s.Name == name && s.Namespace.Type == cls.NamespaceUser {
 			return s, true
 		}
 	}
-	return SnapInfo{}, false
+	return snapMeta{}, false
 }
 
-func (h *header) snapByID(id uint64) (SnapInfo, bool) {
+func (h *header) snapByID(id uint64) (snapMeta, bool) {
 	for _, s := range h.snaps {
 		if s.ID == id {
 			return s, true
 		}
 	}
-	return SnapInfo{}, false
+	return snapMeta{}, false
 }
 
 // optional treats "method or key not there" as absence.
@@ -232,9 +229,8 @@ func (h *header) loadSnaps(ctx context.Context, o objects, oid string) error {
 		if err != nil {
 			return err
 		}
-		s := SnapInfo{ID: id, Name: info.Name, Size: info.ImageSize, Namespace: info.Namespace,
-			Timestamp: info.Timestamp, ProtectionStatus: ps, Protected: ps == cls.Protected,
-			ChildCount: info.ChildCount, Flags: fl}
+		s := snapMeta{ID: id, Name: info.Name, Size: info.ImageSize, Namespace: info.Namespace,
+			Timestamp: info.Timestamp, ProtectionStatus: ps, ChildCount: info.ChildCount, Flags: fl}
 		if h.parent != nil {
 			if out, err := call(ctx, o, oid, cls.ParentOverlapGet(id)); err == nil {
 				if ov, err := cls.DecodeParentOverlapGet(out); err == nil && ov != nil {

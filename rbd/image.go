@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // LockPolicy says what an Image holding the exclusive lock does when
@@ -112,17 +110,6 @@ func OpenByID(ctx context.Context, ioc *rados.IOContext, id string, opts OpenOpt
 	return openImage(ctx, o, "", id, opts)
 }
 
-func imageID(ctx context.Context, o objects, name string) (string, error) {
-	out, err := call(ctx, o, idObject(name), cls.GetID())
-	if err != nil {
-		if errors.Is(err, syscall.ENOENT) {
-			return "", fmt.Errorf("%w: image %q", ErrNotFound, name)
-		}
-		return "", fmt.Errorf("rbd: reading id of %q: %w", name, err)
-	}
-	return cls.DecodeString(out)
-}
-
 func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions) (*Image, error) {
 	var err error
 	if id == "" {
@@ -130,9 +117,7 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 			return nil, err
 		}
 	} else if name == "" {
-		if out, err := call(ctx, o, directoryObject, cls.DirGetName(id)); err == nil {
-			name, _ = cls.DecodeString(out)
-		}
+		name, _ = imageNameOf(ctx, o, id)
 	}
 	log := discardOr(opts.Logger)
 	img := &Image{name: name, id: id, meta: o, data: o, opts: opts, snapID: noSnap,
@@ -337,7 +322,7 @@ func (img *Image) ReadOnly() bool { return img.readOnly }
 type Info struct {
 	Name            string
 	ID              string
-	Size            uint64
+	Size            int64
 	Order           uint8
 	ObjectSize      uint64
 	NumObjects      uint64
@@ -347,11 +332,11 @@ type Info struct {
 	Flags           uint64
 	StripeUnit      uint64
 	StripeCount     uint64
-	DataPoolID      int64 // -1 without a data pool
-	CreateTimestamp int64 // Unix seconds; 0 when unknown
+	DataPoolID      int64     // -1 without a data pool
+	CreateTimestamp time.Time // zero when unknown
 	Snapshots       []SnapInfo
 	Parent          *ParentSpec
-	ParentOverlap   uint64
+	ParentOverlap   int64
 }
 
 // Stat returns the image's metadata (re-reading the header).
@@ -364,12 +349,15 @@ func (img *Image) Stat(ctx context.Context) (Info, error) {
 }
 
 func infoOf(name, id string, h *header, size uint64) Info {
-	return Info{
-		Name: name, ID: id, Size: size, Order: h.order, ObjectSize: 1 << h.order,
+	info := Info{
+		Name: name, ID: id, Size: int64(size), Order: h.order, ObjectSize: 1 << h.order,
 		NumObjects: h.layout.NumObjects(size), BlockNamePrefix: h.prefix,
 		Features: h.features, OpFeatures: h.opFeatures, Flags: h.flags,
 		StripeUnit: h.layout.StripeUnit, StripeCount: h.layout.StripeCount,
-		DataPoolID: h.dataPool, CreateTimestamp: int64(h.created.Sec),
-		Snapshots: append([]SnapInfo(nil), h.snaps...), Parent: h.parent, ParentOverlap: h.overlap,
+		DataPoolID: h.dataPool, Snapshots: snapInfos(h.snaps), Parent: h.parent, ParentOverlap: int64(h.overlap),
 	}
+	if !h.created.IsZero() {
+		info.CreateTimestamp = h.created.Time()
+	}
+	return info
 }

@@ -15,6 +15,10 @@ const (
 	headerPrefix    = "rbd_header."
 	objectMapPrefix = "rbd_object_map."
 	dataPrefix      = "rbd_data."
+	// namespaceObject, in a pool's default namespace, records the pool's
+	// RBD namespaces as omap keys namespaceKeyPrefix + name.
+	namespaceObject    = "rbd_namespace"
+	namespaceKeyPrefix = "name_"
 	// lockName is the cls lock librbd takes on the header (and on the
 	// object map object) for the exclusive lock.
 	lockName = "rbd_lock"

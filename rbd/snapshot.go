@@ -23,7 +23,7 @@ func (img *Image) Snapshots(ctx context.Context) ([]SnapInfo, error) {
 	if err := img.refresh(ctx); err != nil {
 		return nil, err
 	}
-	return append([]SnapInfo(nil), img.hdr.Load().snaps...), nil
+	return snapInfos(img.hdr.Load().snaps), nil
 }
 
 func validSnapName(name string) error {
@@ -132,7 +132,7 @@ func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
 
 // removeSnapshotLocked removes (or trashes) snapshot s; the caller holds
 // the lock with writes held back.
-func (img *Image) removeSnapshotLocked(ctx context.Context, s SnapInfo, guard []cls.Method) error {
+func (img *Image) removeSnapshotLocked(ctx context.Context, s snapMeta, guard []cls.Method) error {
 	h := img.hdr.Load()
 	name := s.Name
 	if s.ProtectionStatus != cls.Unprotected {

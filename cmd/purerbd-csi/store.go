@@ -8,7 +8,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
-	"github.com/purerbd/purerbd/rados/cephconf"
+	"github.com/purerbd/purerbd/rados"
 )
 
 // defaultCephConf is where ceph-csi's manifests mount the ceph-config
@@ -45,7 +45,7 @@ func newStore(log *slog.Logger, o cephOptions) (store, error) {
 func storeOptions(o cephOptions) (rbdstore.Options, error) {
 	opts := rbdstore.Options{MsMode: o.msMode}
 	if o.conf != "" {
-		c, err := cephconf.Load(o.conf)
+		c, err := rados.LoadConfFile(o.conf)
 		switch {
 		case err == nil:
 			opts.Conf = c

@@ -123,7 +123,7 @@ func (c *rbdCommand) create(ctx context.Context, spec string, size int64, cf *cr
 		return err
 	}
 	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
-		return rbd.Create(ctx, ioc, sp.name, uint64(size), opts)
+		return rbd.Create(ctx, ioc, sp.name, size, opts)
 	})
 }
 

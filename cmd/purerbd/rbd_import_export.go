@@ -63,7 +63,7 @@ func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *cre
 		if initial < 0 {
 			initial = 0
 		}
-		if err := rbd.Create(ctx, ioc, sp.name, uint64(initial), opts); err != nil {
+		if err := rbd.Create(ctx, ioc, sp.name, initial, opts); err != nil {
 			return err
 		}
 		img, err := rbd.Open(ctx, ioc, sp.name, rbd.OpenOptions{WriteAround: cliWriteAround(cache)})

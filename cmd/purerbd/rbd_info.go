@@ -91,7 +91,7 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 			return err
 		}
 		out := infoJSON{
-			Name: info.Name, ID: info.ID, Size: info.Size, Objects: info.NumObjects, Order: info.Order,
+			Name: info.Name, ID: info.ID, Size: uint64(info.Size), Objects: info.NumObjects, Order: info.Order,
 			ObjectSize: info.ObjectSize, SnapshotCount: len(info.Snapshots), BlockNamePrefix: info.BlockNamePrefix,
 			Format: 2, Features: info.Features.Names(), OpFeatures: opFeatureNames(info.OpFeatures),
 			Flags: flagNames(info.Flags),
@@ -105,12 +105,12 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 		if info.DataPoolID >= 0 {
 			out.DataPool = strconv.FormatInt(info.DataPoolID, 10)
 		}
-		if info.CreateTimestamp != 0 {
-			out.CreateTimestamp = time.Unix(info.CreateTimestamp, 0).Format(time.ANSIC)
+		if !info.CreateTimestamp.IsZero() {
+			out.CreateTimestamp = time.Unix(info.CreateTimestamp.Unix(), 0).Format(time.ANSIC)
 		}
 		if info.Parent != nil {
 			out.Parent = &parentOut{PoolID: info.Parent.PoolID, PoolNamespace: info.Parent.PoolNamespace,
-				ImageID: info.Parent.ImageID, SnapID: info.Parent.SnapID, Overlap: info.ParentOverlap}
+				ImageID: info.Parent.ImageID, SnapID: info.Parent.SnapID, Overlap: uint64(info.ParentOverlap)}
 		}
 		if sp.snap != "" {
 			for _, s := range info.Snapshots {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
@@ -50,8 +52,8 @@ func (c *rbdCommand) imageMetaCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			for _, kv := range kvs {
-				fmt.Fprintf(c.stdout, "%s\t%s\n", kv.Key, kv.Value)
+			for _, k := range slices.Sorted(maps.Keys(kvs)) {
+				fmt.Fprintf(c.stdout, "%s\t%s\n", k, kvs[k])
 			}
 			return nil
 		}),

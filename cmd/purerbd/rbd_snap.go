@@ -11,7 +11,6 @@ import (
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
-	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // `purerbd rbd snap`: list, create, remove, protect, unprotect and roll
@@ -74,11 +73,15 @@ func (c *rbdCommand) snapList(ctx context.Context, spec, format string, all bool
 		}
 		rows := []row{}
 		for _, s := range snaps {
-			if s.Namespace.Type != cls.NamespaceUser && !all {
+			if s.Namespace != rbd.SnapNamespaceUser && !all {
 				continue
 			}
-			rows = append(rows, row{ID: s.ID, Name: s.Name, Size: s.Size, Protected: strconv.FormatBool(s.Protected),
-				Timestamp: time.Unix(int64(s.Timestamp.Sec), 0).Format(time.ANSIC)})
+			ts := "" // as rbd prints a snapshot without a recorded time
+			if !s.Timestamp.IsZero() {
+				ts = time.Unix(s.Timestamp.Unix(), 0).Format(time.ANSIC)
+			}
+			rows = append(rows, row{ID: s.ID, Name: s.Name, Size: uint64(s.Size), Protected: strconv.FormatBool(s.Protected),
+				Timestamp: ts})
 		}
 		if format == "json" {
 			return json.NewEncoder(c.stdout).Encode(rows)

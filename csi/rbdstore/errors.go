@@ -6,8 +6,6 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rados/auth"
-	"github.com/purerbd/purerbd/rados/monc"
 	"github.com/purerbd/purerbd/rbd"
 )
 
@@ -17,10 +15,10 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	var hunt *monc.HuntError
+	var hunt *rados.HuntError
 	var sentinel error
 	switch {
-	case errors.Is(err, auth.ErrAuthFailed):
+	case errors.Is(err, rados.ErrAuthFailed):
 		sentinel = csi.ErrUnauthenticated
 	case errors.Is(err, rados.ErrPermissionDenied), errors.Is(err, rados.ErrAccessDenied):
 		sentinel = csi.ErrPermission

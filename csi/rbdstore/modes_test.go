@@ -12,16 +12,16 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
-	"github.com/purerbd/purerbd/rados/cephconf"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 // cephConf writes a ceph.conf holding text and loads it.
-func cephConf(t *testing.T, text string) *cephconf.Conf {
+func cephConf(t *testing.T, text string) *rados.ConfFile {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "ceph.conf")
 	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
-	c, err := cephconf.Load(p)
+	c, err := rados.LoadConfFile(p)
 	require.NoError(t, err)
 	return c
 }

@@ -6,23 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"syscall"
 
 	"github.com/purerbd/purerbd/csi"
-	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rbd"
-	"github.com/purerbd/purerbd/rbd/cls"
 )
 
 // A node that stages a single-writer volume claims it with NodeClaimLock,
-// an exclusive lock of RADOS' `lock` class on the image's header whose
-// cookie is the node ID. Taking a lock is one atomic operation on the
-// OSD: of two nodes staging at once, exactly one gets it. The exclusive
-// lock of RBD ("rbd_lock", librbd's) stays cooperative (the controller's
-// resizes and snapshots take it for a moment), so it cannot say which
-// node owns a volume; this lock does, and librbd and krbd never look at
-// it.
+// an exclusive lock of RADOS' `lock` class on the image's header (an
+// rbd.HeaderLock) whose cookie is the node ID. Taking a lock is one
+// atomic operation on the OSD: of two nodes staging at once, exactly one
+// gets it. The exclusive lock of RBD ("rbd_lock", librbd's) stays
+// cooperative (the controller's resizes and snapshots take it for a
+// moment), so it cannot say which node owns a volume; this lock does,
+// and librbd and krbd never look at it.
 //
 // A claim is alive while the client that took it still watches the
 // header. The client is recognised by its address, whose nonce is fixed
@@ -61,9 +57,13 @@ func parseNodeClaim(v string) nodeClaim {
 
 func (c nodeClaim) String() string { return c.node + " " + c.client }
 
+// nodeClaimLock is the header lock a node takes.
+func nodeClaimLock(node string) rbd.HeaderLock {
+	return rbd.HeaderLock{Name: NodeClaimLock, Cookie: node, Tag: nodeClaimTag, Description: nodeClaimDesc}
+}
+
 // claimer claims, and releases, the header of one open image for a node.
 type claimer struct {
-	io   *rados.IOContext
 	img  *rbd.Image
 	node string
 	log  *slog.Logger
@@ -74,19 +74,8 @@ type claimer struct {
 
 // heldClaim is what an open that claimed its volume releases at close.
 type heldClaim struct {
-	locker denc.EntityName // the client the OSD recorded as the lock's holder
-	meta   string          // the NodeClaimKey value written
-}
-
-func (c *claimer) oid() string { return headerPrefix + c.img.ID() }
-
-func (c *claimer) call(ctx context.Context, m cls.Method) ([]byte, error) {
-	w := rados.NewWriteOp()
-	step := w.Exec(m.Class, m.Name, m.In)
-	if err := c.io.OperateWrite(ctx, c.oid(), w); err != nil {
-		return nil, err
-	}
-	return step.Output, nil
+	locker string // the client the OSD recorded as the lock's holder
+	meta   string // the NodeClaimKey value written
 }
 
 // claim makes the image, open for writing as client self, the volume of
@@ -119,69 +108,57 @@ func (c *claimer) claim(ctx context.Context, self string) (*heldClaim, error) {
 }
 
 // lock takes NodeClaimLock and returns the holder the OSD recorded.
-func (c *claimer) lock(ctx context.Context) (denc.EntityName, error) {
+func (c *claimer) lock(ctx context.Context) (string, error) {
 	for range claimAttempts {
 		if c.pause != nil {
 			c.pause(c.node)
 		}
-		_, err := c.call(ctx, cls.Lock(NodeClaimLock, cls.LockExclusive, c.node, nodeClaimTag, nodeClaimDesc, denc.UTime{}, 0))
-		if err != nil && !errors.Is(err, rados.ErrExists) && !errors.Is(err, syscall.EBUSY) {
-			return denc.EntityName{}, fmt.Errorf("taking the node claim: %w", err)
+		err := c.img.LockHeader(ctx, nodeClaimLock(c.node))
+		if err != nil && !errors.Is(err, rbd.ErrExists) && !errors.Is(err, rbd.ErrBusy) {
+			return "", fmt.Errorf("taking the node claim: %w", err)
 		}
-		info, ierr := c.info(ctx)
+		lockers, ierr := c.img.HeaderLockers(ctx, NodeClaimLock)
 		if ierr != nil {
-			return denc.EntityName{}, ierr
+			return "", fmt.Errorf("reading the node claim: %w", ierr)
 		}
-		if err == nil || errors.Is(err, rados.ErrExists) {
-			// EEXIST: this client holds it already (the same stage
+		if err == nil || errors.Is(err, rbd.ErrExists) {
+			// ErrExists: this client holds it already (the same stage
 			// opened twice by one process).
-			for _, lk := range info.Lockers {
+			for _, lk := range lockers {
 				if lk.Cookie == c.node {
-					return lk.Entity, nil
+					return lk.Client, nil
 				}
 			}
 			continue // broken at once by a node that took this one for dead
 		}
-		if err := c.breakDead(ctx, info); err != nil {
-			return denc.EntityName{}, err
+		if err := c.breakDead(ctx, lockers); err != nil {
+			return "", err
 		}
 	}
-	return denc.EntityName{}, fmt.Errorf("%w: the node claim changed hands %d times while node %q tried to take it", csi.ErrUnavailable, claimAttempts, c.node)
-}
-
-func (c *claimer) info(ctx context.Context) (cls.LockInfo, error) {
-	m := cls.GetInfo(NodeClaimLock)
-	out, err := c.io.Exec(ctx, c.oid(), m.Class, m.Name, m.In)
-	if errors.Is(err, rados.ErrNotFound) {
-		return cls.LockInfo{}, nil
-	}
-	if err != nil {
-		return cls.LockInfo{}, fmt.Errorf("reading the node claim: %w", err)
-	}
-	return cls.DecodeGetInfo(out)
+	return "", fmt.Errorf("%w: the node claim changed hands %d times while node %q tried to take it", csi.ErrUnavailable, claimAttempts, c.node)
 }
 
 // breakDead breaks the holders of the claim that are this node (an
 // earlier process of its plugin) or gone, and refuses with csi.ErrBusy
 // when another node's stage is alive.
-func (c *claimer) breakDead(ctx context.Context, info cls.LockInfo) error {
-	if len(info.Lockers) == 0 {
+func (c *claimer) breakDead(ctx context.Context, lockers []rbd.HeaderLocker) error {
+	if len(lockers) == 0 {
 		return nil
 	}
 	ws, err := c.img.Watchers(ctx)
 	if err != nil {
 		return err
 	}
-	for _, lk := range info.Lockers {
+	for _, lk := range lockers {
 		if lk.Cookie != c.node {
 			if w, ok := claimAlive(lk, ws); ok {
 				return inUse(lk.Cookie, w)
 			}
 			c.log.Info("taking over the claim of a node whose stage is gone",
-				"image", c.img.Name(), "node", lk.Cookie, "client", lk.Entity.String(), "addr", lk.Addr.String())
+				"image", c.img.Name(), "node", lk.Cookie, "client", lk.Client, "addr", lk.Address)
 		}
-		_, err := c.call(ctx, cls.BreakLock(NodeClaimLock, lk.Entity, lk.Cookie))
-		if err != nil && !errors.Is(err, rados.ErrNotFound) {
+		err := c.img.BreakHeaderLock(ctx, NodeClaimLock, lk.Client, lk.Cookie)
+		if err != nil && !errors.Is(err, rbd.ErrNotFound) {
 			return fmt.Errorf("breaking the node claim of %q: %w", lk.Cookie, err)
 		}
 	}
@@ -197,13 +174,9 @@ func inUse(node string, w rbd.Watcher) error {
 // claimAlive finds the watch of the client that took lk: same address
 // (IP, port and nonce; the address type may be written differently), or
 // the same entity.
-func claimAlive(lk cls.Locker, ws []rbd.Watcher) (rbd.Watcher, bool) {
+func claimAlive(lk rbd.HeaderLocker, ws []rbd.Watcher) (rbd.Watcher, bool) {
 	for _, w := range ws {
-		if w.Client == lk.Entity.String() {
-			return w, true
-		}
-		a, err := denc.ParseEntityAddr(w.Address)
-		if err == nil && !lk.Addr.IsZero() && a.SameInstance(lk.Addr) {
+		if lk.HeldBy(w) {
 			return w, true
 		}
 	}
@@ -256,8 +229,8 @@ func (c *claimer) release(ctx context.Context, h *heldClaim) {
 			}
 		}
 	}
-	_, err := c.call(ctx, cls.BreakLock(NodeClaimLock, h.locker, c.node))
-	if err != nil && !errors.Is(err, rados.ErrNotFound) {
+	err := c.img.BreakHeaderLock(ctx, NodeClaimLock, h.locker, c.node)
+	if err != nil && !errors.Is(err, rbd.ErrNotFound) {
 		// The claim is dead once the header watch goes: no harm.
 		c.log.Warn("releasing the node claim", "image", c.img.Name(), "error", err.Error())
 	}

@@ -51,7 +51,7 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 	}
 	oi := &openImage{Image: img, release: release}
 	if claim {
-		cl := &claimer{io: io, img: img, node: opts.Node, log: s.log.With("cluster", c.ID), pause: s.claimPause}
+		cl := &claimer{img: img, node: opts.Node, log: s.log.With("cluster", c.ID), pause: s.claimPause}
 		h, err := cl.claim(ctx, fmt.Sprintf("client.%d", conn.InstanceID()))
 		if err != nil {
 			oi.CloseContext(context.WithoutCancel(ctx))

@@ -13,21 +13,12 @@ import (
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
-	"github.com/purerbd/purerbd/rbd/cls"
 )
 
-// Objects purerbd keeps besides RBD's own, named like them.
-const (
-	// reservationObject holds the controller's reservation table (see
-	// csi.Session.Reservation) in its omap, one per pool and namespace.
-	reservationObject = "purerbd_csi_reservations"
-	// namespaceObject is where RBD records the namespaces of a pool
-	// (`rbd namespace create`), in the pool's default namespace: omap
-	// keys "name_<namespace>".
-	namespaceObject    = "rbd_namespace"
-	namespaceKeyPrefix = "name_"
-	headerPrefix       = "rbd_header."
-)
+// reservationObject holds the controller's reservation table (see
+// csi.Session.Reservation) in its omap, one per pool and namespace: an
+// object purerbd keeps besides RBD's own, named like them.
+const reservationObject = "purerbd_csi_reservations"
 
 type session struct {
 	conn *rados.Conn
@@ -116,11 +107,11 @@ func (s *session) checkNamespace(ctx context.Context, pool int64, ns string) err
 	if err != nil {
 		return err
 	}
-	vals, err := io.OmapGetValsByKeys(ctx, namespaceObject, []string{namespaceKeyPrefix + ns})
-	if err != nil && !errors.Is(err, rados.ErrNotFound) {
+	ok, err := rbd.NamespaceExists(ctx, io, ns)
+	if err != nil {
 		return mapErr(err)
 	}
-	if _, ok := vals[namespaceKeyPrefix+ns]; !ok {
+	if !ok {
 		return fmt.Errorf("RBD namespace %q of pool %d (create it with `rbd namespace create`): %w", ns, pool, csi.ErrNotFound)
 	}
 	return nil
@@ -150,7 +141,7 @@ func (s *session) CreateImage(ctx context.Context, img csi.ImageRef, size uint64
 	if err != nil {
 		return err
 	}
-	return mapErr(rbd.Create(ctx, io, img.Name, size, co))
+	return mapErr(rbd.Create(ctx, io, img.Name, int64(size), co))
 }
 
 func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap string, child csi.ImageRef, opts csi.ImageOptions) error {
@@ -179,16 +170,18 @@ func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap stri
 
 // nameOf looks an image's name up by ID in the pool's directory.
 func (s *session) nameOf(ctx context.Context, io *rados.IOContext, id string) (string, error) {
-	m := cls.DirGetName(id)
-	out, err := io.Exec(ctx, "rbd_directory", m.Class, m.Name, m.In)
-	if err != nil {
-		return "", mapErr(fmt.Errorf("image id %q: %w", id, err))
+	name, err := rbd.ImageName(ctx, io, id)
+	return name, mapErr(err)
+}
+
+// idOf returns the ID of img, looked up by name when the reference has
+// none.
+func (s *session) idOf(ctx context.Context, io *rados.IOContext, img csi.ImageRef) (string, error) {
+	if img.ID != "" {
+		return img.ID, nil
 	}
-	name, err := cls.DecodeString(out)
-	if err != nil {
-		return "", fmt.Errorf("image id %q: %w", id, err)
-	}
-	return name, nil
+	id, err := rbd.ImageID(ctx, io, img.Name)
+	return id, mapErr(err)
 }
 
 // open opens an image read-only, by name or ID, and runs f on it.
@@ -222,7 +215,7 @@ func (s *session) StatImage(ctx context.Context, img csi.ImageRef) (csi.ImageInf
 		if err != nil {
 			return err
 		}
-		info = csi.ImageInfo{Name: st.Name, ID: st.ID, Size: st.Size}
+		info = csi.ImageInfo{Name: st.Name, ID: st.ID, Size: uint64(st.Size)}
 		if p := st.Parent; p != nil {
 			info.Parent = &csi.ParentInfo{Pool: p.PoolID, Namespace: p.PoolNamespace, ImageID: p.ImageID, SnapID: p.SnapID}
 		}
@@ -292,40 +285,35 @@ func (s *session) ResizeImage(ctx context.Context, img csi.ImageRef, size uint64
 	return s.open(ctx, img, false, func(im *rbd.Image) error { return im.Resize(ctx, int64(size)) })
 }
 
-// headerCall runs a class method on an image's header object, without
-// opening the image (no watch, no lock: the metadata purerbd keeps and
-// snapshot renames need neither).
-func (s *session) headerCall(ctx context.Context, img csi.ImageRef, m cls.Method) ([]byte, error) {
-	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	id := img.ID
-	if id == "" {
-		g := cls.GetID()
-		out, err := io.Exec(ctx, "rbd_id."+img.Name, g.Class, g.Name, g.In)
-		if err != nil {
-			return nil, mapErr(fmt.Errorf("image %q: %w", img.Name, err))
-		}
-		if id, err = cls.DecodeString(out); err != nil {
-			return nil, fmt.Errorf("image %q: %w", img.Name, err)
-		}
-	}
-	out, err := io.Exec(ctx, headerPrefix+id, m.Class, m.Name, m.In)
-	return out, mapErr(err)
-}
+// Metadata and snapshot renames go to the image's header without
+// opening the image: no watch, no lock, as neither needs them.
 
 func (s *session) Metadata(ctx context.Context, img csi.ImageRef, key string) (string, error) {
-	out, err := s.headerCall(ctx, img, cls.MetadataGet(key))
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return "", err
+	}
+	id, err := s.idOf(ctx, io, img)
 	if err != nil {
 		return "", fmt.Errorf("metadata %q of %q: %w", key, img.Name, err)
 	}
-	return cls.DecodeString(out)
+	v, err := rbd.MetadataGet(ctx, io, id, key)
+	if err != nil {
+		return "", fmt.Errorf("metadata %q of %q: %w", key, img.Name, mapErr(err))
+	}
+	return v, nil
 }
 
 func (s *session) SetMetadata(ctx context.Context, img csi.ImageRef, key, value string) error {
-	_, err := s.headerCall(ctx, img, cls.MetadataSet(map[string][]byte{key: []byte(value)}))
-	return err
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return err
+	}
+	id, err := s.idOf(ctx, io, img)
+	if err != nil {
+		return err
+	}
+	return mapErr(rbd.MetadataSet(ctx, io, id, key, value))
 }
 
 func (s *session) CreateSnapshot(ctx context.Context, img csi.ImageRef, name string) error {
@@ -340,10 +328,10 @@ func (s *session) ListSnapshots(ctx context.Context, img csi.ImageRef) ([]csi.Sn
 			return err
 		}
 		for _, sn := range snaps {
-			if sn.Namespace.Type != cls.NamespaceUser {
+			if sn.Namespace != rbd.SnapNamespaceUser {
 				continue // trash, group and mirror snapshots are not ours
 			}
-			out = append(out, csi.SnapInfo{ID: sn.ID, Name: sn.Name, Size: sn.Size, Created: sn.Timestamp.Time()})
+			out = append(out, csi.SnapInfo{ID: sn.ID, Name: sn.Name, Size: uint64(sn.Size), Created: sn.Timestamp})
 		}
 		return nil
 	})
@@ -355,32 +343,18 @@ func (s *session) RemoveSnapshot(ctx context.Context, img csi.ImageRef, name str
 }
 
 func (s *session) RenameSnapshot(ctx context.Context, img csi.ImageRef, oldName, newName string) error {
-	var id uint64
-	found := false
-	err := s.open(ctx, img, true, func(im *rbd.Image) error {
-		snaps, err := im.Snapshots(ctx)
-		if err != nil {
-			return err
-		}
-		for _, sn := range snaps {
-			if sn.Name == newName {
-				return fmt.Errorf("snapshot %s@%s: %w", im.Name(), newName, csi.ErrExists)
-			}
-			if sn.Name == oldName {
-				id, found = sn.ID, true
-			}
-		}
-		if !found {
-			return fmt.Errorf("snapshot %s@%s: %w", im.Name(), oldName, csi.ErrNotFound)
-		}
-		img.ID = im.ID()
-		return nil
-	})
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
 	if err != nil {
 		return err
 	}
-	_, err = s.headerCall(ctx, img, cls.SnapshotRename(id, newName))
-	return err
+	id, err := s.idOf(ctx, io, img)
+	if err != nil {
+		return err
+	}
+	if err := rbd.RenameSnapshot(ctx, io, id, oldName, newName); err != nil {
+		return mapErr(fmt.Errorf("renaming snapshot %s@%s to %q: %w", first(img.Name, img.ID), oldName, newName, err))
+	}
+	return nil
 }
 
 func (s *session) Reservation(ctx context.Context, pool int64, ns, key string) (string, error) {

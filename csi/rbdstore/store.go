@@ -20,8 +20,6 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rados/cephconf"
-	"github.com/purerbd/purerbd/rados/msgr"
 )
 
 // Options tune a Store.
@@ -42,7 +40,7 @@ type Options struct {
 	// towards monitors and ms_client_mode towards OSDs, looked up in
 	// [client.<id>], [client] and [global]. Where it sets none, Ceph's
 	// defaults apply: monitors secure first, OSDs crc first.
-	Conf *cephconf.Conf
+	Conf *rados.ConfFile
 	// MsMode, when set, is the connection mode towards monitors and
 	// OSDs alike, whatever Conf says: "crc", "secure", "prefer-crc" or
 	// "prefer-secure", as rbd map's ms_mode.
@@ -57,7 +55,7 @@ func (o Options) Check() error {
 		{"ms_mon_client_mode", o.confMode("", "ms_mon_client_mode")},
 		{"ms_client_mode", o.confMode("", "ms_client_mode")},
 	} {
-		if _, err := msgr.ParseMode(m.mode); err != nil {
+		if err := rados.CheckMode(m.mode); err != nil {
 			return fmt.Errorf("%s: %w", m.what, err)
 		}
 	}
@@ -204,7 +202,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 			delete(s.conns, key)
 		}
 		s.mu.Unlock()
-		if errors.Is(err, msgr.ErrModeRefused) {
+		if errors.Is(err, rados.ErrModeRefused) {
 			err = fmt.Errorf("the monitors refuse connection mode %q (ms_mon_client_mode in ceph.conf, or --ms-mode): %w", first(monMode, "secure crc"), err)
 		}
 		return nil, nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
@@ -232,13 +230,13 @@ func (s *Store) evictIdle() {
 // Reachable checks that some monitor of c accepts a connection and
 // greets with the msgr2 banner; it needs no credentials.
 func (s *Store) Reachable(ctx context.Context, c csi.Cluster) error {
-	mons, err := cephconf.ParseMonHost(ctx, monHost(c), nil)
+	mons, err := rados.MonitorAddrs(ctx, monHost(c))
 	if err != nil {
 		return fmt.Errorf("monitors of cluster %q: %w", c.ID, err)
 	}
 	var errs []error
 	for _, m := range mons {
-		err := banner(ctx, m.Addr.String())
+		err := banner(ctx, m)
 		if err == nil {
 			return nil
 		}

@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := rbd.Remove(ctx, ioc, image, rbd.RemoveOptions{Force: true}); err != nil && !errors.Is(err, rbd.ErrNotFound) {
 			return nil, fmt.Errorf("chaos: removing an old %s: %w", image, err)
 		}
-		if err := rbd.Create(ctx, ioc, image, uint64(cfg.ImageSize), opts); err != nil {
+		if err := rbd.Create(ctx, ioc, image, cfg.ImageSize, opts); err != nil {
 			return nil, fmt.Errorf("chaos: creating %s: %w", image, err)
 		}
 		img, err := rbd.Open(ctx, ioc, image, rbd.OpenOptions{AcquireLock: true, Logger: cfg.Logger.With("image", image)})
