@@ -10,7 +10,7 @@ import (
 
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"
 	"github.com/purerbd/purerbd/rbd/striper"
 )

@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // Names and ids. An image's id is fixed at creation and names its

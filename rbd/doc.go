@@ -8,7 +8,7 @@
 //   - an entry NAME <-> ID in the pool's rbd_directory;
 //   - rbd_header.ID, whose omap holds size, order, features, object
 //     prefix, striping, snapshots, parent, flags and metadata, all read
-//     and changed through `rbd` class methods (package rbd/cls);
+//     and changed through `rbd` class methods (package rbd/internal/cls);
 //   - data objects rbd_data.ID.%016x (object number), in the data pool
 //     when the image has one;
 //   - with the object-map feature, rbd_object_map.ID (and

@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 	"github.com/purerbd/purerbd/rbd/objectmap"
 	"github.com/purerbd/purerbd/rbd/striper"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 	"github.com/purerbd/purerbd/rbd/striper"
 )
 

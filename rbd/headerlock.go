@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // Header locks: advisory exclusive locks of RADOS' `lock` class on an

@@ -8,7 +8,7 @@ import (
 
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // Image metadata: key/value pairs in the header (`rbd image-meta`). The

@@ -3,7 +3,7 @@ package rbd
 import (
 	"time"
 
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // SnapInfo describes one snapshot.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // TestSnapInfoWireValues checks that the rbd-level enumerations keep the

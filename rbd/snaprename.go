@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/purerbd/purerbd/rados"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // RenameSnapshot renames snapshot oldName of the image with the given id

@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"github.com/purerbd/purerbd/rados/denc"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 // Op is librbd's NotifyOp.

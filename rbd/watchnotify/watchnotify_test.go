@@ -6,7 +6,7 @@ import (
 
 	"github.com/purerbd/purerbd/internal/alloctest"
 	"github.com/purerbd/purerbd/rados/radostest/corpus"
-	"github.com/purerbd/purerbd/rbd/cls"
+	"github.com/purerbd/purerbd/rbd/internal/cls"
 )
 
 func TestCorpusNotify(t *testing.T) {
