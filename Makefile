@@ -75,7 +75,7 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
 
-test: lint unit e2e-k8s race fuzz-smoke
+test: lint unit race fuzz-smoke e2e-k8s
 
 # the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
 # boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS
