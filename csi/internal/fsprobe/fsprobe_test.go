@@ -10,32 +10,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/purerbd/purerbd/csi/internal/fstools"
 	"github.com/purerbd/purerbd/internal/shorttier"
 )
-
-// programDirs are where the programs that make the probed file systems
-// are looked for besides $PATH (sbin directories are not on every $PATH).
-var programDirs = []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/local/bin"}
 
 // requireProgram fails the test when a program it needs is missing.
 func requireProgram(t *testing.T, name, pkg string) string {
 	t.Helper()
 	shorttier.Skip(t, name)
-	for _, d := range append([]string{""}, programDirs...) {
-		var p string
-		var err error
-		if d == "" {
-			p, err = exec.LookPath(name)
-		} else {
-			p = filepath.Join(d, name)
-			_, err = os.Stat(p)
-		}
-		if err == nil {
-			return p
-		}
+	p, err := fstools.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: install the Debian package %s", name, pkg)
 	}
-	t.Fatalf("%s not found: install the Debian package %s", name, pkg)
-	return ""
+	return p
 }
 
 // image returns a sparse file of size bytes.

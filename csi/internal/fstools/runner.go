@@ -34,6 +34,21 @@ type Runner struct {
 // plugin's own file system when neither Dir nor Root is set.
 var searchDirs = []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/local/bin"}
 
+// LookPath finds prog on the plugin's own file system: on $PATH, else in
+// the sbin and bin directories (which not every $PATH names).
+func LookPath(prog string) (string, error) {
+	p, err := exec.LookPath(prog)
+	if err == nil {
+		return p, nil
+	}
+	for _, d := range searchDirs {
+		if st, serr := os.Stat(filepath.Join(d, prog)); serr == nil && st.Mode().IsRegular() {
+			return filepath.Join(d, prog), nil
+		}
+	}
+	return "", err
+}
+
 // command returns a command that runs prog with args.
 func (t Runner) command(ctx context.Context, prog string, args ...string) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
@@ -59,15 +74,7 @@ func (t Runner) command(ctx context.Context, prog string, args ...string) (*exec
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: t.Root}
 		cmd.Dir = "/"
 	default:
-		p, err := exec.LookPath(prog)
-		if err != nil {
-			for _, d := range searchDirs {
-				if st, serr := os.Stat(filepath.Join(d, prog)); serr == nil && st.Mode().IsRegular() {
-					p, err = filepath.Join(d, prog), nil
-					break
-				}
-			}
-		}
+		p, err := LookPath(prog)
 		if err != nil {
 			return nil, fmt.Errorf("%s not found (configure a tools directory or the host root): %w", prog, err)
 		}

@@ -3,7 +3,6 @@ package fstools
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,21 +18,11 @@ import (
 func requireProgram(t *testing.T, name, pkg string) string {
 	t.Helper()
 	shorttier.Skip(t, name)
-	for _, d := range append([]string{""}, searchDirs...) {
-		var p string
-		var err error
-		if d == "" {
-			p, err = exec.LookPath(name)
-		} else {
-			p = filepath.Join(d, name)
-			_, err = os.Stat(p)
-		}
-		if err == nil {
-			return p
-		}
+	p, err := LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: install the Debian package %s", name, pkg)
 	}
-	t.Fatalf("%s not found: install the Debian package %s", name, pkg)
-	return ""
+	return p
 }
 
 // image returns a sparse file of size bytes.
