@@ -295,7 +295,7 @@ func ParseEntityAddr(s string) (EntityAddr, error) {
 		return EntityAddr{}, err
 	}
 	if rest != "" {
-		return EntityAddr{}, fmt.Errorf("denc: address %q: trailing %q", s, rest)
+		return EntityAddr{}, fmt.Errorf("denc: address %s: trailing %s", quoteInput(s), quoteInput(rest))
 	}
 	return a, nil
 }
@@ -317,7 +317,7 @@ func parseEntityAddrPrefix(s string) (EntityAddr, string, error) {
 		return EntityAddr{}, rest[1:], nil
 	}
 	bad := func(why string) (EntityAddr, string, error) {
-		return EntityAddr{}, s, fmt.Errorf("denc: address %q: %s", s, why)
+		return EntityAddr{}, s, fmt.Errorf("denc: address %s: %s", quoteInput(s), why)
 	}
 	var host string
 	bracketed := strings.HasPrefix(rest, "[")
@@ -377,3 +377,17 @@ func parseEntityAddrPrefix(s string) (EntityAddr, string, error) {
 	}
 	return a, rest, nil
 }
+
+// quoteInput quotes text from an input for an error message, at most
+// maxQuoted bytes of it: an error about a long input names where it
+// went wrong without copying it whole (each nested error would copy it
+// again).
+func quoteInput(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:maxQuoted]) + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
+// maxQuoted bounds quoteInput.
+const maxQuoted = 64

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 func TestEntityAddrStringParse(t *testing.T) {
@@ -170,3 +173,29 @@ func TestEntityAddrCompare(t *testing.T) {
 }
 
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// TestParseEntityAddrVecAllocations holds ParseEntityAddrVec to the fuzz
+// targets' allocation bound on the inputs that once broke it: many short
+// addresses (append's doubling), and long invalid input quoted by nested
+// errors.
+func TestParseEntityAddrVecAllocations(t *testing.T) {
+	many := "[" + strings.Repeat("::,", MaxParsedAddrs-1) + "::]"
+	for name, s := range map[string]string{
+		"many short":       many,
+		"too many":         "[" + strings.Repeat("::,", 1200) + "::]",
+		"bad after many":   "[" + strings.Repeat("::,", 1200) + strings.Repeat("\xff", 2000),
+		"bad binary first": "[" + strings.Repeat("\x00\xff", 2000),
+		"unterminated":     many[:len(many)-1] + "," + strings.Repeat("v2:", 500),
+	} {
+		t.Run(name, func(t *testing.T) {
+			alloctest.Check(t, len(s), func() { _, _ = ParseEntityAddrVec(s) })
+		})
+	}
+	v, err := ParseEntityAddrVec(many)
+	if err != nil || len(v) != MaxParsedAddrs || cap(v) != MaxParsedAddrs {
+		t.Fatalf("ParseEntityAddrVec(%d addresses) = len %d cap %d, %v", MaxParsedAddrs, len(v), cap(v), err)
+	}
+	if _, err := ParseEntityAddrVec(many[:len(many)-1] + ",::]"); err == nil || !strings.Contains(err.Error(), "more than 64 addresses") {
+		t.Fatalf("ParseEntityAddrVec(%d addresses): %v, want an error naming the bound", MaxParsedAddrs+1, err)
+	}
+}

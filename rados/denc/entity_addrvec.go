@@ -115,21 +115,51 @@ func ParseEntityAddrVec(s string) (EntityAddrVec, error) {
 	if a, err := ParseEntityAddr(s); err == nil && a.IP.Is6() {
 		return EntityAddrVec{a}, nil
 	}
-	var v EntityAddrVec
+	// Two passes: the first validates and counts, so the vector is one
+	// allocation of its final size (append's doubling would let a long
+	// list of short addresses allocate several times its input).
+	n, err := walkEntityAddrVec(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	v := make(EntityAddrVec, 0, n)
+	if _, err := walkEntityAddrVec(s, func(a EntityAddr) { v = append(v, a) }); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// MaxParsedAddrs bounds the addresses ParseEntityAddrVec accepts in one
+// vector. A Ceph daemon binds one v2 and one v1 address per address
+// family, so real vectors hold at most four; the bound keeps a long
+// list of two-byte addresses ("::") from costing 48 bytes of memory for
+// every three of input.
+const MaxParsedAddrs = 64
+
+// walkEntityAddrVec parses the bracketed list s, calling each (when not
+// nil) with every address in order, and returns how many there are.
+func walkEntityAddrVec(s string, each func(EntityAddr)) (int, error) {
+	n := 0
 	rest := s[1:]
 	for {
 		a, r, err := parseEntityAddrPrefix(rest)
 		if err != nil {
-			return nil, fmt.Errorf("denc: address vector %q: %w", s, err)
+			return 0, fmt.Errorf("denc: address vector %s: %w", quoteInput(s), err)
 		}
-		v = append(v, a)
+		n++
+		if n > MaxParsedAddrs {
+			return 0, fmt.Errorf("denc: address vector %s: more than %d addresses", quoteInput(s), MaxParsedAddrs)
+		}
+		if each != nil {
+			each(a)
+		}
 		switch {
 		case r == "]":
-			return v, nil
+			return n, nil
 		case strings.HasPrefix(r, ","):
 			rest = r[1:]
 		default:
-			return nil, fmt.Errorf("denc: address vector %q: unexpected %q", s, r)
+			return 0, fmt.Errorf("denc: address vector %s: unexpected %s", quoteInput(s), quoteInput(r))
 		}
 	}
 }
