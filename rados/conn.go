@@ -2,6 +2,8 @@ package rados
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -145,6 +147,16 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 		log = slog.Default()
 	}
 	mcfg.Logger = log
+	// One nonce for the monitor and OSD sessions, as librados has one
+	// address: ClientAddr is then the address OSDs record for this
+	// client's locks and watches.
+	if mcfg.Nonce == 0 {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("rados: random nonce: %w", err)
+		}
+		mcfg.Nonce = binary.LittleEndian.Uint32(b[:]) | 1
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	mc, err := monc.New(ctx, mcfg)
@@ -159,6 +171,7 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 		Mode:         mode,
 		Logger:       log,
 		SpliceWrites: cfg.SpliceWrites,
+		Nonce:        mcfg.Nonce,
 	})
 	if err != nil {
 		c.cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/denc"
 )
 
 // LockPolicy says what an Image holding the exclusive lock does when
@@ -43,6 +44,14 @@ type OpenOptions struct {
 	// default the owner is blocklisted, so that a client that only lost
 	// its watch cannot keep writing.
 	NoBlocklist bool
+	// FencedClients are client instances the caller has proven dead and
+	// already blocklisted (rados.Conn.Blocklist): the previous process
+	// of a restarted service, whose addresses it recorded. An exclusive
+	// lock one of them holds is broken at once, where otherwise a locker
+	// that still watches the header counts as alive until its watch
+	// times out on the OSD (osd_client_watch_timeout, 30 s by default).
+	// Matched by address, nonce included (denc.EntityAddr.SameInstance).
+	FencedClients []denc.EntityAddr
 	// WriteAround turns on librbd's write-around cache (off by default;
 	// see WriteAround).
 	WriteAround WriteAround

@@ -138,20 +138,23 @@ func (l *exclusiveLock) handleBusy(ctx context.Context, oid string) error {
 	if info.Tag != lockTag || info.Type != cls.LockExclusive || !ok {
 		return fmt.Errorf("%w: %q is locked by %s (cookie %q, tag %q)", ErrLockedExternally, img.name, lk.Entity, lk.Cookie, info.Tag)
 	}
-	watchers, err := img.meta.listWatchers(ctx, oid)
-	if err != nil {
-		return fmt.Errorf("rbd: listing watchers of %q: %w", img.name, err)
-	}
+	fenced := img.fenced(lk.Addr)
 	alive := false
-	for _, w := range watchers {
-		if lockerWatches(lk, w, handle) {
-			alive = true
+	if !fenced {
+		watchers, err := img.meta.listWatchers(ctx, oid)
+		if err != nil {
+			return fmt.Errorf("rbd: listing watchers of %q: %w", img.name, err)
+		}
+		for _, w := range watchers {
+			if lockerWatches(lk, w, handle) {
+				alive = true
+			}
 		}
 	}
-	if !alive {
+	if fenced || !alive {
 		img.log.Info("breaking the exclusive lock of a dead client", "owner", lk.Entity.String(), "cookie", lk.Cookie,
-			"addr", lk.Addr.String())
-		if !img.opts.NoBlocklist && !lk.Addr.IsZero() {
+			"addr", lk.Addr.String(), "fenced_by_caller", fenced)
+		if !fenced && !img.opts.NoBlocklist && !lk.Addr.IsZero() {
 			if err := img.meta.blocklist(ctx, lk.Addr); err != nil {
 				return err
 			}
@@ -216,6 +219,20 @@ func (l *exclusiveLock) unlockHeader(ctx context.Context) {
 	if err := l.unlockOwn(ctx); err != nil {
 		l.img.log.Warn("releasing the header lock failed", "err", err)
 	}
+}
+
+// fenced reports whether addr is one of the client instances the caller
+// proved dead and blocklisted (OpenOptions.FencedClients).
+func (img *Image) fenced(addr denc.EntityAddr) bool {
+	if addr.IsZero() {
+		return false
+	}
+	for _, f := range img.opts.FencedClients {
+		if f.SameInstance(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // lockerWatches reports whether watcher w is the live owner of a lock

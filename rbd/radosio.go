@@ -2,7 +2,6 @@ package rbd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -173,16 +172,10 @@ func (r *radosObjects) poolByName(ctx context.Context, name string) (int64, erro
 }
 
 func (r *radosObjects) blocklist(ctx context.Context, addr denc.EntityAddr) error {
-	a := addr
-	a.Type = denc.AddrAny // the monitors take the legacy "IP:port/nonce" form
-	cmd, err := json.Marshal(map[string]string{"prefix": "osd blocklist", "blocklistop": "add", "addr": a.String()})
-	if err != nil {
-		return err
+	if err := r.io.Conn().Blocklist(ctx, addr, 0); err != nil {
+		return fmt.Errorf("rbd: %w", err)
 	}
-	if _, _, err := r.io.Conn().MonCommand(ctx, cmd); err != nil {
-		return fmt.Errorf("rbd: blocklisting %s: %w", a, err)
-	}
-	return r.io.Conn().WaitForLatestOSDMap(ctx)
+	return nil
 }
 
 func (r *radosObjects) listWatchers(ctx context.Context, oid string) ([]watcherInfo, error) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/internal/buildinfo"
+	"github.com/purerbd/purerbd/internal/predecessor"
 )
 
 func main() {
@@ -151,9 +152,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	cfg.Logger = slog.New(h)
+	// The node plugin proves its predecessor on this node dead and
+	// learns its RADOS clients, to fence them and take their locks over
+	// at once (internal/predecessor).
+	var claim *predecessor.Claim
+	if cfg.Node {
+		claim = takeNodeRole(ctx, cfg.Logger, o.node.stateDir)
+		if claim != nil {
+			defer claim.Close()
+		}
+	}
 	// One store for both roles: the controller's sessions and the node's
 	// images share connections.
-	store, err := newStore(cfg.Logger, o.ceph)
+	store, err := newStore(cfg.Logger, o.ceph, claim)
 	if err != nil {
 		cfg.Logger.Error("cannot start", "error", err.Error())
 		return 1

@@ -8,6 +8,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/rbdstore"
+	"github.com/purerbd/purerbd/internal/predecessor"
 	"github.com/purerbd/purerbd/rados"
 )
 
@@ -24,12 +25,13 @@ type store interface {
 }
 
 // newStore returns the store over RADOS and RBD (packages rados and rbd).
-func newStore(log *slog.Logger, o cephOptions) (store, error) {
+func newStore(log *slog.Logger, o cephOptions, claim *predecessor.Claim) (store, error) {
 	opts, err := storeOptions(o)
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger = log
+	opts.Predecessor = claim
 	mon, osd := opts.Modes("")
 	conf := ""
 	if opts.Conf != nil {

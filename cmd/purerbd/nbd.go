@@ -11,6 +11,7 @@ import (
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/internal/maxprocs"
+	"github.com/purerbd/purerbd/internal/predecessor"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
 	"github.com/purerbd/purerbd/rados"
@@ -249,6 +250,7 @@ type imageExport struct {
 	conn    *rados.Conn
 	img     *rbd.Image
 	backend nbd.Backend
+	role    *predecessor.Claim // writable images: this host's role of serving it
 }
 
 // parseImageArg reads POOL/[NAMESPACE/]IMAGE[@SNAP] (POOL defaults to
@@ -279,21 +281,42 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 	// the connect timeout bounds opening the image too
 	cctx, cancel := context.WithTimeout(ctx, g.connectTimeout)
 	defer cancel()
-	conn, err := g.connectRados(cctx)
-	if err != nil {
+	log := g.logger(slog.LevelWarn)
+	writable := !o.readOnly && sp.snap == ""
+	var role *predecessor.Claim
+	if writable {
+		// a previous server of this image on this host that died left
+		// its lock: prove it dead, fence it, take the lock at once
+		role = takeImageRole(cctx, log, sp)
+	}
+	fail := func(err error) (*imageExport, error) {
+		if role != nil {
+			_ = role.Close()
+		}
 		return nil, err
 	}
-	ioc, err := conn.IOContext(cctx, sp.pool, sp.ns)
+	conn, err := g.connectRados(cctx)
 	if err != nil {
-		_ = conn.Close()
-		return nil, err
+		return fail(err)
 	}
 	opts := rbd.OpenOptions{
 		ReadOnly: o.readOnly,
 		Snapshot: sp.snap,
-		Logger:   g.logger(slog.LevelWarn),
+		Logger:   log,
 	}
-	if !o.readOnly && sp.snap == "" {
+	if role != nil {
+		fenced, err := role.Adopt(cctx, conn)
+		if err != nil {
+			log.Warn("a previous server of the image could not be fenced: its lock breaks when its watch times out", "err", err)
+		}
+		opts.FencedClients = fenced
+	}
+	ioc, err := conn.IOContext(cctx, sp.pool, sp.ns)
+	if err != nil {
+		_ = conn.Close()
+		return fail(err)
+	}
+	if writable {
 		opts.AcquireLock = true
 		if o.exclusive {
 			opts.LockPolicy = rbd.LockRefuse
@@ -302,15 +325,24 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 	img, err := rbd.Open(cctx, ioc, sp.name, opts)
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("opening %s: %w", sp, err)
+		return fail(fmt.Errorf("opening %s: %w", sp, err))
 	}
-	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(img)}, nil
+	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(img), role: role}, nil
 }
 
 // close closes the image (releasing its lock) and the connection.
 func (e *imageExport) close(stderr io.Writer) {
-	if err := e.img.Close(); err != nil {
+	err := e.img.Close()
+	if err != nil {
 		fmt.Fprintf(stderr, "purerbd nbd: closing %s: %v\n", e.spec, err)
 	}
+	fsid, addr := e.conn.FSID(), e.conn.ClientAddr()
 	_ = e.conn.Close()
+	if e.role != nil {
+		if err == nil {
+			// the lock was released: a successor has nothing to fence
+			_ = e.role.Forget(fsid, addr)
+		}
+		_ = e.role.Close()
+	}
 }

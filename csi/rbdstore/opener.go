@@ -25,6 +25,7 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 	}
 	e.mu.Lock()
 	e.refs++
+	fenced := e.fenced
 	e.mu.Unlock()
 	release := func() {
 		e.mu.Lock()
@@ -43,7 +44,9 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		ReadOnly:    opts.ReadOnly,
 		AcquireLock: opts.Exclusive && !opts.ReadOnly && !claim, // claimForNode takes it
 		LockPolicy:  rbd.LockCooperative,
-		Logger:      s.log.With("cluster", c.ID),
+		// the previous plugin's locks are taken over at once
+		FencedClients: fenced,
+		Logger:        s.log.With("cluster", c.ID),
 	})
 	if err != nil {
 		release()

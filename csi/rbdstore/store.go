@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/internal/predecessor"
 	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/denc"
 )
 
 // Options tune a Store.
@@ -45,6 +47,13 @@ type Options struct {
 	// OSDs alike, whatever Conf says: "crc", "secure", "prefer-crc" or
 	// "prefer-secure", as rbd map's ms_mode.
 	MsMode string
+	// Predecessor, in the node plugin, is its claim on the node's role:
+	// each new connection is recorded in it before it takes any lock, and
+	// fences (blocklists) the clients of the dead previous plugin on its
+	// cluster, whose exclusive locks the images it opens then break at
+	// once (rbd.OpenOptions.FencedClients). Nil: no fencing, and a dead
+	// owner's lock is broken when its watch times out.
+	Predecessor *predecessor.Claim
 }
 
 // Check reports connection modes that o sets and the client does not
@@ -101,6 +110,9 @@ type entry struct {
 	conn     *rados.Conn
 	lastUsed time.Time
 	refs     int // open images using conn
+	// fenced are the dead predecessor's clients on conn's cluster, which
+	// conn blocklisted (Options.Predecessor).
+	fenced []denc.EntityAddr
 }
 
 // New returns a Store.
@@ -207,7 +219,16 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 		}
 		return nil, nil, mapErr(fmt.Errorf("connecting to cluster %q as client.%s: %w", c.ID, cred.ID, err))
 	}
-	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID())
+	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID(),
+		"client_addr", conn.ClientAddr().String())
+	if p := s.opts.Predecessor; p != nil {
+		fenced, err := p.Adopt(cctx, conn)
+		if err != nil {
+			s.log.Warn("the previous node plugin's clients could not all be fenced: their locks break when their watches time out",
+				"cluster", c.ID, "err", err)
+		}
+		e.fenced = fenced
+	}
 	e.conn = conn
 	return conn, e, nil
 }
@@ -220,7 +241,14 @@ func (s *Store) evictIdle() {
 			continue // connecting or in use right now
 		}
 		if e.conn != nil && e.refs == 0 && time.Since(e.lastUsed) > s.opts.IdleTimeout {
-			go e.conn.Close()
+			go func(conn *rados.Conn) {
+				fsid, addr := conn.FSID(), conn.ClientAddr()
+				_ = conn.Close()
+				if p := s.opts.Predecessor; p != nil {
+					// closed with no image open: nothing of it to fence
+					_ = p.Forget(fsid, addr)
+				}
+			}(e.conn)
 			delete(s.conns, k)
 		}
 		e.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +42,11 @@ type Client struct {
 	drop      chan struct{} // asks the session loop to drop the session and hunt
 
 	mu            sync.Mutex
-	conn          *msgr.Conn // the current session; nil while hunting
-	challenge     uint64     // the cephx server challenge of conn's handshake
-	sessions      int        // sessions established since New
-	lostAt        time.Time  // when the last session was lost
+	conn          *msgr.Conn      // the current session; nil while hunting
+	lastAddr      denc.EntityAddr // conn's LocalAddr, kept while hunting
+	challenge     uint64          // the cephx server challenge of conn's handshake
+	sessions      int             // sessions established since New
+	lostAt        time.Time       // when the last session was lost
 	lastFailover  time.Duration
 	monmap        *MonMap
 	monmapChanged chan struct{} // closed and replaced at every new MonMap
@@ -96,11 +98,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.id.Store(id)
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("monc: random nonce: %w", err)
+	c.nonce = cfg.Nonce
+	if c.nonce == 0 {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("monc: random nonce: %w", err)
+		}
+		c.nonce = binary.LittleEndian.Uint32(b[:]) | 1
 	}
-	c.nonce = binary.LittleEndian.Uint32(b[:]) | 1
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 
 	hctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
@@ -172,6 +177,22 @@ func (c *Client) FSID() denc.UUID {
 // service refuses an authorizer or msgr reports auth.ErrNoTicket, call
 // RenewTickets and dial again.
 func (c *Client) Auth() auth.Provider { return providerSwitch{c} }
+
+// Addr returns this client's address as the current monitor session
+// sees it: the IP the monitor reported, no port, this client's nonce.
+// Before the first session, and while hunting, the IP is the last one
+// seen (unspecified before any).
+func (c *Client) Addr() denc.EntityAddr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		c.lastAddr = c.conn.LocalAddr()
+	}
+	if c.lastAddr.IsZero() {
+		return denc.NewEntityAddr(denc.AddrAny, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), c.nonce)
+	}
+	return c.lastAddr
+}
 
 // GlobalID returns the global id the monitors assigned to this client
 // (the N of client.N), as presented to OSDs and managers.

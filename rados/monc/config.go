@@ -53,6 +53,11 @@ type Config struct {
 	// SubscribeConfig also subscribes to the monitors' central
 	// configuration for this client (see Client.CentralConfig).
 	SubscribeConfig bool
+	// Nonce is this client instance's address nonce (0: random). A
+	// librados client has one address for its monitor and OSD sessions;
+	// rados.Conn gives both the same nonce, so that the address the
+	// monitors see is the one OSDs record for its locks and watches.
+	Nonce uint32
 	// Hostname is sent with subscriptions (empty: os.Hostname).
 	Hostname string
 	// Logger receives connection events (nil: slog.Default()). Keys are

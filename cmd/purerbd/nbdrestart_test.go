@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/nbd/nbdtest"
+	"github.com/purerbd/purerbd/rados/radostest"
+)
+
+// TestNBDServeRestartAfterSIGKILL is the issue's experiment as a user
+// runs it, at Ceph's default settings (osd_client_watch_timeout 30 s):
+// `purerbd nbd serve --image` of an image with exclusive-lock is
+// SIGKILLed while nbdcopy writes into it, and started again at once on
+// the same export. The dead server's lock and watch stay on the OSD; the
+// new server proves its predecessor dead (the role lock under
+// PURERBD_RUN_DIR), fences exactly its client and takes the lock over,
+// so its first write lands long before the dead watch would time out
+// (the 15 s bound; without the takeover it cannot be met). Then nbdcopy
+// writes the whole file again and `rbd export` (librbd) reads it back.
+func TestNBDServeRestartAfterSIGKILL(t *testing.T) {
+	radostest.SkipShort(t)
+	bin := filepath.Join(t.TempDir(), "purerbd")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := radostest.New(t, radostest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if out, err := c.Rbd(ctx, "create", "--size", "64M", "--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/restart"); err != nil {
+		t.Fatalf("rbd create: %v: %s", err, out)
+	}
+	dir := t.TempDir()
+	data := make([]byte, 48<<20)
+	rand.Read(data)
+	file := filepath.Join(dir, "data")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "nbd.sock")
+	uri := "nbd+unix:///?socket=" + socket
+	serve := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(bin, "-c", c.Conf, "nbd", "serve", "--image", "rbd/restart", "--socket", socket)
+		cmd.Env = append(cleanEnv(), runDirEnv+"="+filepath.Join(dir, "run"))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, &stderr
+	}
+	first, _ := serve()
+	waitSocket(t, socket, 60*time.Second)
+
+	copier := exec.Command("nbdcopy", file, uri)
+	if err := copier.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	restarted := time.Now()
+	second, stderr := serve()
+	_ = copier.Wait() // it failed when its server died, or finished before
+
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	for {
+		cl, err := nbdtest.Dial(wctx, "unix", socket, nbdtest.Options{})
+		if err == nil {
+			err = cl.WriteAt(wctx, data[:4096], 0, 0)
+			cl.Close()
+			if err != nil {
+				t.Fatalf("first write after the restart: %v\n%s", err, stderr)
+			}
+			break
+		}
+		if wctx.Err() != nil {
+			t.Fatalf("no write possible %v after the restart (a dead owner's watch lives 30 s): %v\n%s",
+				time.Since(restarted).Round(time.Millisecond), err, stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("restart to first write: %v", time.Since(restarted).Round(time.Millisecond))
+
+	runTool(t, "nbdcopy", file, uri)
+	_ = second.Process.Signal(os.Interrupt)
+	_ = second.Wait()
+	got := filepath.Join(dir, "export")
+	if out, err := c.Rbd(ctx, "export", "rbd/restart", got); err != nil {
+		t.Fatalf("rbd export: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b[:len(data)], data) {
+		t.Fatal("rbd export differs from what nbdcopy wrote through the restarted server")
+	}
+}
+
+// waitSocket waits until a unix socket accepts connections.
+func waitSocket(t *testing.T, path string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if conn, err := net.Dial("unix", path); err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no socket at %s after %v", path, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
