@@ -15,15 +15,15 @@ import (
 )
 
 // startCSIBinary runs the purerbd-csi binary at path as the node plugin,
-// serving on socketPath with the kernel request timeout ioTimeout (as a
-// node DaemonSet would, args adding to that), and waits until it
+// serving on socketPath with its default settings (as the shipped node
+// DaemonSet runs it, args adding to that), and waits until it
 // answers a Probe, as the kubelet's registrar does. Its log lines go to
 // stderr prefixed with name; startup is the time from exec to the first
 // ready Probe (the node takes over what an earlier process staged before
 // it serves).
 func startCSIBinary(ctx context.Context, path, name string, args ...string) (*plugin, error) {
 	args = append([]string{"--node", "--nodeid", "vm-node", "--endpoint", "unix://" + socketPath,
-		"--cluster-config", configPath, "--nbd-connections", "2", "--nbd-io-timeout", ioTimeout.String()}, args...)
+		"--cluster-config", configPath}, args...)
 	cmd := exec.Command(path, args...)
 	logs, err := cmd.StderrPipe()
 	if err != nil {

@@ -40,6 +40,7 @@ type rbdScenario struct {
 	vol                         string
 	binary                      string // the purerbd-csi binary
 	krbd                        bool
+	kills                       int // SIGKILLs of the plugin under the writers, restarted at once
 	secrets                     map[string]string
 	block                       rbdBlock // vol "" without -block-image
 	xfs                         rbdXFS   // vol "" without -xfs-image
@@ -58,6 +59,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.StringVar(&r.xfs.image, "xfs-image", "", "also stage this image with xfs, a writer on it across the restart (320 MiB at least)")
 	fs.StringVar(&r.binary, "binary", "/bin/purerbd-csi", "the purerbd-csi binary, run as the node plugin")
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
+	fs.IntVar(&r.kills, "kills", 0, "SIGKILL the plugin this many times under the writers, restarting it at once each time, and report the stalls")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,11 +99,11 @@ func readKey(path string) (string, error) {
 	return "", fmt.Errorf("keyring %s: no key", path)
 }
 
-// startPlugin starts the purerbd-csi binary as the node plugin; the
-// kernel holds I/O for a restarted one for up to two minutes.
+// startPlugin starts the purerbd-csi binary as the node plugin, at its
+// default settings.
 func (r *rbdScenario) startPlugin(ctx context.Context, name string) error {
 	var err error
-	r.p, err = startCSIBinary(ctx, r.binary, name, "--nbd-reattach-timeout", "2m")
+	r.p, err = startCSIBinary(ctx, r.binary, name)
 	return err
 }
 
@@ -173,7 +175,6 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	if !writer.WaitProgress(4, 60*time.Second) {
 		return errors.New("the writer does not progress")
 	}
-	killed := time.Now()
 	ext4 := &heldWriter{w: writer}
 	held := map[string]*heldWriter{"ext4": ext4}
 	if r.xfs.vol != "" {
@@ -182,6 +183,14 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	if r.block.vol != "" {
 		held["block"] = &r.block.writer
 	}
+	if r.kills > 0 {
+		if err := r.Step(fmt.Sprintf("SIGKILL the plugin %d times under the writers, restart it at once: stalls", r.kills), func() error {
+			return r.repeatedKills(ctx, held)
+		}); err != nil {
+			return err
+		}
+	}
+	killed := time.Now()
 	for _, h := range held {
 		h.lastBefore = h.w.LastSync()
 	}

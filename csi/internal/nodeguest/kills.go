@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// stallBound is the stall no restart may reach: the defaults that used
+// to bound it (the kernel's 30 s request timeout, a dead client's 30 s
+// watch) would show as stalls of about 30 s.
+const stallBound = 15 * time.Second
+
+// repeatedKills SIGKILLs the plugin r.kills times while the writers run
+// (each time once every writer synced again since the last restart,
+// plus a random delay so the kill lands at any point of a request), and
+// starts it again at once, as a kubelet restarts a crashed container.
+// For each writer it records the stall: from its last chunk synced
+// before the kill to its first after. Nothing is checked for loss here:
+// the writers go on, and the scenario verifies everything they wrote at
+// the end.
+func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWriter) error {
+	names := make([]string, 0, len(held))
+	for n := range held {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	stalls := map[string][]float64{}
+	var restarts []float64
+	for i := range r.kills {
+		for _, n := range names {
+			if !held[n].w.WaitProgress(2, 2*time.Minute) {
+				return fmt.Errorf("kill %d: the %s writer does not progress", i+1, n)
+			}
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		before := map[string]time.Time{}
+		base := map[string]int64{}
+		for _, n := range names {
+			before[n], base[n] = held[n].w.LastSync(), held[n].w.Synced()
+		}
+		killed := time.Now()
+		r.p.kill()
+		r.p = nil
+		if err := r.startPlugin(ctx, fmt.Sprintf("plugin-k%d", i+1)); err != nil {
+			return fmt.Errorf("kill %d: restart: %w", i+1, err)
+		}
+		restarts = append(restarts, time.Since(killed).Seconds())
+		for _, n := range names {
+			w := held[n].w
+			deadline := killed.Add(2 * time.Minute)
+			for w.Synced() <= base[n] {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("kill %d: the %s writer is still blocked", i+1, n)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			// the first chunk synced after the kill: its time is when
+			// the writer resumed (or slightly later, by the poll)
+			stalls[n] = append(stalls[n], w.LastSync().Sub(before[n]).Seconds())
+		}
+		var line []string
+		for _, n := range names {
+			line = append(line, fmt.Sprintf("%s %.2fs", n, stalls[n][i]))
+		}
+		fmt.Printf("### kill %d: plugin serving again after %.2fs; stalls %s\n", i+1, restarts[i], strings.Join(line, ", "))
+	}
+	var errs []error
+	all := []float64{}
+	for _, n := range names {
+		s := stalls[n]
+		all = append(all, s...)
+		med, p99, mx := distribution(s)
+		r.Timings["kills: "+n+" stall median"] = med
+		r.Timings["kills: "+n+" stall p99"] = p99
+		r.Timings["kills: "+n+" stall max"] = mx
+		fmt.Printf("### %s stalls over %d kills: median %.2fs, p99 %.2fs, max %.2fs\n", n, len(s), med, p99, mx)
+		if mx >= stallBound.Seconds() {
+			errs = append(errs, fmt.Errorf("the %s writer stalled %.1fs across a restart", n, mx))
+		}
+	}
+	med, p99, mx := distribution(all)
+	r.Timings["kills: all writers stall median"] = med
+	r.Timings["kills: all writers stall p99"] = p99
+	r.Timings["kills: all writers stall max"] = mx
+	rmed, _, rmax := distribution(restarts)
+	r.Timings["kills: SIGKILL to plugin serving median"] = rmed
+	r.Timings["kills: SIGKILL to plugin serving max"] = rmax
+	r.Facts["kills"] = r.kills
+	return errors.Join(errs...)
+}
+
+// distribution returns the median, the 99th percentile (nearest rank)
+// and the maximum of s.
+func distribution(s []float64) (median, p99, maximum float64) {
+	if len(s) == 0 {
+		return 0, 0, 0
+	}
+	v := slices.Clone(s)
+	slices.Sort(v)
+	rank := func(q float64) float64 {
+		i := int(q*float64(len(v))+0.999999) - 1
+		return v[min(max(i, 0), len(v)-1)]
+	}
+	return rank(0.5), rank(0.99), v[len(v)-1]
+}
