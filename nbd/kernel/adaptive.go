@@ -63,6 +63,9 @@ func (d *Device) weighWindow(ctx context.Context, now time.Time) {
 	prev := d.Timeout()
 	t, lowered := d.policy.onWindow(now, w)
 	if !lowered {
+		if w.Lingering || w.Longest >= prev/4 {
+			d.log.Debug("nbd: request timeout window not calm", "timeout", prev, "longest_request", w.Longest, "lingering", w.Lingering)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, healTimeout)

@@ -22,7 +22,9 @@ import (
 // It comes down on evidence: it halves, down to the floor, after calm
 // windows in a row, calm meaning that the longest request served in the
 // window took under a quarter of the timeout and none was left over from
-// an earlier window. How many calm windows it takes doubles each time a
+// an earlier window. The calm windows must span the timeout at least:
+// requests started under it must have had the time to outlive it. How
+// many calm windows it takes beyond that doubles each time a
 // drop follows a lowering within that many windows (the lowering was
 // premature: latencies swing), and halves again after long calm.
 //
@@ -89,7 +91,7 @@ func (p *timeoutPolicy) onWindow(now time.Time, w nbd.ServiceWindow) (time.Durat
 		p.need /= 2
 		p.calm = 0
 	}
-	if p.cur <= p.min || p.calm < p.need {
+	if p.cur <= p.min || p.calm < p.need || time.Duration(p.calm)*p.window < p.cur {
 		return p.cur, false
 	}
 	p.cur = max(wholeSeconds(p.cur/2), p.min)

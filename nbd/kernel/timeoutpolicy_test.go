@@ -77,11 +77,21 @@ func TestTimeoutPolicyLower(t *testing.T) {
 	if _, ok := window(fast); ok {
 		t.Fatal("lowered after one calm window since the lingering one")
 	}
+	// The calm windows must span the timeout: 6 of 5 s for 30 s, then 3
+	// for 15 s, then 2 (the least) for 8, 4 and 2 s.
 	var got []time.Duration
-	for range 20 {
+	var after []int
+	n := 1 // the calm window above
+	for range 30 {
+		n++
 		if cur, ok := window(fast); ok {
 			got = append(got, cur)
+			after = append(after, n)
+			n = 0
 		}
+	}
+	if want := []int{6, 3, 2, 2, 2}; len(after) != len(want) || after[0] != want[0] || after[1] != want[1] || after[4] != want[4] {
+		t.Fatalf("lowered after %v calm windows, want %v", after, want)
 	}
 	want := []time.Duration{15 * time.Second, 8 * time.Second, 4 * time.Second, 2 * time.Second, time.Second}
 	if len(got) != len(want) {
