@@ -44,6 +44,7 @@ import (
 const (
 	DefaultNodeConns       = 4
 	DefaultIOTimeout       = 30 * time.Second
+	DefaultMinIOTimeout    = time.Second
 	DefaultReattachTimeout = 5 * time.Minute
 	DefaultFsType          = "ext4"
 )
@@ -94,10 +95,16 @@ type NodeConfig struct {
 	// Conns is the number of NBD connections per device, one kernel
 	// queue each (default DefaultNodeConns).
 	Conns int
-	// IOTimeout is the kernel's NBD request timeout (default 30 s). A
-	// request that was in flight when the plugin died is resent only
-	// after it, so it bounds how long a restart stalls such requests.
-	IOTimeout time.Duration
+	// IOTimeout is the ceiling of the kernel's NBD request timeout
+	// (default 30 s), MinIOTimeout its floor (default 1 s; equal to
+	// IOTimeout for a fixed timeout). A request that was in flight when
+	// the plugin died is resent only after its timeout, so the timeout
+	// bounds how long a restart stalls such requests; it starts at the
+	// floor and goes up only while requests outlive it (a slow cluster),
+	// so that they are not resent over and over (see
+	// kernel.AttachConfig.MinTimeout).
+	IOTimeout    time.Duration
+	MinIOTimeout time.Duration
 	// ReattachTimeout is the kernel's dead connection timeout (default 5
 	// minutes): how long I/O waits for a restarted plugin before it fails.
 	ReattachTimeout time.Duration
@@ -166,11 +173,17 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = DefaultIOTimeout
 	}
+	if cfg.MinIOTimeout == 0 {
+		cfg.MinIOTimeout = min(DefaultMinIOTimeout, cfg.IOTimeout)
+	}
 	if cfg.ReattachTimeout == 0 {
 		cfg.ReattachTimeout = DefaultReattachTimeout
 	}
-	if cfg.IOTimeout < time.Second || cfg.ReattachTimeout < time.Second {
+	if cfg.IOTimeout < time.Second || cfg.MinIOTimeout < time.Second || cfg.ReattachTimeout < time.Second {
 		return nil, errors.New("csi node: NBD timeouts under a second")
+	}
+	if cfg.MinIOTimeout > cfg.IOTimeout {
+		return nil, fmt.Errorf("csi node: minimum NBD request timeout %v above the timeout %v", cfg.MinIOTimeout, cfg.IOTimeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -79,6 +79,7 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 		Size:            size,
 		Conns:           rec.Conns,
 		Timeout:         n.cfg.IOTimeout,
+		MinTimeout:      n.cfg.MinIOTimeout,
 		DeadConnTimeout: n.cfg.ReattachTimeout,
 		Cookie:          rec.VolumeID,
 		ReadOnly:        rec.ReadOnly,

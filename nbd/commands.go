@@ -10,6 +10,14 @@ import (
 // handle serves one dispatched request and queues its reply.
 func (t *transmission) handle(req *request) {
 	defer t.handlers.Done()
+	t.serve(req)
+	if st := t.ss.srv.serviceTimes; st != nil {
+		st.done(req.svc)
+	}
+}
+
+// serve serves req and hands its reply to the writer.
+func (t *transmission) serve(req *request) {
 	r := t.newReply(req)
 	var err error
 	switch req.typ {

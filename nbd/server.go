@@ -57,6 +57,10 @@ type Config struct {
 	// export by then is disconnected.
 	HandshakeTimeout time.Duration
 
+	// ServiceTimes, when set, is fed the service time of every request
+	// served in the transmission phase (see ServiceTimes).
+	ServiceTimes *ServiceTimes
+
 	// Logger receives connection events; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -79,6 +83,7 @@ type Server struct {
 	maxConns         int64 // 0: no bound
 	handshakeTimeout time.Duration
 	log              *slog.Logger
+	serviceTimes     *ServiceTimes
 	buffers          bufferPool
 
 	// shutdownCtx is cancelled by Shutdown, closeCtx by Close; sessions
@@ -116,6 +121,7 @@ func NewServer(cfg Config) (*Server, error) {
 		maxConns:         int64(cfg.MaxConns),
 		handshakeTimeout: cfg.HandshakeTimeout,
 		log:              cfg.Logger,
+		serviceTimes:     cfg.ServiceTimes,
 		exports:          make(map[string]*exportState),
 		listeners:        make(map[net.Listener]struct{}),
 	}

@@ -24,6 +24,7 @@ type request struct {
 	data  []byte  // WRITE payload
 	buf   *[]byte // pooled buffer behind data
 	share share   // what it holds of the budget
+	svc   serviceStart
 }
 
 // decodeRequestHeader decodes the 28-byte request header.
@@ -418,6 +419,17 @@ func (t *transmission) validate(req *request) (Errno, string) {
 
 // dispatch reads the payload of a valid request and starts its handler.
 func (t *transmission) dispatch(req *request) error {
+	st := t.ss.srv.serviceTimes
+	if st != nil {
+		req.svc = st.start()
+	}
+	// abandon ends a request that never reached its handler (which
+	// would have ended its service time).
+	abandon := func() {
+		if st != nil {
+			st.done(req.svc)
+		}
+	}
 	switch req.typ {
 	case cmdRead:
 		req.share = share{bytes: int64(req.length), reply: true}
@@ -427,6 +439,7 @@ func (t *transmission) dispatch(req *request) error {
 		req.share = share{bytes: blockStatusShare, reply: true}
 	}
 	if err := t.budget.acquire(t.ss.ctx, req.share); err != nil {
+		abandon()
 		return fmt.Errorf("nbd transmission: wait for budget: %w", err)
 	}
 	if req.typ == cmdWrite && req.length > 0 && t.inline && int(req.length) <= t.br.Size() {
@@ -438,6 +451,7 @@ func (t *transmission) dispatch(req *request) error {
 				err = io.ErrUnexpectedEOF // as io.ReadFull says
 			}
 			t.budget.release(req.share)
+			abandon()
 			return fmt.Errorf("nbd transmission: read WRITE payload: %w", err)
 		}
 		req.data = data
@@ -452,6 +466,7 @@ func (t *transmission) dispatch(req *request) error {
 		if _, err := io.ReadFull(t.br, req.data); err != nil {
 			t.ss.srv.buffers.put(req.buf)
 			t.budget.release(req.share)
+			abandon()
 			return fmt.Errorf("nbd transmission: read WRITE payload: %w", err)
 		}
 	}

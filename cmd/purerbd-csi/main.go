@@ -59,6 +59,7 @@ type nodeOptions struct {
 	maxVolumes int64
 	conns      int
 	ioTimeout  time.Duration
+	ioMin      time.Duration
 	reattach   time.Duration
 }
 
@@ -87,7 +88,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
-		"node: the kernel's NBD request timeout; a request in flight when the plugin dies is resent after it, so it bounds the stall of a restart")
+		"node: the ceiling of the kernel's NBD request timeout; a request in flight when the plugin dies is resent after its timeout, so it bounds the stall of a restart")
+	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
+		"node: the floor of the NBD request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (equal to --nbd-io-timeout: fixed)")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)
@@ -185,6 +188,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Tools:             csi.Tools{Dir: o.node.toolsDir, Root: o.node.hostRoot},
 			Conns:             o.node.conns,
 			IOTimeout:         o.node.ioTimeout,
+			MinIOTimeout:      o.node.ioMin,
 			ReattachTimeout:   o.node.reattach,
 			Logger:            cfg.Logger,
 		})

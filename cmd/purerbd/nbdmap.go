@@ -29,6 +29,16 @@ import (
 // that died, waiting for a reattach (rbd-nbd's --reattach-timeout).
 const defaultDeadConnTimeout = 30 * time.Second
 
+// The request timeout of a mapped device adapts between defaultMinTimeout
+// and defaultTimeout (see kernel.AttachConfig.MinTimeout): a restart of
+// the server (--reattach) stalls I/O for about two seconds while the
+// cluster answers fast, and a slow cluster does not have every request
+// resent.
+const (
+	defaultTimeout    = 30 * time.Second
+	defaultMinTimeout = time.Second
+)
+
 // maxConns bounds --conns (the kernel takes one queue per connection).
 const maxConns = 32
 
@@ -41,6 +51,7 @@ type mapFlags struct {
 	exclusive       bool
 	conns           int
 	timeout         time.Duration
+	minTimeout      time.Duration // 0: timeout is fixed
 	deadConnTimeout time.Duration
 	cookie          string
 	index           int
@@ -55,11 +66,12 @@ type mapOptions struct {
 	readOnly, exclusive                bool
 	reattach, releaseOnExit            bool
 	conns                              int
-	timeout, dead                      float64
+	timeout, minTimeout, dead          float64
 }
 
 func newMapOptions() *mapOptions {
-	return &mapOptions{conns: 1, dead: defaultDeadConnTimeout.Seconds()}
+	return &mapOptions{conns: 1, dead: defaultDeadConnTimeout.Seconds(),
+		timeout: defaultTimeout.Seconds(), minTimeout: defaultMinTimeout.Seconds()}
 }
 
 func nbdMapCommand(g *globals) *cli.Command { return newMapOptions().command(g) }
@@ -87,7 +99,11 @@ leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
 	c.Bool(&o.readOnly, "--read-only", "map read-only")
 	c.Bool(&o.exclusive, "--exclusive", "keep the exclusive lock, refuse to hand it over")
 	c.Int(&o.conns, "--conns N", "connections, one kernel queue each")
-	c.Float64(&o.timeout, "--timeout SECS", "per-request timeout in seconds (0: the kernel's default)")
+	c.Float64(&o.timeout, "--timeout SECS",
+		"per-request timeout in seconds, the ceiling of the adaptive timeout (0: the kernel's default, fixed)")
+	c.Float64(&o.minTimeout, "--min-timeout SECS",
+		"floor of the adaptive request timeout, where it starts; it doubles when a request outlives it, up to --timeout, "+
+			"and comes back down once requests are fast (0, or --dead-conn-timeout 0: --timeout stays fixed)")
 	c.Float64(&o.dead, "--dead-conn-timeout SECS",
 		"seconds the kernel holds I/O waiting for a server that died to be replaced (--reattach)")
 	c.String(&o.cookie, "--cookie C", "backend cookie naming the device (default: random)")
@@ -129,7 +145,7 @@ func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	switch {
 	case m.conns < 1 || m.conns > maxConns:
 		return m, fmt.Errorf("--conns %d: want 1 to %d", m.conns, maxConns)
-	case o.timeout < 0 || o.dead < 0:
+	case o.timeout < 0 || o.minTimeout < 0 || o.dead < 0:
 		return m, errors.New("timeouts cannot be negative")
 	case m.reattach && m.cookie == "":
 		return m, errors.New("--reattach needs --cookie")
@@ -140,6 +156,11 @@ func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	}
 	m.timeout = time.Duration(o.timeout * float64(time.Second))
 	m.deadConnTimeout = time.Duration(o.dead * float64(time.Second))
+	// Adapting needs a ceiling and a dead connection timeout (see
+	// kernel.AttachConfig.MinTimeout).
+	if m.timeout > 0 && m.deadConnTimeout > 0 {
+		m.minTimeout = min(time.Duration(o.minTimeout*float64(time.Second)), m.timeout)
+	}
 	if o.device != "" {
 		if m.index, err = deviceIndex(o.device); err != nil {
 			return m, err
@@ -209,6 +230,7 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 		Backend:         backend,
 		Conns:           m.conns,
 		Timeout:         m.timeout,
+		MinTimeout:      m.minTimeout,
 		DeadConnTimeout: m.deadConnTimeout,
 		Cookie:          m.cookie,
 		ReadOnly:        readOnly,

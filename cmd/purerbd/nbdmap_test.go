@@ -30,8 +30,21 @@ func TestParseMapArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.spec.pool != "rbd" || m.spec.snap != "snap" || !m.readOnly || m.index != kernel.AnyIndex || len(m.cookie) != 32 {
+	if m.spec.pool != "rbd" || m.spec.snap != "snap" || !m.readOnly || m.index != kernel.AnyIndex || len(m.cookie) != 32 ||
+		m.timeout != defaultTimeout || m.minTimeout != defaultMinTimeout {
 		t.Fatalf("defaults: %+v", m)
+	}
+	// The timeout stays fixed without a floor, a ceiling or a dead
+	// connection timeout.
+	for _, fixed := range [][]string{{"--min-timeout", "0"}, {"--timeout", "0"}, {"--dead-conn-timeout", "0"}} {
+		m, err = parseMapArgs(append(fixed, "img"), io.Discard)
+		if err != nil || m.minTimeout != 0 {
+			t.Fatalf("%v: %+v, %v", fixed, m, err)
+		}
+	}
+	m, err = parseMapArgs([]string{"--min-timeout", "2", "--timeout", "10", "img"}, io.Discard)
+	if err != nil || m.minTimeout != 2*time.Second || m.timeout != 10*time.Second {
+		t.Fatalf("--min-timeout 2 --timeout 10: %+v, %v", m, err)
 	}
 	other, _ := parseMapArgs([]string{"img"}, io.Discard)
 	if other.cookie == m.cookie {
@@ -60,6 +73,7 @@ func TestParseMapArgs(t *testing.T) {
 		{"--conns", "0", "img"},
 		{"--conns", "33", "img"},
 		{"--timeout", "-1", "img"},
+		{"--min-timeout", "-1", "img"},
 		{"--reattach", "img"},
 		{"--reattach", "--cookie", "k", "--device", "/dev/nbd0", "img"},
 		{"--device", "/dev/sda", "img"},

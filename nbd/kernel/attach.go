@@ -33,11 +33,36 @@ type AttachConfig struct {
 	// connections (nbd.MultiConnCoherent). Reattach defaults to the number
 	// the device was configured with.
 	Conns int
-	// Timeout is the kernel's per-request timeout (0: kernel default).
+	// Timeout is the kernel's per-request timeout (0: kernel default, 30
+	// s), in whole seconds (rounded up). With MinTimeout it is the
+	// ceiling of an adaptive timeout.
+	//
 	// The kernel resends a request that was in flight on a connection
-	// that died only when it times out, so devices that must survive a
-	// restart of their server want a modest one (tens of seconds).
+	// that died only when the request times out, so the timeout bounds
+	// the stall of a restart of the server. A request that outlives it
+	// on a live server is resent too (the kernel drops its connection,
+	// which the Device replaces), and the first copy may still be
+	// executed by the backend.
 	Timeout time.Duration
+	// MinTimeout, when set, makes the request timeout adapt between it
+	// (the floor, where the device starts) and Timeout: each connection
+	// the kernel drops (a request outlived the timeout) doubles it, and
+	// it halves again once the requests the server serves have been well
+	// under it for a while (TimeoutWindow). A short floor (1 s) bounds
+	// the stall of a server restart to about two seconds while requests
+	// are fast; the ceiling keeps a slow cluster from having every
+	// request resent. The kernel keeps the timeout a request started with
+	// across resends, so requests already in flight when a backend
+	// stalls are resent every MinTimeout until it recovers; later ones
+	// get the raised timeout. Zero keeps Timeout fixed. It needs
+	// DeadConnTimeout (a device whose every connection was dropped at once
+	// would fail its I/O), and the netlink interface: a device attached
+	// through ioctls keeps Timeout fixed.
+	MinTimeout time.Duration
+	// TimeoutWindow is how often an adaptive timeout weighs the service
+	// times it saw (default DefaultTimeoutWindow); it comes down after
+	// two calm windows at the least.
+	TimeoutWindow time.Duration
 	// DeadConnTimeout is how long the kernel holds I/O when every
 	// connection is dead, waiting for a reattach; 0 fails I/O at once, so
 	// set it for devices that must survive a restart of their server.
@@ -73,6 +98,13 @@ type AttachConfig struct {
 	Logger *slog.Logger
 }
 
+// DefaultTimeoutWindow is the default AttachConfig.TimeoutWindow.
+const DefaultTimeoutWindow = 5 * time.Second
+
+// kernelDefaultTimeout is the request timeout the kernel uses when told
+// none.
+const kernelDefaultTimeout = 30 * time.Second
+
 // reattachRetry bounds how long Reattach waits for the kernel to notice
 // that the old server's connections died.
 const reattachRetry = 2 * time.Second
@@ -100,6 +132,24 @@ func (cfg *AttachConfig) check(reattach bool) error {
 	}
 	if cfg.Conns < 0 || cfg.Conns > 1024 {
 		return fmt.Errorf("%d connections", cfg.Conns)
+	}
+	if cfg.Timeout < 0 || cfg.MinTimeout < 0 || cfg.DeadConnTimeout < 0 || cfg.TimeoutWindow < 0 {
+		return errors.New("negative timeout")
+	}
+	if cfg.MinTimeout > 0 {
+		if cfg.Timeout == 0 {
+			cfg.Timeout = kernelDefaultTimeout
+		}
+		if seconds(cfg.MinTimeout) > seconds(cfg.Timeout) {
+			return fmt.Errorf("minimum request timeout %v above the timeout %v", cfg.MinTimeout, cfg.Timeout)
+		}
+		if cfg.DeadConnTimeout == 0 {
+			return errors.New("an adaptive request timeout (MinTimeout) needs a dead connection timeout: " +
+				"a device whose connections were all dropped at once would fail its I/O")
+		}
+		if cfg.TimeoutWindow == 0 {
+			cfg.TimeoutWindow = DefaultTimeoutWindow
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -193,7 +243,7 @@ func attach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, err
 		Index:             cfg.Index,
 		Size:              uint64(cfg.Size),
 		BlockSize:         uint64(cfg.BlockSize),
-		Timeout:           cfg.Timeout,
+		Timeout:           d.Timeout(),
 		DeadConnTimeout:   cfg.DeadConnTimeout,
 		ServerFlags:       flags,
 		ClientFlags:       cflags,
@@ -208,7 +258,8 @@ func attach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, err
 	d.index = index
 	d.log = d.log.With("device", d.Path())
 	d.start()
-	d.log.Info("nbd: attached", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)), "cookie", cookie)
+	d.log.Info("nbd: attached", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)), "cookie", cookie,
+		d.timeoutAttrs())
 	return d, nil
 }
 
@@ -286,7 +337,7 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 	deadline := time.Now().Add(reattachRetry)
 	for {
 		accepted, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
-			Size: newSize, Timeout: cfg.Timeout, DeadConnTimeout: cfg.DeadConnTimeout,
+			Size: newSize, Timeout: d.Timeout(), DeadConnTimeout: cfg.DeadConnTimeout,
 		})
 		if err != nil {
 			d.abort()
@@ -309,7 +360,7 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 		newSize = 0
 	}
 	d.start()
-	d.log.Info("nbd: reattached", "conns", d.Conns(), "offered", cfg.Conns, "cookie", cfg.Cookie)
+	d.log.Info("nbd: reattached", "conns", d.Conns(), "offered", cfg.Conns, "cookie", cfg.Cookie, d.timeoutAttrs())
 	return d, nil
 }
 
@@ -367,6 +418,10 @@ func attachIoctlDevice(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	}
 	if cfg.DeadConnTimeout > 0 {
 		cfg.Logger.Warn("nbd: the ioctl interface has no dead connection timeout: I/O fails as soon as the server goes", "dead_conn_timeout", cfg.DeadConnTimeout)
+	}
+	if cfg.MinTimeout > 0 {
+		cfg.Logger.Info("nbd: the ioctl interface cannot change the request timeout of a running device: it stays fixed at the ceiling",
+			"timeout", wholeSeconds(cfg.Timeout), "min_timeout", cfg.MinTimeout)
 	}
 	sys := sysfsAt(cfg.Client.SysfsRoot)
 	candidates := []int{cfg.Index}

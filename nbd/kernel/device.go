@@ -27,6 +27,16 @@ type Device struct {
 	index int
 	live  atomic.Int32 // connections being served
 
+	// The request timeout: fixed, or adaptive when policy is set (see
+	// adaptive.go). timeoutMu orders the decisions and the
+	// reconfigures that carry them to the kernel.
+	fixedTimeout time.Duration
+	policy       *timeoutPolicy
+	serviceTimes *nbd.ServiceTimes
+	timeoutMu    sync.Mutex
+	curTimeout   atomic.Int64 // the timeout the kernel was last told
+	dropped      atomic.Int64 // connections the kernel dropped, as seen by the healer
+
 	healCtx    context.Context    // the healer's; ends with serveCtx or when no connection is left
 	healCancel context.CancelFunc // ends healCtx
 	stopHeal   func()             // ends the healer and waits for it
@@ -48,21 +58,38 @@ type Device struct {
 func newDevice(client *Client, cfg AttachConfig, cookie string) (*Device, error) {
 	scfg := cfg.Server
 	scfg.Exports = nil
+	var (
+		policy *timeoutPolicy
+		st     *nbd.ServiceTimes
+	)
+	if client != nil && cfg.MinTimeout > 0 {
+		policy = newTimeoutPolicy(cfg.MinTimeout, cfg.Timeout, cfg.TimeoutWindow)
+		st = nbd.NewServiceTimes()
+		scfg.ServiceTimes = st
+	}
 	srv, err := nbd.NewServer(scfg)
 	if err != nil {
 		return nil, err
 	}
 	d := &Device{
-		client:     client,
-		srv:        srv,
-		export:     &nbd.Export{Name: cookie, Backend: cfg.Backend, ReadOnly: cfg.ReadOnly, Rotational: cfg.Rotational},
-		backend:    cfg.Backend,
-		cookie:     cookie,
-		blockSize:  int64(cfg.BlockSize),
-		log:        cfg.Logger,
-		index:      AnyIndex,
-		done:       make(chan struct{}),
-		notifyDone: make(chan struct{}),
+		fixedTimeout: wholeSeconds(cfg.Timeout),
+		policy:       policy,
+		serviceTimes: st,
+		client:       client,
+		srv:          srv,
+		export:       &nbd.Export{Name: cookie, Backend: cfg.Backend, ReadOnly: cfg.ReadOnly, Rotational: cfg.Rotational},
+		backend:      cfg.Backend,
+		cookie:       cookie,
+		blockSize:    int64(cfg.BlockSize),
+		log:          cfg.Logger,
+		index:        AnyIndex,
+		done:         make(chan struct{}),
+		notifyDone:   make(chan struct{}),
+	}
+	if policy != nil {
+		d.curTimeout.Store(int64(policy.timeout()))
+	} else {
+		d.curTimeout.Store(int64(d.fixedTimeout))
 	}
 	d.serveCtx, d.cancelServe = context.WithCancel(context.Background())
 	d.healCtx, d.healCancel = context.WithCancel(d.serveCtx)

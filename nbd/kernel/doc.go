@@ -18,6 +18,16 @@
 // group); the device answers with a fresh socket (RECONFIGURE), so a slow
 // backend costs time, never a queue.
 //
+// The request timeout can adapt (AttachConfig.MinTimeout): it starts
+// short, so that the requests a dying server leaves in flight are resent
+// to its successor within about two seconds (the kernel resends them only
+// when they time out), doubles at each dropped connection up to
+// AttachConfig.Timeout, and comes back down once the server has served
+// requests well under it for a while (nbd.ServiceTimes). The kernel keeps
+// the timeout a request started with across its resends: requests in
+// flight when a backend stalls are resent every MinTimeout until it
+// recovers, and only later ones get the raised timeout.
+//
 // Client is the low-level interface to the family (CONNECT, RECONFIGURE,
 // DISCONNECT, STATUS, LINK_DEAD notifications through LinkWatcher) plus
 // what sysfs tells about a device; List lists the running devices from

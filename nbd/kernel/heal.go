@@ -26,17 +26,21 @@ func (d *Device) startHealer() {
 	w, err := d.client.WatchLinks()
 	if err != nil {
 		d.log.Warn("nbd: not watching for dead connections: connections the kernel drops will not be replaced", "err", err)
+		d.fixTimeout("connections the kernel drops cannot be seen")
 		return
 	}
 	if CurrentNetns("") == NetnsOther {
 		// Subscribing worked, but nothing will arrive.
 		d.log.Warn("nbd: " + linkDeadProblem)
+		d.fixTimeout("connections the kernel drops cannot be seen in this network namespace")
 	}
 	ctx := d.healCtx
 	done := make(chan struct{})
+	windowsDone := d.startTimeoutWindows(ctx)
 	d.stopHeal = sync.OnceFunc(func() {
 		d.healCancel()
 		<-done
+		<-windowsDone
 	})
 	d.wg.Add(1) // Done waits for the healer too: it may add connections
 	go func() {
@@ -62,10 +66,28 @@ func (d *Device) startHealer() {
 
 // replaceDead offers the kernel one fresh socket, which it takes in place
 // of a dead connection.
+//
+// With an adaptive timeout the drop says that a request outlived it: the
+// same RECONFIGURE carries the raised timeout, so that the fresh socket
+// starts with it.
 func (d *Device) replaceDead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, healTimeout)
 	defer cancel()
-	n, err := d.offerSockets(ctx, 1, ReconfigureRequest{})
+	d.dropped.Add(1)
+	d.timeoutMu.Lock()
+	defer d.timeoutMu.Unlock()
+	var req ReconfigureRequest
+	prev := d.Timeout()
+	raised := false
+	if d.policy != nil {
+		req.Timeout, raised = d.policy.onDrop(time.Now())
+	}
+	n, err := d.offerSockets(ctx, 1, req)
+	if raised && err == nil {
+		d.curTimeout.Store(int64(req.Timeout))
+		d.log.Info("nbd: request timeout raised: the kernel dropped a connection, a request outlived the timeout",
+			"timeout", req.Timeout, "previous", prev, "max_timeout", d.policy.max)
+	}
 	switch {
 	case err != nil:
 		d.log.Warn("nbd: replacing a connection the kernel dropped", "err", err)

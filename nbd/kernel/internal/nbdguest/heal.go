@@ -34,6 +34,39 @@ type stallingMemory struct {
 	hits       int
 	writeArmed int64 // -1: none
 	writeDone  chan error
+	paused     chan struct{} // nil, or closed when a pause ends
+}
+
+// pause holds every read and write that starts in the next d (and those
+// waiting already) until d has passed or its request is cancelled: a
+// cluster that stops answering for a while.
+func (m *stallingMemory) pause(d time.Duration) {
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.paused = ch
+	m.mu.Unlock()
+	time.AfterFunc(d, func() {
+		m.mu.Lock()
+		m.paused = nil
+		m.mu.Unlock()
+		close(ch)
+	})
+}
+
+// waitPause waits out a pause; it returns ctx's error if ctx ends first.
+func (m *stallingMemory) waitPause(ctx context.Context) error {
+	m.mu.Lock()
+	ch := m.paused
+	m.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (m *stallingMemory) armWrite(off int64) {
@@ -43,6 +76,9 @@ func (m *stallingMemory) armWrite(off int64) {
 }
 
 func (m *stallingMemory) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := m.waitPause(ctx); err != nil {
+		return 0, err
+	}
 	m.mu.Lock()
 	stall := m.writeArmed == off
 	done := m.writeDone
@@ -80,6 +116,9 @@ func (m *stallingMemory) stalledReads() int {
 }
 
 func (m *stallingMemory) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := m.waitPause(ctx); err != nil {
+		return 0, err
+	}
 	m.mu.Lock()
 	stall := m.armed[off]
 	delete(m.armed, off)

@@ -26,7 +26,8 @@ func runServer(ctx context.Context, mode string, args []string) error {
 	conns := fs.Int("conns", 0, "connections (reattach: as configured)")
 	bs := fs.Uint("bs", 4096, "block size")
 	dead := fs.Duration("dead", time.Minute, "dead connection timeout")
-	timeout := fs.Duration("timeout", time.Minute, "request timeout")
+	timeout := fs.Duration("timeout", time.Minute, "request timeout (with -min-timeout: its ceiling)")
+	minTimeout := fs.Duration("min-timeout", 0, "floor of an adaptive request timeout (0: fixed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,6 +43,7 @@ func runServer(ctx context.Context, mode string, args []string) error {
 		BlockSize:       uint32(*bs),
 		Conns:           *conns,
 		Timeout:         *timeout,
+		MinTimeout:      *minTimeout,
 		DeadConnTimeout: *dead,
 		Cookie:          *cookie,
 		Index:           kernel.AnyIndex,
