@@ -54,6 +54,11 @@ type record struct {
 	Version int       `json:"version"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	// LockDev and LockIno identify the lock file the holder locked: a
+	// record written under another lock file (one deleted and made
+	// again while its holder lived) proves nothing about its clients.
+	LockDev uint64 `json:"lock_dev"`
+	LockIno uint64 `json:"lock_ino"`
 	// Clients are the holder's own; Inherited its dead predecessors'.
 	Clients   []Client `json:"clients"`
 	Inherited []Client `json:"inherited,omitempty"`
@@ -118,10 +123,21 @@ func Take(ctx context.Context, path string, log *slog.Logger) (*Claim, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("predecessor: %s: %w", path, err)
+	}
 	c := &Claim{lock: fd, record: path + ".clients", log: log, fenced: map[string]*fencing{}}
 	prev, err := readRecord(c.record)
-	if err != nil {
+	switch {
+	case err != nil:
 		log.Warn("predecessor: the previous record is unreadable; its clients cannot be fenced at once", "record", c.record, "err", err)
+	case prev.LockIno != 0 && (prev.LockDev != uint64(st.Dev) || prev.LockIno != st.Ino):
+		// its holder may still run, holding the old file's lock
+		log.Warn("predecessor: the previous record was written under another lock file (it was replaced); not fencing its clients",
+			"lock", path)
+		prev = record{}
 	}
 	now := time.Now()
 	var inherited []Client
@@ -130,7 +146,8 @@ func Take(ctx context.Context, path string, log *slog.Logger) (*Claim, error) {
 			inherited = append(inherited, cl)
 		}
 	}
-	c.rec = record{Version: recordVersion, PID: os.Getpid(), Started: now, Inherited: inherited}
+	c.rec = record{Version: recordVersion, PID: os.Getpid(), Started: now, Inherited: inherited,
+		LockDev: uint64(st.Dev), LockIno: st.Ino}
 	if err := c.writeLocked(); err != nil {
 		c.Close()
 		return nil, err

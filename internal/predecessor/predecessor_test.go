@@ -223,3 +223,29 @@ func TestAdopt(t *testing.T) {
 		t.Errorf("second adoption: %v %v", got, err)
 	}
 }
+
+// TestReplacedLockFile: an operator deletes the lock file while its
+// holder runs; the next process locks a new file, and must not trust the
+// record the live holder wrote (it would fence a live client).
+func TestReplacedLockFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.lock")
+	live, err := Take(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := live.Record("f", addr(21)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	next, err := Take(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if got := next.Predecessors("f"); len(got) != 0 {
+		t.Fatalf("fencing %v: the record of a live holder under a replaced lock file was trusted", got)
+	}
+}
