@@ -80,6 +80,7 @@ func TestNodeRBDInVM(t *testing.T) {
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
 	guestTests := buildTestBinary(t, "./internal/nodeguest")
 	plugin := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd-csi")
+	cli := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd")
 	tBuild := time.Since(t0)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -95,9 +96,10 @@ func TestNodeRBDInVM(t *testing.T) {
 	// registered after the namespace's: runs before it
 	t.Cleanup(func() { cluster.Close() })
 	tCluster := time.Since(t1)
-	const image, blockImage, xfsImage = "csi-vol-fs", "csi-vol-block", "csi-vol-xfs"
-	// mkfs.xfs makes nothing under 300 MiB; the images are thin.
-	for _, c := range [][2]string{{image, "64M"}, {blockImage, "32M"}, {xfsImage, "320M"}} {
+	const image, blockImage, xfsImage, mapImage = "csi-vol-fs", "csi-vol-block", "csi-vol-xfs", "nbd-map"
+	// mkfs.xfs makes nothing under 300 MiB; the images are thin; the raw
+	// ones take their writers across twenty restarts.
+	for _, c := range [][2]string{{image, "256M"}, {blockImage, "1G"}, {xfsImage, "1G"}, {mapImage, "1G"}} {
 		if _, err := cluster.Rbd(ctx, "create", "--size", c[1], "--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/"+c[0]); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +127,7 @@ func TestNodeRBDInVM(t *testing.T) {
 	// The key goes into the initramfs, never onto the kernel command
 	// line: a keyring for the scenario, the plugin's secrets directory
 	// for purerbd-csi.
-	files := map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin,
+	files := map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin, "/bin/purerbd": cli,
 		"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
 	etc := t.TempDir()
 	const clusterID = "vm-cluster" // as in nodeguest
@@ -145,8 +147,8 @@ func TestNodeRBDInVM(t *testing.T) {
 	// purerbd-csi node plugin), then the binary's tests: the lifecycle,
 	// two nodes, csi-sanity. Each half runs even if the other
 	// failed; the exit status is 0 only if both passed.
-	scenario := fmt.Sprintf("/bin/nodeguest rbd-scenario -mon %s -pool %s -pool-id %d -image %s -block-image %s -xfs-image %s -keyring /etc/ceph/keyring -krbd -kills %d",
-		cluster.MonAddrs[0], cluster.Pool, poolID, image, blockImage, xfsImage, restartKills)
+	scenario := fmt.Sprintf("/bin/nodeguest rbd-scenario -mon %s -pool %s -pool-id %d -image %s -block-image %s -xfs-image %s -map-image %s -keyring /etc/ceph/keyring -krbd -kills %d",
+		cluster.MonAddrs[0], cluster.Pool, poolID, image, blockImage, xfsImage, mapImage, restartKills)
 	binaryTests := fmt.Sprintf("/bin/nodeguest.test -test.run '^(%s)$' -test.v -test.timeout 20m -guest -cluster-id %s -pool %s -pool-id %d",
 		strings.Join(guestBinaryTests, "|"), clusterID, cluster.Pool, poolID)
 
@@ -181,8 +183,8 @@ func TestNodeRBDInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(strings.Fields(string(ls)), " "); got != strings.Join([]string{blockImage, image, xfsImage}, " ") {
-		t.Errorf("images in the pool after the guest's tests: %q, want the scenario's three", got)
+	if got := strings.Join(strings.Fields(string(ls)), " "); got != strings.Join([]string{blockImage, image, xfsImage, mapImage}, " ") {
+		t.Errorf("images in the pool after the guest's tests: %q, want the scenario's four", got)
 	}
 
 	// The host's view: rbd export inside the namespace, e2fsck, debugfs.
@@ -195,8 +197,8 @@ func TestNodeRBDInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size() != 128<<20 {
-		t.Errorf("exported image is %d bytes, want 128 MiB (grown in the guest)", st.Size())
+	if st.Size() != 512<<20 {
+		t.Errorf("exported image is %d bytes, want 512 MiB (grown in the guest)", st.Size())
 	}
 	if b, err := exec.CommandContext(ctx, "e2fsck", "-fn", exported).CombinedOutput(); err != nil {
 		t.Fatalf("e2fsck -fn on the exported image: %v\n%s", err, b)
@@ -262,6 +264,9 @@ func TestNodeRBDInVM(t *testing.T) {
 		t.Logf("block volume: the export's first %d bytes are as the guest wrote them across the restart", n)
 	}
 	checkZeroedBlock(ctx, t, cluster, res, "rbd/"+blockImage, blk)
+	// The image `purerbd nbd map` served across its SIGKILLs: what the
+	// guest's writer wrote, as librbd reads it.
+	checkStream(ctx, t, cluster, res, "MAP ", "rbd/"+mapImage)
 	// The xfs volume, written across the restart and remounted in the
 	// guest: xfs_repair -n finds nothing to repair in its export.
 	xfsExport := filepath.Join(t.TempDir(), xfsImage+".img")
@@ -394,4 +399,35 @@ func checkBinaryTests(t *testing.T, res *vmtest.Result) {
 func lastLine(b []byte) string {
 	l := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return l[len(l)-1]
+}
+
+// checkStream compares the start of image's `rbd export` with the
+// guest's "<prefix><sha256> <bytes>" line.
+func checkStream(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster, res *vmtest.Result, prefix, image string) {
+	t.Helper()
+	lines := res.Lines(prefix)
+	if len(lines) != 1 || len(strings.Fields(lines[0])) != 2 {
+		t.Errorf("guest reported %q for %s", lines, image)
+		return
+	}
+	want := strings.Fields(lines[0])
+	exported := filepath.Join(t.TempDir(), "stream.img")
+	if _, err := cluster.Rbd(ctx, "export", image, exported); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	fmt.Sscan(want[1], &n)
+	if n <= 0 || n > len(b) {
+		t.Errorf("%s%s; the export of %s is %d bytes", prefix, lines[0], image, len(b))
+		return
+	}
+	if s := sha256.Sum256(b[:n]); hex.EncodeToString(s[:]) != want[0] {
+		t.Errorf("%s: the export's first %d bytes differ from what the guest wrote", image, n)
+		return
+	}
+	t.Logf("%s: the export's first %d bytes are as the guest wrote them across the restarts", image, n)
 }

@@ -163,7 +163,11 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 		closeImage(ctx, img)
 		return err
 	}
-	cfg.Conns = 0 // as many as the device was configured with
+	// As many sockets as the device was configured with: the record's
+	// count (sysfs shows the kernel's hardware queues, which blk-mq caps
+	// at the CPU count, so more connections than CPUs would stay dead).
+	// Older records without it fall back on sysfs.
+	cfg.Conns = rec.Conns
 	start := time.Now()
 	dev, err := kernel.Reattach(ctx, cfg)
 	if err != nil {
@@ -322,7 +326,7 @@ func (n *NodeServer) startWatch(v *nodeVolume, dev *kernel.Device, cfg kernel.At
 	}
 	v.watch = w
 	n.mu.Unlock()
-	cfg.Conns = 0
+	// cfg.Conns is the count the device was attached with (its record)
 	go func() {
 		defer close(w.done)
 		for {

@@ -33,12 +33,14 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 	stalls := map[string][]float64{}
 	var restarts []float64
 	for i := range r.kills {
+		// One chunk each (the file systems' writers must not fill their
+		// volumes over twenty rounds), then a random moment.
 		for _, n := range names {
-			if !held[n].w.WaitProgress(2, 2*time.Minute) {
-				return fmt.Errorf("kill %d: the %s writer does not progress", i+1, n)
+			if !held[n].w.WaitProgress(1, 2*time.Minute) {
+				return fmt.Errorf("kill %d: %w", i+1, stuck(held[n].w, n, "not progressing"))
 			}
 		}
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
 		before := map[string]time.Time{}
 		base := map[string]int64{}
 		for _, n := range names {
@@ -56,7 +58,7 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 			deadline := killed.Add(2 * time.Minute)
 			for w.Synced() <= base[n] {
 				if time.Now().After(deadline) {
-					return fmt.Errorf("kill %d: the %s writer is still blocked", i+1, n)
+					return fmt.Errorf("kill %d: %w", i+1, stuck(w, n, "still blocked"))
 				}
 				time.Sleep(5 * time.Millisecond)
 			}

@@ -40,7 +40,8 @@ type rbdScenario struct {
 	vol                         string
 	binary                      string // the purerbd-csi binary
 	krbd                        bool
-	kills                       int // SIGKILLs of the plugin under the writers, restarted at once
+	kills                       int    // SIGKILLs of the plugin under the writers, restarted at once
+	mapImage, purerbd           string // -map-image: the same for `purerbd nbd map` of it
 	secrets                     map[string]string
 	block                       rbdBlock // vol "" without -block-image
 	xfs                         rbdXFS   // vol "" without -xfs-image
@@ -54,11 +55,13 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	keyring := fs.String("keyring", "/etc/ceph/keyring", "keyring holding the user's key")
 	fs.StringVar(&r.pool, "pool", "rbd", "pool name")
 	fs.Int64Var(&r.poolID, "pool-id", 0, "pool id")
-	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 64 MiB")
+	fs.StringVar(&r.image, "image", "", "image, ext4 is made on it; it must be 256 MiB (it is grown to expandedSize)")
 	fs.StringVar(&r.block.image, "block-image", "", "also stage this image as a raw block volume across the restart (8 MiB at least)")
 	fs.StringVar(&r.xfs.image, "xfs-image", "", "also stage this image with xfs, a writer on it across the restart (320 MiB at least)")
 	fs.StringVar(&r.binary, "binary", "/bin/purerbd-csi", "the purerbd-csi binary, run as the node plugin")
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
+	fs.StringVar(&r.mapImage, "map-image", "", "also map this image with `purerbd nbd map` and SIGKILL/--reattach it -kills times under a writer (8 MiB at least)")
+	fs.StringVar(&r.purerbd, "purerbd", "/bin/purerbd", "the purerbd binary, for -map-image")
 	fs.IntVar(&r.kills, "kills", 0, "SIGKILL the plugin this many times under the writers, restarting it at once each time, and report the stalls")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -98,6 +101,10 @@ func readKey(path string) (string, error) {
 	}
 	return "", fmt.Errorf("keyring %s: no key", path)
 }
+
+// expandedSize is what the ext4 volume's image is grown to (from 256
+// MiB: room for the writers of twenty restarts).
+const expandedSize = 512 * mib
 
 // startPlugin starts the purerbd-csi binary as the node plugin, at its
 // default settings.
@@ -284,7 +291,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.Step("NodeExpandVolume online after rbd resize (64 -> 128 MiB, resize2fs)", func() error {
+	if err := r.Step("NodeExpandVolume online after rbd resize (256 -> 512 MiB, resize2fs)", func() error {
 		return r.expand(ctx, sumA)
 	}); err != nil {
 		return err
@@ -318,6 +325,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		return r.checkFree(ctx, r.vol)
 	}); err != nil {
 		return err
+	}
+	if r.mapImage != "" {
+		if err := r.Step(fmt.Sprintf("purerbd nbd map: SIGKILL %d times under a writer, --reattach at once: stalls, nothing lost", r.kills), func() error {
+			return r.mapKills(ctx)
+		}); err != nil {
+			return err
+		}
 	}
 	if r.krbd {
 		return r.Step("kernel rbd driver maps the image: a third reader", r.kernelRBD)
@@ -405,7 +419,7 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 	if err != nil {
 		return err
 	}
-	if err := img.Resize(ctx, 128*mib); err != nil {
+	if err := img.Resize(ctx, expandedSize); err != nil {
 		img.CloseContext(ctx)
 		return fmt.Errorf("rbd resize: %w", err)
 	}
@@ -415,15 +429,15 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 	r.Timings["expand: rbd resize by a second client"] = time.Since(t).Seconds()
 	res, err := r.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
 		VolumeId: r.vol, VolumePath: target1, StagingTargetPath: staging, VolumeCapability: rwo,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: 128 * mib},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: expandedSize},
 	})
 	if err != nil {
 		return err
 	}
-	if res.GetCapacityBytes() != 128*mib {
+	if res.GetCapacityBytes() != expandedSize {
 		return fmt.Errorf("capacity %d", res.GetCapacityBytes())
 	}
-	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", r.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(128*mib/512) {
+	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", r.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(expandedSize/512) {
 		return fmt.Errorf("device size %s sectors", size)
 	}
 	return guestio.CheckSum(target1+"/A", sumA)

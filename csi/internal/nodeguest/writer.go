@@ -51,7 +51,7 @@ func (h *heldWriter) awaitResume(what string, killed time.Time) (float64, error)
 	stall := at.Sub(h.lastBefore).Seconds()
 	fmt.Printf("### %s I/O stall across the restart: %.2fs (SIGKILL to writes resumed %.2fs)\n", what, stall, at.Sub(killed).Seconds())
 	if !h.w.WaitProgress(3, 120*time.Second) {
-		return 0, fmt.Errorf("the %s writer is blocked again", what)
+		return 0, stuck(h.w, what, "blocked again")
 	}
 	return stall, nil
 }
@@ -71,4 +71,13 @@ func (h *heldWriter) finish(what string, killed time.Time, timings map[string]fl
 	}
 	facts[bytesKey] = res.Bytes
 	return res, nil
+}
+
+// stuck describes a writer that stopped progressing: ended by an error
+// of its own (say which, and after how many chunks), or blocked.
+func stuck(w *guestio.StreamWriter, what, how string) error {
+	if r, ok := w.Stopped(); ok {
+		return fmt.Errorf("the %s writer stopped after %d chunks: %v", what, w.Synced(), r.Err)
+	}
+	return fmt.Errorf("the %s writer is %s (%d chunks synced)", what, how, w.Synced())
 }

@@ -73,6 +73,18 @@ func StartStreamWriter(path string, chunk int) *StreamWriter {
 // Synced returns the number of chunks written and synced so far.
 func (w *StreamWriter) Synced() int64 { return w.synced.Load() }
 
+// Stopped reports whether the writer ended by itself (an error: a full
+// device, an I/O error) and with what, without stopping it.
+func (w *StreamWriter) Stopped() (Result, bool) {
+	select {
+	case r := <-w.done:
+		w.done <- r // for Finish
+		return r, true
+	default:
+		return Result{}, false
+	}
+}
+
 // LastSync returns when the last chunk was synced (zero before the first).
 func (w *StreamWriter) LastSync() time.Time { return time.Unix(0, w.lastSync.Load()) }
 
