@@ -63,8 +63,9 @@ func TestNBDServeRestartAfterSIGKILL(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd, &stderr
 	}
-	cur, stderr := serve()
+	cur, _ := serve()
 	waitSocket(t, socket, 60*time.Second)
+	var stderr *bytes.Buffer
 	var took []float64
 	for i := range restarts {
 		copier := exec.Command("nbdcopy", file, uri)
