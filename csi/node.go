@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -108,6 +109,10 @@ type NodeConfig struct {
 	// ReattachTimeout is the kernel's dead connection timeout (default 5
 	// minutes): how long I/O waits for a restarted plugin before it fails.
 	ReattachTimeout time.Duration
+	// TookOver, when set, is called at the end of Start with the number
+	// of staged volumes it found and how many of them it could not take
+	// over (the plugin then lets its predecessor record go).
+	TookOver func(volumes, failed int)
 	// Module says how to load nbd.ko.
 	Module kernel.ModuleConfig
 	// Logger receives structured logs; slog.Default() if nil.
@@ -225,6 +230,7 @@ func (n *NodeServer) Start(ctx context.Context) error {
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
+	var failed atomic.Int32
 	for _, r := range recs {
 		v := &nodeVolume{rec: r}
 		n.mu.Lock()
@@ -234,6 +240,7 @@ func (n *NodeServer) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := n.recover(ctx, v, nil); err != nil {
+				failed.Add(1)
 				n.log.Error("taking over a staged volume failed", "volumeID", r.VolumeID, "error", errorMessage(err))
 			}
 		}()
@@ -241,6 +248,9 @@ func (n *NodeServer) Start(ctx context.Context) error {
 	wg.Wait()
 	if len(recs) > 0 {
 		n.log.Info("staged volumes taken over", "volumes", len(recs), "duration", time.Since(start).Round(time.Millisecond))
+	}
+	if n.cfg.TookOver != nil {
+		n.cfg.TookOver(len(recs)+len(bad), int(failed.Load())+len(bad))
 	}
 	return nil
 }

@@ -190,6 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			IOTimeout:         o.node.ioTimeout,
 			MinIOTimeout:      o.node.ioMin,
 			ReattachTimeout:   o.node.reattach,
+			TookOver:          settleWhenDone(claim, cfg.Logger),
 			Logger:            cfg.Logger,
 		})
 		if err != nil {

@@ -29,3 +29,21 @@ func takeNodeRole(ctx context.Context, log *slog.Logger, stateDir string) *prede
 	}
 	return c
 }
+
+// settleWhenDone returns the node's TookOver hook: once every staged
+// volume was taken over, the predecessors' clients need no fencing by
+// the next process.
+func settleWhenDone(c *predecessor.Claim, log *slog.Logger) func(volumes, failed int) {
+	if c == nil {
+		return nil
+	}
+	return func(volumes, failed int) {
+		if failed > 0 {
+			log.Info("keeping the previous plugins' clients for the next process to fence: not every volume was taken over", "failed", failed)
+			return
+		}
+		if err := c.Settle(); err != nil {
+			log.Warn("the node role record", "err", err)
+		}
+	}
+}

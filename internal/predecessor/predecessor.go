@@ -243,6 +243,20 @@ func (c *Claim) Forget(fsid string, addr denc.EntityAddr) error {
 	return c.writeLocked()
 }
 
+// Settle forgets the dead predecessors' clients once this process has
+// taken over everything they held (every lock of theirs broken): a
+// successor of this process then fences only its own clients, not a
+// chain of generations that grows with every crash.
+func (c *Claim) Settle() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.rec.Inherited) == 0 {
+		return nil
+	}
+	c.rec.Inherited = nil
+	return c.writeLocked()
+}
+
 // Close releases the role (the lock; the record stays for the next
 // holder, naming clients that are now closed or dead).
 func (c *Claim) Close() error {

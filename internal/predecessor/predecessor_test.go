@@ -249,3 +249,37 @@ func TestReplacedLockFile(t *testing.T) {
 		t.Fatalf("fencing %v: the record of a live holder under a replaced lock file was trusted", got)
 	}
 }
+
+// TestSettle: once a process took everything over, its successor fences
+// only that process' own clients, not the generations before.
+func TestSettle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.lock")
+	c0 := &Claim{lock: -1, record: path + ".clients", rec: record{Version: recordVersion, Clients: []Client{
+		{FSID: "f", Addr: addr(31).String(), Since: time.Now()},
+	}}}
+	if err := c0.writeLocked(); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := Take(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Record("f", addr(32)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c1.Predecessors("f"); len(got) != 1 || !got[0].SameInstance(addr(31)) {
+		t.Fatalf("predecessors before settling: %v", got)
+	}
+	if err := c1.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	c2, err := Take(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := c2.Predecessors("f"); len(got) != 1 || !got[0].SameInstance(addr(32)) {
+		t.Fatalf("after a settled predecessor: %v, want only its own client (nonce 32)", got)
+	}
+}
