@@ -817,21 +817,7 @@ func TestBreakDeadOwnersLock(t *testing.T) {
 	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := rados.Connect(ctx, rados.Config{MonHost: strings.Join(cluster.MonAddrs, ","), Key: cluster.AdminKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	oio, err := other.IOContext(ctx, cluster.Pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead, err := Open(ctx, oio, name, OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dead.WriteAtContext(ctx, []byte("first"), 0); err != nil {
-		t.Fatal(err)
-	}
+	other, _ := lockOnOtherClient(t, ctx, name)
 	_ = other.Close() // gone without unlocking: its watch disappears, the lock stays
 	if out := rbdCLI(t, "lock", "ls", "rbd/"+name); !strings.Contains(string(out), "auto ") {
 		t.Fatalf("no lock left by the dead client: %s", out)
@@ -1016,4 +1002,27 @@ func TestNotifySize(t *testing.T) {
 	if img.Size() != 16<<20 {
 		t.Errorf("Size() = %d", img.Size())
 	}
+}
+
+// lockOnOtherClient opens image name on a second client of its own,
+// which takes the exclusive lock by writing "first" at offset 0.
+func lockOnOtherClient(t *testing.T, ctx context.Context, name string) (*rados.Conn, *Image) {
+	t.Helper()
+	other, err := rados.Connect(ctx, rados.Config{MonHost: strings.Join(cluster.MonAddrs, ","), Key: cluster.AdminKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	oio, err := other.IOContext(ctx, cluster.Pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Open(ctx, oio, name, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := img.WriteAtContext(ctx, []byte("first"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return other, img
 }

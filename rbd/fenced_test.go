@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -26,21 +25,7 @@ func TestFencedClientLockTakeover(t *testing.T) {
 	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := rados.Connect(ctx, rados.Config{MonHost: strings.Join(cluster.MonAddrs, ","), Key: cluster.AdminKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	oio, err := other.IOContext(ctx, cluster.Pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead, err := Open(ctx, oio, name, OpenOptions{AcquireLock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dead.WriteAtContext(ctx, []byte("first"), 0); err != nil {
-		t.Fatal(err)
-	}
+	other, _ := lockOnOtherClient(t, ctx, name)
 	addr := other.ClientAddr()
 
 	var locks []struct{ Address string }

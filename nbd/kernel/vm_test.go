@@ -25,10 +25,7 @@ func TestKernelInVM(t *testing.T) {
 	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
-	defer cancel()
-	var out strings.Builder
-	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
+	runGuestScenario(t, host, vmtest.Config{
 		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
 		Programs: []string{mke2fs, resize2fs},
 		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
@@ -37,8 +34,19 @@ func TestKernelInVM(t *testing.T) {
 		// socket per queue: four connections need four vCPUs.
 		CPUs:    4,
 		Timeout: 6 * time.Minute,
-		Output:  &out,
 	})
+}
+
+// runGuestScenario boots the VM cfg describes, fails t unless the guest
+// scenario passed, and logs its figures (and the console with
+// NBD_VM_CONSOLE set).
+func runGuestScenario(t *testing.T, host vmtest.Host, cfg vmtest.Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
+	defer cancel()
+	var out strings.Builder
+	cfg.Output = &out
+	res, err := vmtest.Run(ctx, t, host, cfg)
 	if res == nil {
 		t.Fatal(err)
 	}
@@ -71,27 +79,11 @@ func requireFile(t *testing.T, path, pkg string) string {
 func TestAdaptiveTimeoutInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
-	defer cancel()
-	var out strings.Builder
-	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
+	runGuestScenario(t, host, vmtest.Config{
 		Modules: []string{"nbd"},
 		Files:   map[string]string{"/bin/nbdguest": guest},
 		Command: []string{"/bin/nbdguest", "adaptive"},
 		CPUs:    4, // four connections need four hardware queues
 		Timeout: 6 * time.Minute,
-		Output:  &out,
 	})
-	if res == nil {
-		t.Fatal(err)
-	}
-	sc, serr := res.Scenario()
-	if err != nil || res.ExitCode != 0 || serr != nil {
-		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
-	}
-	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
-	sc.Log(t)
-	if os.Getenv("NBD_VM_CONSOLE") != "" {
-		t.Logf("console:\n%s", res.Console)
-	}
 }

@@ -77,24 +77,32 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 	for _, n := range names {
 		s := stalls[n]
 		all = append(all, s...)
-		med, p99, mx := distribution(s)
-		r.Timings["kills: "+n+" stall median"] = med
-		r.Timings["kills: "+n+" stall p99"] = p99
-		r.Timings["kills: "+n+" stall max"] = mx
-		fmt.Printf("### %s stalls over %d kills: median %.2fs, p99 %.2fs, max %.2fs\n", n, len(s), med, p99, mx)
-		if mx >= stallBound.Seconds() {
+		if mx := r.recordStalls("kills: "+n, n, s); mx >= stallBound.Seconds() {
 			errs = append(errs, fmt.Errorf("the %s writer stalled %.1fs across a restart", n, mx))
 		}
 	}
-	med, p99, mx := distribution(all)
-	r.Timings["kills: all writers stall median"] = med
-	r.Timings["kills: all writers stall p99"] = p99
-	r.Timings["kills: all writers stall max"] = mx
-	rmed, _, rmax := distribution(restarts)
-	r.Timings["kills: SIGKILL to plugin serving median"] = rmed
-	r.Timings["kills: SIGKILL to plugin serving max"] = rmax
+	r.recordStalls("kills: all writers", "all writers", all)
+	r.recordRestarts("kills: SIGKILL to plugin serving", restarts)
 	r.Facts["kills"] = r.kills
 	return errors.Join(errs...)
+}
+
+// recordStalls records the distribution of stalls under key (median,
+// p99, max) and prints it for what; it returns the max.
+func (r *rbdScenario) recordStalls(key, what string, stalls []float64) float64 {
+	med, p99, mx := distribution(stalls)
+	r.Timings[key+" stall median"] = med
+	r.Timings[key+" stall p99"] = p99
+	r.Timings[key+" stall max"] = mx
+	fmt.Printf("### %s stalls over %d kills: median %.2fs, p99 %.2fs, max %.2fs\n", what, len(stalls), med, p99, mx)
+	return mx
+}
+
+// recordRestarts records the median and max of restart times under key.
+func (r *rbdScenario) recordRestarts(key string, restarts []float64) {
+	med, _, mx := distribution(restarts)
+	r.Timings[key+" median"] = med
+	r.Timings[key+" max"] = mx
 }
 
 // distribution returns the median, the 99th percentile (nearest rank)

@@ -120,14 +120,8 @@ func (r *rbdScenario) mapKills(ctx context.Context) error {
 	if res.Err != nil {
 		return fmt.Errorf("the writer on the mapped device: %w", res.Err)
 	}
-	med, p99, mx := distribution(stalls)
-	r.Timings["nbd map kills: stall median"] = med
-	r.Timings["nbd map kills: stall p99"] = p99
-	r.Timings["nbd map kills: stall max"] = mx
-	rmed, _, rmax := distribution(restarts)
-	r.Timings["nbd map kills: SIGKILL to reattached median"] = rmed
-	r.Timings["nbd map kills: SIGKILL to reattached max"] = rmax
-	fmt.Printf("### nbd map stalls over %d kills: median %.2fs, p99 %.2fs, max %.2fs\n", len(stalls), med, p99, mx)
+	mx := r.recordStalls("nbd map kills:", "nbd map", stalls)
+	r.recordRestarts("nbd map kills: SIGKILL to reattached", restarts)
 	back, err := directRead(m.device, int(res.Bytes), 0)
 	if err != nil {
 		return err
