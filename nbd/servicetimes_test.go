@@ -62,6 +62,13 @@ func TestServiceTimes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// The reply can reach the client before its handler records the end
+	// of the request.
+	for deadline := time.Now().Add(10 * time.Second); st.InService() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the write's handler never finished")
+		}
+	}
 	if w := st.Roll(); w.Lingering || w.Longest < held {
 		t.Fatalf("window in which the write ended: %+v, want its service time (at least %v)", w, held)
 	}
