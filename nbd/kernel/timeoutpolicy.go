@@ -43,7 +43,7 @@ type timeoutPolicy struct {
 // Bounds of timeoutPolicy.need.
 const (
 	minCalmWindows = 2
-	maxCalmWindows = 64
+	maxCalmWindows = 16
 )
 
 // newTimeoutPolicy starts at the floor. min and max are rounded up to
