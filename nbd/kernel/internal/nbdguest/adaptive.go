@@ -132,11 +132,11 @@ func (s *scenario) adaptiveStall(ctx context.Context) error {
 		return fmt.Errorf("%d connections dropped in a %v stall", dropped, adaptStall)
 	}
 	t := time.Now()
-	// The policy halves the timeout after at most 16 calm windows (more
-	// after a lowering it judged premature, up to that cap), a few times
-	// from the peak: 120 s is room for that on a loaded machine.
+	// The policy halves the timeout after at most 16 calm windows (its
+	// back-off after a premature lowering stops there), a few times from
+	// the peak: well within 90 s.
 	for dev.Timeout() != adaptMin {
-		if time.Since(t) > 120*time.Second {
+		if time.Since(t) > 90*time.Second {
 			return fmt.Errorf("the timeout is still %v %v after the stall", dev.Timeout(), time.Since(t))
 		}
 		time.Sleep(100 * time.Millisecond)
