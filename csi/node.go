@@ -43,9 +43,15 @@ import (
 
 // Defaults of NodeConfig.
 const (
-	DefaultNodeConns       = 4
-	DefaultIOTimeout       = 30 * time.Second
-	DefaultMinIOTimeout    = time.Second
+	DefaultNodeConns = 4
+	DefaultIOTimeout = 30 * time.Second
+	// DefaultMinIOTimeout equals DefaultIOTimeout: the request timeout
+	// is fixed unless a lower floor is asked for. The adaptive timeout
+	// (a 1 s floor cuts a restart's stall to about 2 s) is opt-in while
+	// a backend stall under load can leave its connection replacement
+	// wedged until the dead-connection timeout fails I/O (seen in the
+	// VM; see the adaptive-stall guest scenario).
+	DefaultMinIOTimeout    = DefaultIOTimeout
 	DefaultReattachTimeout = 5 * time.Minute
 	DefaultFsType          = "ext4"
 )
@@ -97,8 +103,8 @@ type NodeConfig struct {
 	// queue each (default DefaultNodeConns).
 	Conns int
 	// IOTimeout is the ceiling of the kernel's NBD request timeout
-	// (default 30 s), MinIOTimeout its floor (default 1 s; equal to
-	// IOTimeout for a fixed timeout). A request that was in flight when
+	// (default 30 s), MinIOTimeout its floor (default: equal to
+	// IOTimeout, a fixed timeout; 1 s opts in to the adaptive one). A request that was in flight when
 	// the plugin died is resent only after its timeout, so the timeout
 	// bounds how long a restart stalls such requests; it starts at the
 	// floor and goes up only while requests outlive it (a slow cluster),

@@ -90,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
 		"node: the ceiling of the kernel's NBD request timeout; a request in flight when the plugin dies is resent after its timeout, so it bounds the stall of a restart")
 	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
-		"node: the floor of the NBD request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (equal to --nbd-io-timeout: fixed)")
+		"node: the floor of the NBD request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (default: equal to --nbd-io-timeout, fixed; 1s opts in to the adaptive timeout, a restart stall of about 2 s)")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)

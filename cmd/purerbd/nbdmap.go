@@ -29,14 +29,13 @@ import (
 // that died, waiting for a reattach (rbd-nbd's --reattach-timeout).
 const defaultDeadConnTimeout = 30 * time.Second
 
-// The request timeout of a mapped device adapts between defaultMinTimeout
-// and defaultTimeout (see kernel.AttachConfig.MinTimeout): a restart of
-// the server (--reattach) stalls I/O for about two seconds while the
-// cluster answers fast, and a slow cluster does not have every request
-// resent.
+// The request timeout of a mapped device is defaultTimeout, fixed;
+// --min-timeout 1 opts in to the adaptive timeout (see
+// kernel.AttachConfig.MinTimeout): a restart of the server (--reattach)
+// then stalls I/O for about two seconds while the cluster answers fast.
 const (
 	defaultTimeout    = 30 * time.Second
-	defaultMinTimeout = time.Second
+	defaultMinTimeout = defaultTimeout // fixed unless --min-timeout opts in (csi.DefaultMinIOTimeout says why)
 )
 
 // maxConns bounds --conns (the kernel takes one queue per connection).

@@ -2,7 +2,8 @@
 // vm_test.go there): "scenario" drives the whole test as the child of
 // init and starts copies of itself as "serve" and "reattach", the server
 // processes that it kills and replaces; "adaptive" does the same for the
-// adaptive request timeout. It prints "RESULT ok <json>" or
+// adaptive request timeout ("adaptive-stall" adds a backend stall that
+// reproduces a wedge, see runAdaptive). It prints "RESULT ok <json>" or
 // "RESULT fail <reason>" for the host to read.
 package main
 
@@ -15,7 +16,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nbdguest scenario | adaptive | serve [flags] | reattach [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nbdguest scenario | adaptive | adaptive-stall | serve [flags] | reattach [flags]")
 		os.Exit(2)
 	}
 	ctx := context.Background()
@@ -23,8 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "scenario":
 		err = runScenario(ctx)
-	case "adaptive":
-		err = runAdaptive(ctx)
+	case "adaptive", "adaptive-stall":
+		err = runAdaptive(ctx, os.Args[1] == "adaptive-stall")
 	case "serve", "reattach":
 		err = runServer(ctx, os.Args[1], os.Args[2:])
 	default:
