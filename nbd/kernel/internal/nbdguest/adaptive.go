@@ -150,16 +150,7 @@ func (s *scenario) adaptiveStall(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.Timings["stall: writes resumed to timeout back at the floor"] = time.Since(t).Seconds()
-	if err := s.abandonedWrite(dev, back); err != nil {
-		return err
-	}
-	if err := dev.Detach(ctx); err != nil {
-		return err
-	}
-	if err := dev.Err(); err != nil {
-		return fmt.Errorf("after an orderly detach the device reports a failure: %w", err)
-	}
-	return s.waitFree(ctx, idx)
+	return s.abandonedWriteAndDetach(ctx, dev, back, idx)
 }
 
 // killReattach serves a file over four connections from a child process

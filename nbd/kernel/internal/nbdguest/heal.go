@@ -188,14 +188,20 @@ func (s *scenario) healDroppedConnections(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.Facts["heal_replaced_connections"] = timeouts
+	return s.abandonedWriteAndDetach(ctx, dev, back, idx)
+}
+
+// abandonedWriteAndDetach ends a scenario whose device had connections
+// dropped and replaced: the abandoned-write guarantee (abandonedWrite),
+// then an orderly detach after which serving did not end on a failure,
+// and the device free again.
+func (s *scenario) abandonedWriteAndDetach(ctx context.Context, dev *kernel.Device, back *stallingMemory, idx int) error {
 	if err := s.abandonedWrite(dev, back); err != nil {
 		return err
 	}
 	if err := dev.Detach(ctx); err != nil {
 		return err
 	}
-	// The dropped connections were replaced and the detach was orderly:
-	// serving did not end on a failure.
 	if err := dev.Err(); err != nil {
 		return fmt.Errorf("after an orderly detach the device reports a failure: %w", err)
 	}
