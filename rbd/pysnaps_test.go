@@ -3,7 +3,6 @@ package rbd
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,12 +30,12 @@ type pySnaps struct {
 }
 
 func (p pySnaps) py(ctx context.Context, args ...string) (string, error) {
+	// the cluster release's own python3 and binding (a root's, whose
+	// librados reads its key type)
 	full := append([]string{"-c", pySnapScript, cluster.Conf, strconv.FormatInt(p.poolID(), 10)}, args...)
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", full...)
-	cmd.Dir = "/"
-	out, err := cmd.CombinedOutput()
+	out, err := cluster.Program(ctx, "/usr/bin/python3", full...)
 	if err != nil {
-		return "", fmt.Errorf("python3-rados %s: %v: %s", args[0], err, out)
+		return "", fmt.Errorf("python3-rados %s: %w", args[0], err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -3,7 +3,6 @@ package rbdstore_test
 import (
 	"encoding/json"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +134,7 @@ func TestSessionAgainstRbd(t *testing.T) {
 
 	// A watcher (a client with the image open) keeps it.
 	// `rbd watch` keeps the image open until its stdin closes.
-	watch := exec.CommandContext(ctx, "rbd", "-c", cluster.Conf, "--keyring", cluster.AdminKeyring, "watch", cluster.Pool+"/st-b")
+	watch := cluster.ToolCommand(ctx, "rbd", "--keyring", cluster.AdminKeyring, "watch", cluster.Pool+"/st-b")
 	stdin, err := watch.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, watch.Start())

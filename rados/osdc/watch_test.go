@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,7 +78,7 @@ func TestWatchNotifyWithRadosCLI(t *testing.T) {
 	}
 
 	// the other way round: `rados watch` receives our notify and acks it
-	cmd := exec.CommandContext(ctx, "rados", "-c", cluster.Conf, "-p", cluster.Pool, "watch", oid)
+	cmd := cluster.ToolCommand(ctx, "rados", "-p", cluster.Pool, "watch", oid)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -50,6 +50,9 @@ const (
 	ModeSecure     = cephcluster.ModeSecure
 	StoreMemstore  = cephcluster.StoreMemstore
 	StoreBluestore = cephcluster.StoreBluestore
+	// ReleaseReef runs Ceph 18.2 from a Debian trixie root (built into
+	// the cache on first use) instead of the host's packages.
+	ReleaseReef = cephcluster.ReleaseReef
 	// ReleaseTentacle runs Ceph 20.2 from a Debian sid root (built into
 	// the cache on first use) instead of the host's packages.
 	ReleaseTentacle = cephcluster.ReleaseTentacle

@@ -64,13 +64,16 @@ type Options struct {
 	// busy memstore OSD spends a third of its CPU in _int_malloc and
 	// slows down as its heap fragments, so it measures the allocator
 	// rather than its clients. Ceph's CLIs run by Tool and the tests are
-	// never preloaded. (ReleaseTentacle's daemons link tcmalloc
-	// themselves, so there GlibcMalloc only drops the preload.)
+	// never preloaded. (The daemons of the releases run from a root
+	// link tcmalloc themselves, so there GlibcMalloc only drops the
+	// preload.)
 	GlibcMalloc bool
-	// Release picks the Ceph release: ReleaseHost (the host's packages)
-	// or ReleaseTentacle (Ceph 20.2 from a Debian sid root, built once
-	// into the cache and entered with chroot; its ceph, rados and rbd
-	// are the tools Tool runs). Empty means $PURERBD_CEPH, else the host.
+	// Release picks the Ceph release: ReleaseHost (the host's packages),
+	// ReleaseReef (Ceph 18.2 from a Debian trixie root) or
+	// ReleaseTentacle (Ceph 20.2 from a Debian sid root); a root is built
+	// once into the cache and entered with chroot, and its ceph, rados
+	// and rbd are the tools Tool runs. Empty means $PURERBD_CEPH, else
+	// the host.
 	Release string
 }
 

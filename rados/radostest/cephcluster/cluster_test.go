@@ -65,3 +65,30 @@ func TestRootUnbuildable(t *testing.T) {
 		t.Fatalf("Start with an unknown release: %v", err)
 	}
 }
+
+func TestRootReadyNeedsTodaysPackages(t *testing.T) {
+	pkgs := rootPackages()
+	if !strings.Contains(pkgs, "ceph-mon") || !strings.Contains(pkgs, "ceph-mgr") {
+		t.Fatalf("package list %q read from build-root.sh", pkgs)
+	}
+	root := t.TempDir()
+	if rootReady(root) {
+		t.Fatal("a root without a stamp is ready")
+	}
+	stamp := filepath.Join(root, rootStamp)
+	// a root stamped by an older script (no package list, or another one)
+	for _, old := range []string{"ceph version 20.2.4; built in 320s\n", "ceph version 20.2.4; built in 320s\npackages: ceph-mon ceph-osd ceph-common\n"} {
+		if err := os.WriteFile(stamp, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if rootReady(root) {
+			t.Fatalf("stamp %q counts as ready", old)
+		}
+	}
+	if err := os.WriteFile(stamp, []byte("ceph version 20.2.4; built in 320s\npackages: "+pkgs+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !rootReady(root) {
+		t.Fatal("a root stamped with today's package list is not ready")
+	}
+}

@@ -15,21 +15,25 @@ import (
 const (
 	// ReleaseHost runs the host's own Ceph packages (Pacific on Debian 12).
 	ReleaseHost = "host"
+	// ReleaseReef runs Ceph 18.2 (Reef) from Debian trixie, out of a root
+	// built once into the cache (see RootDir) and entered with chroot.
+	ReleaseReef = "reef"
 	// ReleaseTentacle runs Ceph 20.2 (Tentacle) from Debian sid, out of a
 	// root built once into the cache (see RootDir) and entered with chroot.
 	ReleaseTentacle = "tentacle"
 )
 
 // ReleaseEnv names the environment variable that picks the release when
-// Options.Release is empty: "tentacle", or "host"/"pacific"/"" for the
-// host's packages.
+// Options.Release is empty: "reef", "tentacle", or "host"/"pacific"/""
+// for the host's packages.
 const ReleaseEnv = "PURERBD_CEPH"
 
 // CacheEnv names the environment variable holding the cache directory
 // (default /var/cache/purerbd) under which roots/SUITE are built.
 const CacheEnv = "PURERBD_CACHE"
 
-// rootStamp marks a finished root (written last by build-root.sh).
+// rootStamp marks a finished root and names its packages (written last by
+// build-root.sh).
 const rootStamp = ".purerbd-root-ok"
 
 //go:embed roots/build-root.sh
@@ -41,10 +45,12 @@ func releaseSuite(release string) (string, error) {
 	switch release {
 	case "", ReleaseHost, "pacific":
 		return "", nil
+	case ReleaseReef:
+		return "trixie", nil
 	case ReleaseTentacle:
 		return "sid", nil
 	}
-	return "", fmt.Errorf("cephcluster: unknown Ceph release %q (want %s or %s)", release, ReleaseHost, ReleaseTentacle)
+	return "", fmt.Errorf("cephcluster: unknown Ceph release %q (want %s, %s or %s)", release, ReleaseHost, ReleaseReef, ReleaseTentacle)
 }
 
 // RootDir returns where the root of a Debian suite lives: under
@@ -66,7 +72,7 @@ func EnsureRoot(ctx context.Context, release string) (string, error) {
 		return "", err
 	}
 	root := RootDir(suite)
-	if _, err := os.Stat(filepath.Join(root, rootStamp)); err == nil {
+	if rootReady(root) {
 		return root, nil
 	}
 	fmt.Fprintf(os.Stderr, "cephcluster: building the %s root for Ceph %s in %s (once; takes minutes)\n", suite, release, root)
@@ -81,10 +87,38 @@ func EnsureRoot(ctx context.Context, release string) (string, error) {
 		}
 		return "", fmt.Errorf("cephcluster: building the %s root for Ceph %s: %w:\n%s", suite, release, err, strings.TrimSpace(tail))
 	}
-	if _, err := os.Stat(filepath.Join(root, rootStamp)); err != nil {
-		return "", fmt.Errorf("cephcluster: the %s root was built but has no stamp: %w", suite, err)
+	if !rootReady(root) {
+		return "", fmt.Errorf("cephcluster: the %s root was built but its stamp does not name %q", suite, rootPackages())
 	}
 	return root, nil
+}
+
+// rootPackages returns the package list build-root.sh installs (its
+// packages="..." line).
+func rootPackages() string {
+	for line := range strings.Lines(string(buildRootScript)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "packages="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+// rootReady reports whether root is finished with today's package list:
+// its stamp names the list build-root.sh installs (a root of an older
+// list gets the rest installed by the script).
+func rootReady(root string) bool {
+	b, err := os.ReadFile(filepath.Join(root, rootStamp))
+	if err != nil {
+		return false
+	}
+	want := "packages: " + rootPackages()
+	for line := range strings.Lines(string(b)) {
+		if strings.TrimSpace(line) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // rootBinds are the host directories a chrooted daemon or tool sees at

@@ -49,6 +49,27 @@ func (c *Cluster) ToolInput(ctx context.Context, stdin []byte, tool string, args
 	return out.Bytes(), nil
 }
 
+// ToolCommand returns a command that runs one of Ceph's tools against
+// this cluster (with -c CONF) as Tool does, for callers that keep it
+// running (rados watch, rbd watch): the release's own tool, in its root
+// and the cluster's network namespace.
+func (c *Cluster) ToolCommand(ctx context.Context, tool string, args ...string) *exec.Cmd {
+	return c.command(ctx, tool, append([]string{"-c", c.Conf}, args...)...)
+}
+
+// Program runs any program of the cluster's release (python3 with its
+// rados binding, say) where Tool runs Ceph's tools: in the release's root
+// and the cluster's network namespace. Unlike Tool it adds no arguments.
+func (c *Cluster) Program(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := c.command(ctx, bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), &ToolError{Tool: bin, Args: args, Stderr: errb.String(), Err: err}
+	}
+	return out.Bytes(), nil
+}
+
 // Ceph runs the ceph CLI against the cluster.
 func (c *Cluster) Ceph(ctx context.Context, args ...string) ([]byte, error) {
 	return c.Tool(ctx, "ceph", args...)

@@ -3,7 +3,9 @@
 # tools of the given suite, for tests that run a Ceph release other than the
 # host's (rados/radostest runs its binaries with chroot). The root lives in a
 # cache outside the checkout: ${PURERBD_CACHE:-/var/cache/purerbd}/roots/SUITE.
-# A stamp file marks a finished root; with the stamp present this is a no-op.
+# A stamp file marks a finished root and names the packages it holds; with
+# the stamp present and the same package list this is a no-op, and a root
+# built with fewer packages gets the missing ones installed into it.
 # The host's own packages and apt sources are never touched: debootstrap
 # writes only into the root, and apt runs inside it.
 set -euo pipefail
@@ -12,10 +14,15 @@ suite=${1:?usage: build-root.sh SUITE (e.g. sid)}
 cache=${PURERBD_CACHE:-/var/cache/purerbd}
 root=$cache/roots/$suite
 stamp=$root/.purerbd-root-ok
-packages="ceph-mon ceph-osd ceph-common"
+# ceph-mgr for the tests that split PGs or read the mgr's reports
+packages="ceph-mon ceph-osd ceph-mgr ceph-common"
 
-if [ -f "$stamp" ]; then
-  echo "build-root: $root ready ($(cat "$stamp"))"
+# ready: the stamp exists and names exactly this package list
+ready() {
+  [ -f "$stamp" ] && grep -qxF "packages: $packages" "$stamp"
+}
+if ready; then
+  echo "build-root: $root ready ($(head -n1 "$stamp"))"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -26,10 +33,56 @@ mkdir -p "$cache/roots"
 # test packages run in parallel: one builds, the others wait for it
 exec 9>"$cache/roots/.$suite.lock"
 flock 9
-if [ -f "$stamp" ]; then
-  echo "build-root: $root ready ($(cat "$stamp"))"
+if ready; then
+  echo "build-root: $root ready ($(head -n1 "$stamp"))"
   exit 0
 fi
+
+# install: apt-get install the package list inside root (proc mounted for
+# the maintainer scripts). ceph-mon's maintainer script needs systemd and
+# fails here; the binaries are unpacked all the same, so what can be
+# settled is settled and the binaries themselves are checked afterwards.
+install_packages() {
+  local r=$1
+  mount -t proc proc "$r/proc"
+  chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends $packages ||
+    chroot "$r" env DEBIAN_FRONTEND=noninteractive dpkg --configure -a || true
+  umount "$r/proc"
+}
+
+# check: every binary the tests run is in root
+check() {
+  local r=$1 b
+  for b in ceph-mon ceph-osd ceph-mgr ceph ceph-authtool monmaptool rados rbd crushtool osdmaptool; do
+    chroot "$r" sh -c "command -v $b" >/dev/null || {
+      echo "build-root: $b missing from the root" >&2
+      exit 1
+    }
+  done
+}
+
+start=$(date +%s)
+if [ -f "$stamp" ]; then
+  # a finished root of an older package list: add what is missing
+  # (the old stamp stays until the new one replaces it: it does not name
+  # this list, so an interrupted run is retried)
+  echo "build-root: adding to $root: $packages"
+  trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+  # the mirror may serve a suite whose Release file is past Valid-Until
+  # (as debootstrap, which does not check it, accepted)
+  chroot "$root" apt-get update -q -o Acquire::Check-Valid-Until=false
+  install_packages "$root"
+  trap - EXIT
+  check "$root"
+  version=$(chroot "$root" ceph-mon --version | head -n1)
+  chroot "$root" apt-get clean
+  printf '%s; extended in %ss\npackages: %s\n' "$version" "$(($(date +%s) - start))" "$packages" >"$stamp.tmp"
+  mv "$stamp.tmp" "$stamp"
+  echo "build-root: $root ready ($(head -n1 "$stamp"))"
+  exit 0
+fi
+
 # debootstrap is a shell script: without it on the host, unpack the host's
 # own package of it into the cache and run it from there (nothing installed)
 debootstrap=$(command -v debootstrap || true)
@@ -49,7 +102,6 @@ mirror=$(grep -rhoE '^(URIs:[[:space:]]*|deb[[:space:]]+)https?://[^[:space:]]+/
   grep -oE 'https?://[^[:space:]]+' | head -n1 || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
-start=$(date +%s)
 # a half-built root from an interrupted run is thrown away, not resumed
 rm -rf "$root"
 tmp=$(mktemp -d "$cache/roots/.$suite.XXXXXX")
@@ -63,27 +115,12 @@ echo "build-root: debootstrap $suite from $mirror into $tmp"
 printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
 chmod 755 "$tmp/usr/sbin/policy-rc.d"
 
-mount -t proc proc "$tmp/proc"
 trap 'umount "$tmp/proc" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-  --no-install-recommends $packages || {
-  # ceph-mon's maintainer script needs systemd and fails here; the binaries
-  # are unpacked all the same. Settle what can be settled, then check the
-  # binaries themselves below.
-  chroot "$tmp" env DEBIAN_FRONTEND=noninteractive dpkg --configure -a || true
-}
-umount "$tmp/proc"
-trap 'rm -rf "$tmp"' EXIT
-
-for b in ceph-mon ceph-osd ceph ceph-authtool monmaptool rados; do
-  chroot "$tmp" sh -c "command -v $b" >/dev/null || {
-    echo "build-root: $b missing from the root" >&2
-    exit 1
-  }
-done
+install_packages "$tmp"
+check "$tmp"
 version=$(chroot "$tmp" ceph-mon --version | head -n1)
 chroot "$tmp" apt-get clean
+printf '%s; built in %ss\npackages: %s\n' "$version" "$(($(date +%s) - start))" "$packages" >"$tmp/.purerbd-root-ok"
 mv "$tmp" "$root"
 trap - EXIT
-echo "$version; built in $(($(date +%s) - start))s" >"$stamp"
-echo "build-root: $root ready ($(cat "$stamp"))"
+echo "build-root: $root ready ($(head -n1 "$stamp"))"
