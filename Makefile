@@ -15,7 +15,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 pyth
 	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
 	containerd runc containernetworking-plugins nftables
 
-.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s
+.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s matrix
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
@@ -23,6 +23,7 @@ help:
 	@echo "make test-short  the unit tier (go test -short): only the Go toolchain, no Ceph, in seconds"
 	@echo "make build  static binaries into bin/"
 	@echo "make deps   install the Debian packages the tests need"
+	@echo "make matrix  the interop smoke against Ceph Reef and Tentacle (from Debian roots built once)"
 	@echo "make lint | race | fuzz [FUZZTIME=30s] | bench | clean"
 
 build:
@@ -75,7 +76,30 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
 
-test: lint unit race fuzz-smoke e2e-k8s
+test: lint unit race fuzz-smoke matrix e2e-k8s
+
+# the Ceph release matrix: `unit` runs every test against the host's Ceph
+# (Pacific); this runs the interop smoke against each release run from a
+# Debian root (built once into $${PURERBD_CACHE:-/var/cache/purerbd}/roots):
+# rados objects and omap both ways with the release's rados, placement
+# against its osdmap, image headers, snapshots, clones and object maps both
+# ways with its rbd, exclusive-lock handover with a running librbd,
+# monitor failover, and csi-sanity against the purerbd-csi binary.
+MATRIX_RELEASES := reef tentacle
+MATRIX_TESTS := TestObjectsInteropWithRadosCLI TestOmapInteropWithRadosCLI TestLocateMatchesCephOSDMap \
+	TestCreateHeaderMatchesLibrbd TestSnapshotsBothWays TestClones TestObjectMapCheck TestExclusiveLockHandover \
+	TestFailover TestSanityBinary
+matrix:
+	@for r in $(MATRIX_RELEASES); do \
+		log=$$(mktemp); start=$$(date +%s); \
+		PURERBD_CEPH=$$r $(GO) test -count=1 -timeout 20m -v -run '^($(subst $(eval) ,|,$(MATRIX_TESTS)))$$' \
+			./rados/ ./rbd/ ./rados/monc/ ./cmd/purerbd-csi/ >$$log 2>&1; rc=$$?; \
+		missing=""; for t in $(MATRIX_TESTS); do grep -q -- "^--- PASS: $$t " $$log || missing="$$missing $$t"; done; \
+		if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then \
+			cat $$log; rm -f $$log; echo "matrix: Ceph $$r FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \
+		grep -E '^(ok|---) ' $$log; rm -f $$log; \
+		echo "matrix: Ceph $$r: all passed ($$(( $$(date +%s) - start ))s): $(MATRIX_TESTS)"; \
+	done
 
 # the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
 # boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS
