@@ -117,7 +117,7 @@ func loadModules(ctx context.Context) error {
 	// crc32c_generic became crc32c_cryptoapi in Linux 6.15 (the host
 	// test includes whichever the kernel has)
 	crc := "crc32c_generic"
-	if err := k.Load(crc, "", 0); errors.Is(err, kmod.ErrModuleNotFound) {
+	if err = k.Load(crc, "", 0); errors.Is(err, kmod.ErrModuleNotFound) {
 		crc = "crc32c_cryptoapi"
 		err = k.Load(crc, "", 0)
 	}
