@@ -15,7 +15,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 pyth
 	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
 	containerd runc containernetworking-plugins nftables
 
-.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s matrix
+.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s matrix vm-kernels
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
@@ -24,6 +24,7 @@ help:
 	@echo "make build  static binaries into bin/"
 	@echo "make deps   install the Debian packages the tests need"
 	@echo "make matrix  the interop smoke against Ceph Reef and Tentacle (from Debian roots built once)"
+	@echo "make vm-kernels  the kernel smoke test in a VM on Debian trixie's and sid's kernels [VM_KERNELS=...]"
 	@echo "make lint | race | fuzz [FUZZTIME=30s] | bench | clean"
 
 build:
@@ -114,6 +115,22 @@ e2e:
 	rm -f $$log $$rcf; echo "e2e: $$(( $$(date +%s) - start ))s"; \
 	if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then echo "e2e FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \
 	echo "e2e: all passed: $(E2E_TESTS)"
+
+# the kernel smoke test (nbd/kernel TestKernelSmokeInVM: nbd.ko.xz loaded
+# through kernel.LoadModule, attach/write/read/detach, a CONNECT from
+# another network namespace) on the Debian kernels of VM_KERNELS, one
+# boot each, one after the other; each suite's kernel is fetched once into
+# $${PURERBD_CACHE:-/var/cache/purerbd}/kernels (nothing is installed)
+VM_KERNELS ?= trixie sid
+vm-kernels:
+	@fail=""; start=$$(date +%s); for k in $(VM_KERNELS); do \
+		echo "== vm-kernels: $$k"; log=$$(mktemp); \
+		PURERBD_KERNEL=$$k $(GO) test -count=1 -timeout 15m -v -run '^TestKernelSmokeInVM$$' ./nbd/kernel/ >$$log 2>&1 || fail="$$fail $$k"; \
+		grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: boot|loaded by|:   (load nbd|memory|CONNECT|open netlink)' $$log; \
+		case " $$fail " in *" $$k "*) tail -n 60 $$log;; esac; rm -f $$log; \
+	done; \
+	echo "vm-kernels: $$(( $$(date +%s) - start ))s"; \
+	if [ -n "$$fail" ]; then echo "vm-kernels FAILED:$$fail"; exit 1; fi; echo "vm-kernels: passed on $(VM_KERNELS)"
 
 # Kubernetes in the loop (package deploy/e2e): the shipped manifests under
 # a real kubelet in a VM, every scenario on one cluster; prints one line

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -25,11 +26,14 @@ type ModuleConfig struct {
 	// containers); an already loaded module is then still recognised by
 	// /sys/module/nbd.
 	IgnoreStatus bool
-	// InitFunc loads a module file, for compressed modules (.ko.xz,
-	// .ko.zst) that finit_module cannot take as they are.
+	// InitFunc loads a module file (default InitModuleFile, which takes
+	// .ko, .ko.xz, .ko.zst and .ko.gz).
 	InitFunc kmod.InitFunc
 	// SysfsRoot is where sysfs is mounted (default /sys).
 	SysfsRoot string
+	// Logger gets a line for each module file loaded and how (nil logs
+	// nothing); not used with InitFunc set.
+	Logger *slog.Logger
 }
 
 // LoadModule loads nbd.ko and its dependencies, unless nbd is already
@@ -52,9 +56,22 @@ func LoadModule(ctx context.Context, cfg ModuleConfig) error {
 	if cfg.IgnoreStatus {
 		opts = append(opts, kmod.SetIgnoreStatus())
 	}
-	if cfg.InitFunc != nil {
-		opts = append(opts, kmod.SetInitFunc(cfg.InitFunc))
+	initFunc := cfg.InitFunc
+	if initFunc == nil {
+		log := cfg.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		sys := systemModuleSyscalls()
+		initFunc = func(path, params string, flags int) error {
+			how, err := sys.load(path, params, flags)
+			if err == nil {
+				log.Info("kernel module loaded", "file", path, "params", params, "how", how)
+			}
+			return err
+		}
 	}
+	opts = append(opts, kmod.SetInitFunc(initFunc))
 	k, err := kmod.New(opts...)
 	if err != nil {
 		return fmt.Errorf("load nbd module: %w", err)

@@ -25,8 +25,12 @@ func TestKernelInVM(t *testing.T) {
 	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
 
+	crc := "crc32c_generic"
+	if !host.HasModule(crc) {
+		crc = "crc32c_cryptoapi" // Linux 6.15 on
+	}
 	runGuestScenario(t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "crc32c_generic"},
+		Modules:  []string{"nbd", "ext4", crc},
 		Programs: []string{mke2fs, resize2fs},
 		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
 		Command:  []string{"/bin/nbdguest", "scenario"},
@@ -40,7 +44,7 @@ func TestKernelInVM(t *testing.T) {
 // runGuestScenario boots the VM cfg describes, fails t unless the guest
 // scenario passed, and logs its figures (and the console with
 // NBD_VM_CONSOLE set).
-func runGuestScenario(t *testing.T, host vmtest.Host, cfg vmtest.Config) {
+func runGuestScenario(t *testing.T, host vmtest.Host, cfg vmtest.Config) *vmtest.Scenario {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
 	defer cancel()
@@ -59,6 +63,7 @@ func runGuestScenario(t *testing.T, host vmtest.Host, cfg vmtest.Config) {
 	if os.Getenv("NBD_VM_CONSOLE") != "" {
 		t.Logf("console:\n%s", res.Console)
 	}
+	return sc
 }
 
 func requireFile(t *testing.T, path, pkg string) string {
@@ -85,4 +90,43 @@ func TestAdaptiveTimeoutInVM(t *testing.T) {
 		CPUs:    4, // four connections need four hardware queues
 		Timeout: 6 * time.Minute,
 	})
+}
+
+// TestKernelSmokeInVM is the short check of a kernel, for the Debian
+// kernels PURERBD_KERNEL picks (make vm-kernels boots trixie's and
+// sid's): nbd.ko loaded by kernel.LoadModule from a compressed file
+// (Debian 13 on ship .ko.xz; Debian 12's is compressed on the way into
+// the guest), so the kernel decompresses it where it can and the loader
+// does otherwise; an export attached, written, read back and detached;
+// and a CONNECT from a network namespace other than the initial one,
+// whose outcome is logged as netns_connect.
+func TestKernelSmokeInVM(t *testing.T) {
+	host := vmtest.FindHost(t)
+	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
+	sc := runGuestScenario(t, host, vmtest.Config{
+		Modules:         []string{"nbd"},
+		CompressModules: true,
+		Files:           map[string]string{"/bin/nbdguest": guest},
+		Command:         []string{"/bin/nbdguest", "smoke"},
+		Timeout:         4 * time.Minute,
+	})
+	file, _ := sc.Facts["nbd_module_file"].(string)
+	how, _ := sc.Facts["nbd_module_load"].(string)
+	if !strings.HasSuffix(file, ".ko.xz") {
+		t.Errorf("the guest loaded %q, want nbd.ko.xz", file)
+	}
+	// the kernel decompresses xz modules itself when it was built to
+	cfg := host.KernelConfig()
+	if cfg == nil {
+		t.Fatalf("no build configuration found for %s", host.Kernel)
+	}
+	want := "init_module, decompressed in the caller"
+	if cfg["CONFIG_MODULE_DECOMPRESS"] == "y" && cfg["CONFIG_MODULE_COMPRESS_XZ"] == "y" {
+		want = "finit_module, decompressed by the kernel"
+	}
+	if how != want {
+		t.Errorf("%s loaded as %q, want %q (CONFIG_MODULE_DECOMPRESS=%q)", file, how, want, cfg["CONFIG_MODULE_DECOMPRESS"])
+	}
+	t.Logf("kernel %s (%s): %s loaded by %s; from another netns the nbd family %v, attach %v",
+		host.Release, host.Suite, file, how, sc.Facts["netns_family"], sc.Facts["netns_connect"])
 }

@@ -16,6 +16,9 @@ import (
 type Host struct {
 	// Kernel is the kernel image (/boot/vmlinuz-<Release>).
 	Kernel string
+	// Suite is the Debian suite the kernel comes from: "bookworm" for
+	// the host's own, else what KernelEnv named.
+	Suite string
 	// Release is the kernel release; its modules are in ModulesDir.
 	Release    string
 	ModulesDir string
@@ -31,8 +34,9 @@ const (
 	pkgBusybox = "busybox-static"
 )
 
-// FindHost locates the newest installed kernel that has its modules, qemu
-// and a static busybox. It fails tb, naming the Debian packages to
+// FindHost locates the newest installed kernel that has its modules (or,
+// with PURERBD_KERNEL=trixie or sid, that suite's kernel, fetched once
+// into the cache: see KernelEnv), qemu and a static busybox. It fails tb, naming the Debian packages to
 // install, when something is missing: tests that need a VM never skip,
 // except under -short, whose tier boots no VM (see internal/shorttier).
 func FindHost(tb testing.TB) Host {
@@ -44,20 +48,20 @@ func FindHost(tb testing.TB) Host {
 		missing = append(missing, pkg+" ("+what+")")
 	}
 
-	images, _ := filepath.Glob("/boot/vmlinuz-*")
-	sort.Slice(images, func(i, j int) bool { return versionLess(images[j], images[i]) })
-	for _, img := range images {
-		rel := strings.TrimPrefix(filepath.Base(img), "vmlinuz-")
-		dir := filepath.Join("/lib/modules", rel)
-		if _, err := os.Stat(filepath.Join(dir, "modules.dep")); err == nil {
-			h.Kernel, h.Release, h.ModulesDir = img, rel, dir
-			break
-		}
+	suite, err := KernelSuite()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	if h.Kernel == "" {
-		need(pkgKernel, "no /boot/vmlinuz-* with /lib/modules/<release>/modules.dep")
-	} else if _, err := os.Open(h.Kernel); err != nil {
-		need(pkgKernel, "kernel image not readable: "+err.Error())
+	if suite != "" {
+		findSuiteKernel(tb, &h, suite)
+	} else {
+		h.Kernel, h.Release, h.ModulesDir = newestKernel("/boot", "/lib/modules")
+		h.Suite = hostSuite
+		if h.Kernel == "" {
+			need(pkgKernel, "no /boot/vmlinuz-* with /lib/modules/<release>/modules.dep")
+		} else if _, err := os.Open(h.Kernel); err != nil {
+			need(pkgKernel, "kernel image not readable: "+err.Error())
+		}
 	}
 
 	if p, err := exec.LookPath("qemu-system-x86_64"); err == nil {
@@ -81,6 +85,21 @@ func FindHost(tb testing.TB) Host {
 			strings.Join(missing, "; "), strings.Join(pkgNames(missing), " "))
 	}
 	return h
+}
+
+// newestKernel returns the newest bootDir/vmlinuz-<release> that has
+// modulesRoot/<release>/modules.dep, or "" when there is none.
+func newestKernel(bootDir, modulesRoot string) (kernel, release, modulesDir string) {
+	images, _ := filepath.Glob(filepath.Join(bootDir, "vmlinuz-*"))
+	sort.Slice(images, func(i, j int) bool { return versionLess(images[j], images[i]) })
+	for _, img := range images {
+		rel := strings.TrimPrefix(filepath.Base(img), "vmlinuz-")
+		dir := filepath.Join(modulesRoot, rel)
+		if _, err := os.Stat(filepath.Join(dir, "modules.dep")); err == nil {
+			return img, rel, dir
+		}
+	}
+	return "", "", ""
 }
 
 func pkgNames(missing []string) []string {

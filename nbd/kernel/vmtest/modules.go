@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/ulikunitz/xz"
 )
 
 // moduleName turns a module path or name into the kernel's module name:
@@ -24,7 +26,10 @@ func moduleName(s string) string {
 // the host's modules.dep) under /lib/modules/<release>, with a
 // modules.dep listing just those, modules.builtin copied and an empty
 // modules.alias: what github.com/pmorjan/kmod and busybox modprobe read.
-func addModules(a *archive, h Host, names []string) error {
+// With compress, modules the host has uncompressed go in xz-compressed
+// (.ko.xz, as Debian 13 and later ship them), so that a kernel that does
+// not decompress modules itself makes the loader do it.
+func addModules(a *archive, h Host, names []string, compress bool) error {
 	dep, err := os.ReadFile(filepath.Join(h.ModulesDir, "modules.dep"))
 	if err != nil {
 		return fmt.Errorf("modules: %w", err)
@@ -75,9 +80,19 @@ func addModules(a *archive, h Host, names []string) error {
 		if err != nil {
 			return fmt.Errorf("module %s: %w", n, err)
 		}
-		a.file(path.Join(root, l.path), 0o644, data)
-		out.WriteString(l.path + ":")
+		name := l.path
+		if compress && strings.HasSuffix(name, ".ko") {
+			if data, err = xzModule(data); err != nil {
+				return fmt.Errorf("module %s: %w", n, err)
+			}
+			name += ".xz"
+		}
+		a.file(path.Join(root, name), 0o644, data)
+		out.WriteString(name + ":")
 		for _, d := range l.deps {
+			if compress && strings.HasSuffix(d, ".ko") {
+				d += ".xz"
+			}
 			out.WriteString(" " + d)
 		}
 		out.WriteString("\n")
@@ -90,4 +105,64 @@ func addModules(a *archive, h Host, names []string) error {
 	a.file(path.Join(root, "modules.builtin"), 0o644, builtin)
 	a.file(path.Join(root, "modules.alias"), 0o644, nil)
 	return nil
+}
+
+// xzModule compresses a module the way the kernel's build does
+// (CONFIG_MODULE_COMPRESS_XZ: CRC32 check, 1 MiB dictionary).
+func xzModule(data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := xz.WriterConfig{CheckSum: xz.CRC32, DictCap: 1 << 20}.NewWriter(&buf)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// HasModule tells whether the kernel has name as a loadable module (in
+// its modules.dep): module names change between releases
+// (crc32c_generic is crc32c_cryptoapi since Linux 6.15).
+func (h Host) HasModule(name string) bool {
+	dep, err := os.ReadFile(filepath.Join(h.ModulesDir, "modules.dep"))
+	if err != nil {
+		return false
+	}
+	name = moduleName(name)
+	for _, l := range strings.Split(string(dep), "\n") {
+		if p, _, ok := strings.Cut(l, ":"); ok && moduleName(p) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// KernelConfig returns the kernel's build configuration (CONFIG_* = value)
+// from config-<release> next to its image or the config file in its
+// modules directory (Linux 7.x packages), or nil when neither is there.
+func (h Host) KernelConfig() map[string]string {
+	var b []byte
+	for _, p := range []string{
+		filepath.Join(filepath.Dir(h.Kernel), "config-"+h.Release),
+		filepath.Join(h.ModulesDir, "config"),
+	} {
+		var err error
+		if b, err = os.ReadFile(p); err == nil {
+			break
+		}
+	}
+	if b == nil {
+		return nil
+	}
+	cfg := make(map[string]string)
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			cfg[k] = v
+		}
+	}
+	return cfg
 }

@@ -22,6 +22,10 @@ type Config struct {
 	// Modules are kernel modules to include by name ("nbd", "ext4"),
 	// with their dependencies. The guest loads them itself.
 	Modules []string
+	// CompressModules puts modules the kernel's package ships
+	// uncompressed (Debian 12) into the guest as .ko.xz; compressed ones
+	// (Debian 13 on) always go in as they are.
+	CompressModules bool
 	// Programs are host executables to include at the same path
 	// ("/sbin/mke2fs"), with their shared libraries.
 	Programs []string
@@ -134,6 +138,7 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	if err := writeInitramfs(initrd, h, cfg); err != nil {
 		return nil, fmt.Errorf("vmtest: initramfs: %w", err)
 	}
+	tb.Logf("vmtest: kernel %s (%s)", h.Release, h.Suite)
 	kernel := h.Kernel
 	if elf, err := elfKernel(ctx, h.Kernel, dir); err != nil {
 		tb.Logf("vmtest: booting the bzImage (no ELF kernel: %v)", err)
@@ -235,7 +240,7 @@ func writeInitramfs(out string, h Host, cfg Config) error {
 	}
 	a.file("bin/busybox", 0o755, bb)
 	a.file("init", 0o755, []byte(initScript(cfg.Command, cfg.Network, cfg.TmpfsRoot)))
-	if err := addModules(a, h, cfg.Modules); err != nil {
+	if err := addModules(a, h, cfg.Modules, cfg.CompressModules); err != nil {
 		return err
 	}
 	for _, p := range cfg.Programs {

@@ -2,12 +2,15 @@ package vmtest
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ulikunitz/xz"
 
 	"github.com/purerbd/purerbd/internal/shorttier"
 )
@@ -85,7 +88,7 @@ func TestAddModules(t *testing.T) {
 		os.WriteFile(p, []byte(s), 0o644)
 	}
 	a := newArchive()
-	if err := addModules(a, h, []string{"ext4", "nbd.ko"}); err != nil {
+	if err := addModules(a, h, []string{"ext4", "nbd.ko"}, false); err != nil {
 		t.Fatal(err)
 	}
 	dep := string(a.entries["lib/modules/6.1.0-test/modules.dep"].data)
@@ -105,8 +108,30 @@ func TestAddModules(t *testing.T) {
 	if _, ok := a.entries["lib/modules/6.1.0-test/kernel/fs/xfs/xfs.ko"]; ok {
 		t.Error("xfs included unasked")
 	}
-	if err := addModules(newArchive(), h, []string{"btrfs"}); err == nil {
+	if err := addModules(newArchive(), h, []string{"btrfs"}, false); err == nil {
 		t.Error("unknown module accepted")
+	}
+
+	// compressed: .ko.xz in the archive and in modules.dep, and it
+	// decompresses to the file it was
+	a = newArchive()
+	if err := addModules(a, h, []string{"ext4"}, true); err != nil {
+		t.Fatal(err)
+	}
+	dep = string(a.entries["lib/modules/6.1.0-test/modules.dep"].data)
+	want = "kernel/fs/mbcache.ko.xz:\n" +
+		"kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko.xz kernel/fs/mbcache.ko.xz kernel/fs/jbd2/jbd2.ko.xz\n" +
+		"kernel/fs/jbd2/jbd2.ko.xz:\n" +
+		"kernel/lib/crc16.ko.xz:\n"
+	if dep != want {
+		t.Errorf("compressed modules.dep:\n%s\nwant:\n%s", dep, want)
+	}
+	zr, err := xz.NewReader(bytes.NewReader(a.entries["lib/modules/6.1.0-test/kernel/fs/ext4/ext4.ko.xz"].data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(zr); err != nil || string(b) != "e" {
+		t.Errorf("ext4.ko.xz holds %q, %v", b, err)
 	}
 }
 

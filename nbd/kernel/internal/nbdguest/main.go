@@ -1,7 +1,9 @@
 // Command nbdguest runs inside the test VM of package kernel (see
 // vm_test.go there): "scenario" drives the whole test as the child of
 // init and starts copies of itself as "serve" and "reattach", the server
-// processes that it kills and replaces; "adaptive" does the same for the
+// processes that it kills and replaces; "smoke" is the short check of a
+// kernel (module load, one attach, a CONNECT from another network
+// namespace); "adaptive" does the same for the
 // adaptive request timeout ("adaptive-stall" adds a backend stall that
 // reproduces a wedge, see runAdaptive). It prints "RESULT ok <json>" or
 // "RESULT fail <reason>" for the host to read.
@@ -16,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: nbdguest scenario | adaptive | adaptive-stall | serve [flags] | reattach [flags]")
+		fmt.Fprintln(os.Stderr, "usage: nbdguest scenario | smoke | adaptive | adaptive-stall | serve [flags] | reattach [flags]")
 		os.Exit(2)
 	}
 	ctx := context.Background()
@@ -24,6 +26,8 @@ func main() {
 	switch os.Args[1] {
 	case "scenario":
 		err = runScenario(ctx)
+	case "smoke":
+		err = runSmoke(ctx)
 	case "adaptive", "adaptive-stall":
 		err = runAdaptive(ctx, os.Args[1] == "adaptive-stall")
 	case "serve", "reattach":

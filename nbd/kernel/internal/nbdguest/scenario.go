@@ -110,16 +110,21 @@ func loadModules(ctx context.Context) error {
 	}
 	// ext4 and the crc32c its checksums need (the crypto API would ask
 	// modprobe for it, and there is none here).
-	k, err := kmod.New(kmod.SetIgnoreStatus())
+	k, err := kmod.New(kmod.SetIgnoreStatus(), kmod.SetInitFunc(kernel.InitModuleFile))
 	if err != nil {
 		return err
 	}
-	for _, m := range []string{"crc32c_generic", "ext4"} {
-		if err := k.Load(m, "", 0); err != nil {
-			return err
-		}
+	// crc32c_generic became crc32c_cryptoapi in Linux 6.15 (the host
+	// test includes whichever the kernel has)
+	crc := "crc32c_generic"
+	if err = k.Load(crc, "", 0); errors.Is(err, kmod.ErrModuleNotFound) {
+		crc = "crc32c_cryptoapi"
+		err = k.Load(crc, "", 0)
 	}
-	return nil
+	if err != nil {
+		return fmt.Errorf("load crc32c: %w", err)
+	}
+	return k.Load("ext4", "", 0)
 }
 
 // memoryInProcess attaches a Memory backend served by this very process
