@@ -225,17 +225,21 @@ func (m *Map) ItemWeight(id int32) (uint32, bool) {
 // FindRule returns the rule id to use for a pool, following Pacific's
 // CrushWrapper::find_rule: the rule whose id equals ruleset when rulesets
 // are uniform and its type and size bounds match, otherwise the first rule
-// whose legacy ruleset, type and size bounds match; -1 if none.
+// whose legacy ruleset, type and size bounds match; -1 if none. A rule of
+// an MSR type matches pools of any type: only Squid and later write them,
+// and those use the pool's rule id as it is.
 func (m *Map) FindRule(ruleset, ruleType, size int) int {
+	matches := func(r *Rule) bool {
+		return (int(r.Type) == ruleType || isMSR(r.Type)) &&
+			int(r.MinSize) <= size && int(r.MaxSize) >= size
+	}
 	if m.uniformRules {
-		if r := m.Rule(ruleset); r != nil && int(r.Type) == ruleType &&
-			int(r.MinSize) <= size && int(r.MaxSize) >= size {
+		if r := m.Rule(ruleset); r != nil && matches(r) {
 			return ruleset
 		}
 	}
 	for i, r := range m.Rules {
-		if r != nil && int(r.Ruleset) == ruleset && int(r.Type) == ruleType &&
-			int(r.MinSize) <= size && int(r.MaxSize) >= size {
+		if r != nil && int(r.Ruleset) == ruleset && matches(r) {
 			return i
 		}
 	}

@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrMSRUnsupported is returned by DoRuleErr for rules of the MSR types
-// (Squid's multi-step retry rules), which this mapper does not implement.
-var ErrMSRUnsupported = errors.New("crush: MSR rules are not supported")
-
 // ErrWorkBound is returned by DoRuleErr when a mapping gives up after
 // MaxWork units of work: the map asks for more retries, replicas or
 // descents than any real placement needs (see MaxWork).
@@ -57,16 +53,18 @@ type mapping struct {
 	args    ChooseArgMap
 	x       uint32
 	// work counts bucket items weighed so far (see MaxWork); over is set
-	// once it passes MaxWork, and every loop of the mapper then ends.
-	work int
-	over bool
+	// once it passes limit (MaxWork), and every loop of the mapper then
+	// ends.
+	work  int
+	limit int
+	over  bool
 }
 
 // charge counts a choice among the items of a bucket and reports whether
 // the mapping may go on.
 func (mp *mapping) charge(items int) bool {
 	mp.work += max(1, items)
-	if mp.work > MaxWork {
+	if mp.work > mp.limit {
 		mp.over = true
 	}
 	return !mp.over
@@ -357,22 +355,43 @@ func (mp *mapping) chooseIndep(bucket *Bucket, bucketIdx int, left, numrep, typ 
 // rules). weights are the per-device reweights in 16.16 fixed point
 // (0x10000 = fully in); devices beyond len(weights) are out. args are the
 // weight sets to use (see ChooseArgsFor), or nil. A rule that does not
-// exist maps to nothing; so does an MSR rule (see DoRuleErr).
+// exist maps to nothing; so does a malformed MSR rule (see DoRuleErr).
 func (m *Map) DoRule(ruleno int, x uint32, maxOut int, weights []uint32, args ChooseArgMap) []int32 {
 	out, _ := m.DoRuleErr(ruleno, x, maxOut, weights, args)
 	return out
 }
 
-// DoRuleErr is DoRule that also reports rules it cannot evaluate.
+// DoRuleErr is DoRule that also reports why a mapping is empty: a
+// malformed MSR rule (ErrMalformedMSR) or a map that asks for too much
+// work (ErrWorkBound). Rules of the MSR types (msr_firstn, msr_indep) run
+// Squid's multi-step retry mapper; msr_indep results, like indep ones,
+// keep ItemNone holes.
 func (m *Map) DoRuleErr(ruleno int, x uint32, maxOut int, weights []uint32, args ChooseArgMap) ([]int32, error) {
+	out, _, err := m.doRule(ruleno, x, maxOut, weights, args, MaxWork)
+	return out, err
+}
+
+// doRule is DoRuleErr with the work bound as a parameter; it also returns
+// the work spent.
+func (m *Map) doRule(ruleno int, x uint32, maxOut int, weights []uint32, args ChooseArgMap, limit int) ([]int32, int, error) {
 	rule := m.Rule(ruleno)
 	if rule == nil || maxOut <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
-	if rule.Type == RuleTypeMSRFirstN || rule.Type == RuleTypeMSRIndep {
-		return nil, fmt.Errorf("%w (rule %d)", ErrMSRUnsupported, ruleno)
+	mp := &mapping{m: m, weights: weights, args: args, x: x, limit: limit}
+	var out []int32
+	var err error
+	if isMSR(rule.Type) {
+		out, err = mp.doMSRRule(rule, ruleno, maxOut)
+	} else {
+		out, err = mp.doClassicRule(rule, ruleno, maxOut)
 	}
-	mp := &mapping{m: m, weights: weights, args: args, x: x}
+	return out, mp.work, err
+}
+
+// doClassicRule is crush_do_rule for the classic rule types.
+func (mp *mapping) doClassicRule(rule *Rule, ruleno, maxOut int) ([]int32, error) {
+	m, x := mp.m, mp.x
 
 	resultMax := maxOut
 	scratch := make([]int32, 3*resultMax)

@@ -9,11 +9,11 @@ package crush
 // scan a whole bucket). A damaged or hostile map can ask for billions;
 // callers that map untrusted maps (the fuzz tests) check the bound
 // first. The result is a float64 because such products overflow any
-// integer; a rule that does not exist, or that DoRule does not run (MSR),
-// costs 0.
+// integer; a rule that does not exist, or a malformed MSR rule (which
+// DoRule does not run), costs 0.
 func (m *Map) WorkBound(ruleno, maxOut int) float64 {
 	rule := m.Rule(ruleno)
-	if rule == nil || maxOut <= 0 || rule.Type == RuleTypeMSRFirstN || rule.Type == RuleTypeMSRIndep {
+	if rule == nil || maxOut <= 0 {
 		return 0
 	}
 	// every choice weighs at most the largest bucket's items, and one
@@ -25,6 +25,9 @@ func (m *Map) WorkBound(ruleno, maxOut int) float64 {
 		}
 	}
 	descent := max(1, float64(len(m.Buckets))) * items
+	if isMSR(rule.Type) {
+		return m.msrWorkBound(rule, maxOut, descent)
+	}
 
 	t := m.Tunables
 	tries := float64(t.ChooseTotalTries) + 1
@@ -91,6 +94,24 @@ func (m *Map) WorkBound(ruleno, maxOut int) float64 {
 		case OpEmit:
 			wsize = 0
 		}
+	}
+	return total
+}
+
+// msrWorkBound bounds an MSR rule's work: each block makes up to
+// msr_descents passes; a pass visits at most one stride per output
+// position at each choosemsr step, and each stride makes up to
+// msr_collision_tries descents.
+func (m *Map) msrWorkBound(rule *Rule, maxOut int, descent float64) float64 {
+	plan, err := m.scanMSR(rule, maxOut)
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, b := range plan.blocks {
+		positions := min(float64(b.children), float64(maxOut))
+		steps := float64(b.emit - b.take - 1)
+		total += float64(plan.descents) * steps * positions * (1 + float64(plan.collisionTries)*descent)
 	}
 	return total
 }

@@ -30,14 +30,15 @@ func fuzzSeed(t *testing.T, path string) []byte {
 
 // TestWorkBound checks that the bound lets the fuzz target map every
 // rule of the ordinary seeds (each mapping quickly), and keeps it from
-// the rule that asks for millions of replicas.
+// the rule that asks for millions of replicas; for the MSR rules of the
+// seeds, that it is above the work they spend.
 func TestWorkBound(t *testing.T) {
 	const hostile = "746153b7cdd2f337"
 	files, err := filepath.Glob("testdata/fuzz/FuzzCrushDecode/*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no seeds: %v", err)
 	}
-	rules := 0
+	rules, msrRules := 0, 0
 	for _, f := range files {
 		m, err := Decode(fuzzSeed(t, f))
 		if err != nil {
@@ -48,6 +49,20 @@ func TestWorkBound(t *testing.T) {
 				continue
 			}
 			b := m.WorkBound(r, 5)
+			if isMSR(rule.Type) {
+				// The fuzz target runs MSR rules under a budget of work
+				// spent; their bound must still hold what they spend.
+				for _, w := range [][]uint32{nil, m.PresentWeights()} {
+					for x := uint32(0); x < 8; x++ {
+						_, work, _ := m.doRule(r, x, 5, w, nil, MaxWork)
+						if float64(work) > b || (work == 0) != (b == 0) {
+							t.Errorf("%s rule %d input %d: work %d, bound %.3g", filepath.Base(f), r, x, work, b)
+						}
+					}
+				}
+				msrRules++
+				continue
+			}
 			if filepath.Base(f) == hostile {
 				if b < 1e9 {
 					t.Errorf("%s rule %d: bound %.3g for 3158576 rejected replicas", hostile, r, b)
@@ -65,8 +80,8 @@ func TestWorkBound(t *testing.T) {
 			rules++
 		}
 	}
-	if rules < 10 {
-		t.Errorf("only %d rules bounded", rules)
+	if rules < 10 || msrRules < 10 {
+		t.Errorf("only %d rules and %d MSR rules bounded", rules, msrRules)
 	}
 	if (&Map{}).WorkBound(0, 5) != 0 {
 		t.Error("a rule that does not exist costs something")
