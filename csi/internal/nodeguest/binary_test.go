@@ -15,11 +15,11 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/pmorjan/kmod"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // The in-VM tests of the purerbd-csi binary on a real RBD cluster: csi's
@@ -54,14 +54,8 @@ func needGuest(t *testing.T) *guestCluster {
 	if *poolIDArg == 0 {
 		t.Fatal("-pool-id is required with -guest")
 	}
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
+	if err := guestio.LoadModules("crc32c", "ext4", "xfs"); err != nil {
 		t.Fatal(err)
-	}
-	for _, m := range []string{"crc32c_generic", "ext4", "xfs"} {
-		if err := k.Load(m, "", 0); err != nil {
-			t.Fatalf("loading %s: %v", m, err)
-		}
 	}
 	// resize2fs finds the mount point of a device in /etc/mtab.
 	os.Symlink("/proc/mounts", "/etc/mtab")

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/pmorjan/kmod"
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
@@ -369,11 +368,7 @@ func (r *rbdScenario) checkReconnects() error {
 // and prints "KRBD <sha256> <bytes>" of the whole device for the host to
 // compare with its export. The key goes to sysfs, never to the console.
 func (r *rbdScenario) kernelRBD() error {
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
-		return err
-	}
-	if err := k.Load("rbd", "", 0); err != nil {
+	if err := guestio.LoadModules("rbd"); err != nil {
 		return err
 	}
 	// rbd.ko defaults to single_major=Y: /sys/bus/rbd/add then fails
@@ -382,6 +377,7 @@ func (r *rbdScenario) kernelRBD() error {
 		return fmt.Errorf("map with rbd.ko: %w", err)
 	}
 	var f *os.File
+	var err error
 	for i := 0; i < 250; i++ {
 		if f, err = os.Open("/dev/rbd0"); err == nil {
 			break
@@ -446,18 +442,12 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 // setup loads the file system modules (the node loads nbd.ko itself) and
 // writes the cluster config naming the cluster's monitors.
 func (r *rbdScenario) setup() error {
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
-		return err
-	}
-	mods := []string{"crc32c_generic", "ext4"}
+	mods := []string{"crc32c", "ext4"}
 	if r.xfs.vol != "" {
 		mods = append(mods, "xfs")
 	}
-	for _, m := range mods {
-		if err := k.Load(m, "", 0); err != nil {
-			return fmt.Errorf("loading %s: %w", m, err)
-		}
+	if err := guestio.LoadModules(mods...); err != nil {
+		return err
 	}
 	// resize2fs finds the mount point of a device in /etc/mtab.
 	os.Symlink("/proc/mounts", "/etc/mtab")

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/pmorjan/kmod"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -898,14 +897,8 @@ func imagePath(name string) string { return filepath.Join(imageDir, "2", name) }
 // setup loads the file system modules (the node loads nbd.ko itself),
 // writes the cluster config and creates the images.
 func setup(ctx context.Context) error {
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
+	if err := guestio.LoadModules("crc32c", "ext4", "xfs"); err != nil {
 		return err
-	}
-	for _, m := range []string{"crc32c_generic", "ext4", "xfs"} {
-		if err := k.Load(m, "", 0); err != nil {
-			return err
-		}
 	}
 	// resize2fs finds the mount point of a device in /etc/mtab.
 	os.Symlink("/proc/mounts", "/etc/mtab")

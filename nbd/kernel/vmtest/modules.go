@@ -56,12 +56,26 @@ func addModules(a *archive, h Host, names []string, compress bool) error {
 		return fmt.Errorf("modules.dep: %w", err)
 	}
 
+	builtin, err := os.ReadFile(filepath.Join(h.ModulesDir, "modules.builtin"))
+	if err != nil {
+		return fmt.Errorf("modules: %w", err)
+	}
+	isBuiltin := make(map[string]bool)
+	for _, l := range strings.Fields(string(builtin)) {
+		isBuiltin[moduleName(l)] = true
+	}
+
 	want := make(map[string]bool)
 	for _, n := range names {
 		n = moduleName(n)
 		l, ok := byName[n]
+		if !ok && isBuiltin[n] {
+			// built into this kernel (virtio_pci is from Linux 6.12 on
+			// in Debian's): nothing to load
+			continue
+		}
 		if !ok {
-			return fmt.Errorf("module %q is not in %s/modules.dep (built in, or not in this kernel)", n, h.ModulesDir)
+			return fmt.Errorf("module %q is in neither %s/modules.dep nor modules.builtin (not in this kernel)", n, h.ModulesDir)
 		}
 		want[n] = true
 		for _, d := range l.deps {
@@ -98,10 +112,6 @@ func addModules(a *archive, h Host, names []string, compress bool) error {
 		out.WriteString("\n")
 	}
 	a.file(path.Join(root, "modules.dep"), 0o644, []byte(out.String()))
-	builtin, err := os.ReadFile(filepath.Join(h.ModulesDir, "modules.builtin"))
-	if err != nil {
-		return fmt.Errorf("modules: %w", err)
-	}
 	a.file(path.Join(root, "modules.builtin"), 0o644, builtin)
 	a.file(path.Join(root, "modules.alias"), 0o644, nil)
 	return nil

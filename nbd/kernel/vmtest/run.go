@@ -284,7 +284,7 @@ func netScript(n *Network) string {
 	if n == nil {
 		return ""
 	}
-	return `modprobe virtio_pci && modprobe virtio_net || { echo "vmtest: exit=125 (modprobe virtio)"; poweroff -f; }
+	return `for m in virtio_pci virtio_net; do grep -q "/$m.ko" /lib/modules/*/modules.builtin || modprobe $m || { echo "vmtest: exit=125 (modprobe $m)"; poweroff -f; }; done
 i=0; while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 500 ]; do usleep 20000; i=$((i+1)); done
 ip link set lo up
 ip link set eth0 up

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/pmorjan/kmod"
 	"golang.org/x/sys/unix"
 
 	"github.com/purerbd/purerbd/nbd"
@@ -110,21 +109,7 @@ func loadModules(ctx context.Context) error {
 	}
 	// ext4 and the crc32c its checksums need (the crypto API would ask
 	// modprobe for it, and there is none here).
-	k, err := kmod.New(kmod.SetIgnoreStatus(), kmod.SetInitFunc(kernel.InitModuleFile))
-	if err != nil {
-		return err
-	}
-	// crc32c_generic became crc32c_cryptoapi in Linux 6.15 (the host
-	// test includes whichever the kernel has)
-	crc := "crc32c_generic"
-	if err = k.Load(crc, "", 0); errors.Is(err, kmod.ErrModuleNotFound) {
-		crc = "crc32c_cryptoapi"
-		err = k.Load(crc, "", 0)
-	}
-	if err != nil {
-		return fmt.Errorf("load crc32c: %w", err)
-	}
-	return k.Load("ext4", "", 0)
+	return guestio.LoadModules("crc32c", "ext4")
 }
 
 // memoryInProcess attaches a Memory backend served by this very process
