@@ -154,7 +154,7 @@ func TestNodeRBDInVM(t *testing.T) {
 
 	var console strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "xfs", "crc32c_generic", "rbd"},
+		Modules:  []string{"nbd", "ext4", "xfs", host.CRC32C(), "rbd"},
 		Programs: progs,
 		Files:    files,
 		Command:  []string{"/bin/sh", "-c", scenario + "; s=$?; " + binaryTests + "; b=$?; exit $((s|b))"},

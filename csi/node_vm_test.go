@@ -41,7 +41,7 @@ func TestNodeInVM(t *testing.T) {
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "xfs", "crc32c_generic"},
+		Modules:  []string{"nbd", "ext4", "xfs", host.CRC32C()},
 		Programs: progs,
 		Files:    map[string]string{"/bin/nodeguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
 		Command:  []string{"/bin/nodeguest", "scenario"},

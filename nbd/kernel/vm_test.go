@@ -25,12 +25,8 @@ func TestKernelInVM(t *testing.T) {
 	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
 
-	crc := "crc32c_generic"
-	if !host.HasModule(crc) {
-		crc = "crc32c_cryptoapi" // Linux 6.15 on
-	}
 	runGuestScenario(t, host, vmtest.Config{
-		Modules:  []string{"nbd", "ext4", crc},
+		Modules:  []string{"nbd", "ext4", host.CRC32C()},
 		Programs: []string{mke2fs, resize2fs},
 		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
 		Command:  []string{"/bin/nbdguest", "scenario"},
@@ -79,14 +75,20 @@ func requireFile(t *testing.T, path, pkg string) string {
 // (1 s up to 30 s, opt-in) a killed server's successor resumes the
 // writers within a few seconds where a fixed 30 s timeout stalls them
 // for about 30; then the cost in sequential 1 MiB writes. Figures are
-// logged. (Its backend-stall step is left out: see runAdaptive.)
+// logged. (Its backend-stall step is left out: see runAdaptive;
+// PURERBD_VM_ADAPTIVE_STALL=1 runs the "adaptive-stall" reproducer
+// instead.)
 func TestAdaptiveTimeoutInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
+	scenario := "adaptive"
+	if os.Getenv("PURERBD_VM_ADAPTIVE_STALL") == "1" {
+		scenario = "adaptive-stall"
+	}
 	runGuestScenario(t, host, vmtest.Config{
 		Modules: []string{"nbd"},
 		Files:   map[string]string{"/bin/nbdguest": guest},
-		Command: []string{"/bin/nbdguest", "adaptive"},
+		Command: []string{"/bin/nbdguest", scenario},
 		CPUs:    4, // four connections need four hardware queues
 		Timeout: 6 * time.Minute,
 	})

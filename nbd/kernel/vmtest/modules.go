@@ -134,6 +134,17 @@ func xzModule(data []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// CRC32C returns the name of the module that provides crc32c to the
+// crypto API in this kernel (ext4's and xfs's checksums need it, and the
+// guest has no modprobe for the crypto API to call): crc32c_generic,
+// crc32c_cryptoapi from Linux 6.15 on.
+func (h Host) CRC32C() string {
+	if h.HasModule("crc32c_generic") {
+		return "crc32c_generic"
+	}
+	return "crc32c_cryptoapi"
+}
+
 // HasModule tells whether the kernel has name as a loadable module (in
 // its modules.dep): module names change between releases
 // (crc32c_generic is crc32c_cryptoapi since Linux 6.15).
