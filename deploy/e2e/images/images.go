@@ -24,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/testcache"
 )
 
 // The references of the images Build makes besides those the manifests
@@ -37,15 +39,10 @@ const (
 
 // CacheEnv names the environment variable holding the cache root; see
 // DefaultCacheDir.
-const CacheEnv = "PURERBD_CACHE"
+const CacheEnv = testcache.Env
 
 // DefaultCacheDir returns $PURERBD_CACHE, or /var/cache/purerbd.
-func DefaultCacheDir() string {
-	if d := os.Getenv(CacheEnv); d != "" {
-		return d
-	}
-	return "/var/cache/purerbd"
-}
+func DefaultCacheDir() string { return testcache.Dir() }
 
 // Image is one built image: its reference (as the manifests name it)
 // and the docker-archive tar holding it.

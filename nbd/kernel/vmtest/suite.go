@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/testcache"
 )
 
 // KernelEnv names the environment variable that picks the guest's
@@ -22,7 +24,7 @@ const KernelEnv = "PURERBD_KERNEL"
 
 // CacheEnv names the environment variable holding the cache directory
 // (default /var/cache/purerbd) under which kernels/SUITE are fetched.
-const CacheEnv = "PURERBD_CACHE"
+const CacheEnv = testcache.Env
 
 // kernelStamp marks a finished kernel tree (written last by
 // fetch-kernel.sh).
@@ -53,11 +55,7 @@ func KernelSuite() (string, error) {
 // KernelTree returns where a suite's kernel is unpacked: under
 // $PURERBD_CACHE (default /var/cache/purerbd), outside any checkout.
 func KernelTree(suite string) string {
-	cache := os.Getenv(CacheEnv)
-	if cache == "" {
-		cache = "/var/cache/purerbd"
-	}
-	return filepath.Join(cache, "kernels", suite)
+	return filepath.Join(testcache.Dir(), "kernels", suite)
 }
 
 // EnsureSuiteKernel returns the root of the unpacked kernel packages of

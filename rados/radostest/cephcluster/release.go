@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/purerbd/purerbd/internal/testcache"
 )
 
 // Ceph releases a cluster can run.
@@ -30,7 +32,7 @@ const ReleaseEnv = "PURERBD_CEPH"
 
 // CacheEnv names the environment variable holding the cache directory
 // (default /var/cache/purerbd) under which roots/SUITE are built.
-const CacheEnv = "PURERBD_CACHE"
+const CacheEnv = testcache.Env
 
 // rootStamp marks a finished root and names its packages (written last by
 // build-root.sh).
@@ -56,11 +58,7 @@ func releaseSuite(release string) (string, error) {
 // RootDir returns where the root of a Debian suite lives: under
 // $PURERBD_CACHE (default /var/cache/purerbd), outside any checkout.
 func RootDir(suite string) string {
-	cache := os.Getenv(CacheEnv)
-	if cache == "" {
-		cache = "/var/cache/purerbd"
-	}
-	return filepath.Join(cache, "roots", suite)
+	return filepath.Join(testcache.Dir(), "roots", suite)
 }
 
 // EnsureRoot returns the root holding release's binaries, building it
