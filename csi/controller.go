@@ -158,7 +158,8 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	}
 	info, err := d.ensureVolume(ctx, s, cred, volumeRequest{
 		name: req.GetName(), cr: req.GetCapacityRange(), img: img, src: source, size: size,
-		opts: ImageOptions{Features: p.Features, DataPool: p.DataPool},
+		opts: ImageOptions{Features: p.Features, DataPool: p.DataPool,
+			Order: p.Layout.order(), StripeUnit: p.Layout.StripeUnit, StripeCount: p.Layout.StripeCount},
 	})
 	if err != nil {
 		return nil, err

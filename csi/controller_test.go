@@ -3,6 +3,8 @@ package csi_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -11,7 +13,9 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi"
@@ -556,26 +560,71 @@ func TestIDTooLongRefused(t *testing.T) {
 	assert.Empty(t, h.store.Images(long), "nothing made")
 }
 
+// TestProbe: Probe is about the process. A controller whose cluster is
+// unreachable is ready (a liveness probe must not restart it in a loop),
+// says so in a warning, and logs the change once, however often the
+// cluster is checked; the cluster's coming back is logged once too.
 func TestProbe(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	ctx := context.Background()
-	r, err := h.ident.Probe(ctx, &csipb.ProbeRequest{})
+	probe := func(h *harness) (bool, []string) {
+		t.Helper()
+		var md metadata.MD
+		r, err := h.ident.Probe(ctx, &csipb.ProbeRequest{}, grpc.Trailer(&md))
+		require.NoError(t, err)
+		return r.GetReady().GetValue(), md.Get(csi.ProbeWarningKey)
+	}
+	st, err := h.drv.CheckClusters(ctx)
 	require.NoError(t, err)
-	assert.True(t, r.GetReady().GetValue())
-	h.store.SetDown(testCluster, true)
-	r, err = h.ident.Probe(ctx, &csipb.ProbeRequest{})
-	require.NoError(t, err)
-	assert.False(t, r.GetReady().GetValue())
-	assert.Contains(t, h.logs.String(), "cluster unavailable")
+	require.Len(t, st, 1)
+	assert.True(t, st[0].Reachable)
+	ready, warnings := probe(h)
+	assert.True(t, ready)
+	assert.Empty(t, warnings)
 
-	// Without plugin credentials the monitors' reachability is checked.
-	h2 := newHarness(t, harnessOpts{noPluginCreds: true})
-	r, err = h2.ident.Probe(ctx, &csipb.ProbeRequest{})
+	h.store.SetDown(testCluster, true)
+	for range 3 {
+		st, err = h.drv.CheckClusters(ctx)
+		require.NoError(t, err)
+	}
+	require.Len(t, st, 1)
+	assert.Equal(t, testCluster, st[0].ClusterID)
+	assert.False(t, st[0].Reachable)
+	assert.Contains(t, st[0].Error, "cluster unavailable")
+	assert.False(t, st[0].Checked.Before(st[0].Since), "checked %v, unreachable since %v", st[0].Checked, st[0].Since)
+	assert.Equal(t, st, h.drv.ClusterStatus())
+	ready, warnings = probe(h)
+	assert.True(t, ready, "an unreachable cluster does not make the plugin unready")
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], `cluster "`+testCluster+`" unreachable since`)
+	logs := h.logs.String()
+	assert.Equal(t, 1, strings.Count(logs, `msg="cluster unreachable"`), "logged once, on the change:\n%s", logs)
+	assert.Contains(t, logs, `msg="cluster unreachable" clusterID=`+testCluster)
+
+	h.store.SetDown(testCluster, false)
+	st, err = h.drv.CheckClusters(ctx)
 	require.NoError(t, err)
-	assert.True(t, r.GetReady().GetValue())
+	assert.True(t, st[0].Reachable)
+	_, warnings = probe(h)
+	assert.Empty(t, warnings)
+	assert.Equal(t, 1, strings.Count(h.logs.String(), `msg="cluster reachable again" clusterID=`+testCluster))
+
+	// Without plugin credentials the monitors' reachability is checked;
+	// a cluster config that no longer loads is a warning, not unreadiness.
+	h2 := newHarness(t, harnessOpts{noPluginCreds: true})
 	h2.store.SetDown(testCluster, true)
-	r, _ = h2.ident.Probe(ctx, &csipb.ProbeRequest{})
-	assert.False(t, r.GetReady().GetValue())
+	st, err = h2.drv.CheckClusters(ctx)
+	require.NoError(t, err)
+	assert.False(t, st[0].Reachable)
+	ready, _ = probe(h2)
+	assert.True(t, ready)
+	require.NoError(t, os.WriteFile(filepath.Join(h2.dir, "config.json"), []byte("{"), 0o600))
+	_, err = h2.drv.CheckClusters(ctx)
+	assert.Error(t, err)
+	ready, warnings = probe(h2)
+	assert.True(t, ready)
+	assert.Contains(t, strings.Join(warnings, "\n"), "cluster config")
+	assert.Contains(t, h2.logs.String(), `msg="cluster config unusable"`)
 	_, err = h2.ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{})
 	assert.Equal(t, codes.FailedPrecondition, code(err))
 

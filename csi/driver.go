@@ -67,6 +67,10 @@ type Config struct {
 
 	// SweepInterval is how often the controller runs Sweep; 0 never.
 	SweepInterval time.Duration
+	// ClusterCheckInterval is how often the controller checks that its
+	// clusters answer (ClusterStatus); 0 means
+	// DefaultClusterCheckInterval, a negative value never.
+	ClusterCheckInterval time.Duration
 
 	// FaultHook, for tests, is called before each internal step of the
 	// controller's multi-step operations (steps are named like
@@ -80,6 +84,7 @@ type Driver struct {
 	cfg      Config
 	log      *slog.Logger
 	inFlight *inFlight
+	health   clusterHealth
 }
 
 // NewDriver returns a Driver for cfg; Run checks cfg.
@@ -89,6 +94,9 @@ func NewDriver(cfg Config) *Driver {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ClusterCheckInterval == 0 {
+		cfg.ClusterCheckInterval = DefaultClusterCheckInterval
 	}
 	return &Driver{cfg: cfg, log: cfg.Logger, inFlight: newInFlight()}
 }
@@ -186,6 +194,17 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 	if d.cfg.Controller && d.cfg.SweepInterval > 0 {
 		go d.sweepEvery(ctx, done, d.cfg.SweepInterval)
 	}
+	// The cluster checks end with the serving, before Serve returns.
+	checkCtx, stopChecks := context.WithCancel(ctx)
+	checked := make(chan struct{})
+	if d.cfg.Controller && d.cfg.ClusterCheckInterval > 0 {
+		go func() {
+			defer close(checked)
+			d.checkClustersEvery(checkCtx, done, d.cfg.ClusterCheckInterval)
+		}()
+	} else {
+		close(checked)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -201,6 +220,8 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 	}()
 	err = srv.Serve(lis)
 	close(done)
+	stopChecks()
+	<-checked
 	if ctx.Err() != nil && (err == nil || errors.Is(err, grpc.ErrServerStopped)) {
 		return nil
 	}

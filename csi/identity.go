@@ -2,18 +2,12 @@ package csi
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
-
-// probeTimeout bounds the cluster checks of one Probe call.
-const probeTimeout = 5 * time.Second
 
 // Trailer keys of the Probe response, for a health endpoint that wants to
 // say why (the response itself has room for ready alone): the reason for
@@ -52,21 +46,19 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// Probe reports ready when the cluster configuration loads and, for the
-// controller, every configured cluster answers: a full session (cephx
-// included) when the plugin has credentials for it, else a check that
-// its monitors answer. The reason for not being ready is logged, since
-// the response has no room for it, and sent in the trailer
-// (ProbeReasonKey), with the node's warnings (ProbeWarningKey): a node
-// that can attach devices but not keep them alive across a restart or a
-// dropped connection is degraded, not unready, since restarting it mends
-// nothing.
+// Probe reports on the process: a plugin that answers is ready. A
+// cluster that is down or a cluster config that does not load is no
+// reason to restart the plugin (it would mend neither, and would stop
+// the work on the clusters that are up), so neither makes it unready:
+// they are warnings in the trailer (ProbeWarningKey), from the latest
+// background check of the clusters (clusterhealth.go), which Probe never
+// waits for, along with the node's warnings: a node that can attach
+// devices but not keep them alive across a restart or a dropped
+// connection is degraded. ProbeReasonKey is not sent.
 func (i *identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	err := i.d.probe(ctx)
 	md := metadata.MD{}
-	if err != nil {
-		i.d.log.Warn("probe: not ready", "reason", err.Error())
-		md.Append(ProbeReasonKey, err.Error())
+	if w := i.d.healthWarnings(); len(w) > 0 {
+		md.Append(ProbeWarningKey, w...)
 	}
 	if i.d.cfg.Node {
 		md.Append(ProbeWarningKey, i.d.cfg.NodeServer.Warnings()...)
@@ -75,39 +67,5 @@ func (i *identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeRe
 		// Only fails outside a gRPC call (a test calling Probe directly).
 		_ = grpc.SetTrailer(ctx, md)
 	}
-	return &csi.ProbeResponse{Ready: wrapperspb.Bool(err == nil)}, nil
-}
-
-func (d *Driver) probe(ctx context.Context) error {
-	cs, err := d.clusters()
-	if err != nil {
-		return err
-	}
-	if !d.cfg.Controller {
-		return nil
-	}
-	if len(cs) == 0 {
-		return errors.New("the cluster config lists no clusters")
-	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	for _, c := range cs {
-		var err error
-		cred, ok := Credentials{}, false
-		if d.cfg.Credentials != nil {
-			cred, ok = d.cfg.Credentials(c.ID)
-		}
-		if ok {
-			var s Session
-			if s, err = d.cfg.Store.Session(ctx, c, cred); err == nil {
-				err = s.Ping(ctx)
-			}
-		} else {
-			err = d.cfg.Store.Reachable(ctx, c)
-		}
-		if err != nil {
-			return fmt.Errorf("cluster %q: %s", c.ID, redact(err.Error(), cred))
-		}
-	}
-	return nil
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }

@@ -143,6 +143,10 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	nbdOpts, err := parseMapOptions(req.GetVolumeContext()[ctxMapOptions])
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
+	}
 	vid, err := ParseVolumeID(id)
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
@@ -188,6 +192,9 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		AccessMode:  nc.mode.String(),
 		ReadOnly:    nc.readOnly,
 		Exclusive:   nc.exclusive,
+		// Whole seconds: parseMapOptions takes nothing finer.
+		IOTimeout:       int(nbdOpts.IOTimeout / time.Second),
+		ReattachTimeout: int(nbdOpts.ReattachTimeout / time.Second),
 	}
 	start := time.Now()
 	v, err := n.stage(ctx, vid, cl, cred, rec, nc, slot)

@@ -247,6 +247,9 @@ func TestNodeArgumentValidation(t *testing.T) {
 			r.Secrets = map[string]string{"userID": "x", "userKey": "bad-key"}
 		}, codes.Unauthenticated},
 		"image does not exist": {func(r *csi.NodeStageVolumeRequest) {}, codes.NotFound},
+		"unknown nbd map option": {func(r *csi.NodeStageVolumeRequest) {
+			r.VolumeContext = map[string]string{"mapOptions": "nbd:io-timeout=60,notrim"}
+		}, codes.InvalidArgument},
 	} {
 		err := stage(c.mod)
 		assert.Equal(t, c.want, code(err), "%s: %v", name, err)

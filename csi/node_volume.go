@@ -74,18 +74,42 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 	if size <= 0 {
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
 	}
+	timeout, minTimeout, reattach := n.nbdTimeouts(rec)
 	return kernel.AttachConfig{
 		Backend:         rbdnbd.New(img),
 		Size:            size,
 		Conns:           rec.Conns,
-		Timeout:         n.cfg.IOTimeout,
-		MinTimeout:      n.cfg.MinIOTimeout,
-		DeadConnTimeout: n.cfg.ReattachTimeout,
+		Timeout:         timeout,
+		MinTimeout:      minTimeout,
+		DeadConnTimeout: reattach,
 		Cookie:          rec.VolumeID,
 		ReadOnly:        rec.ReadOnly,
 		Index:           kernel.AnyIndex,
 		Logger:          n.log.With("volumeID", rec.VolumeID),
 	}, nil
+}
+
+// nbdTimeouts returns a volume's NBD request timeout (ceiling and
+// floor) and dead connection timeout: the node's, unless the volume's
+// class set its own (mapOptions io-timeout, reattach-timeout). A volume
+// timeout replaces the ceiling; the floor follows it where the node's
+// timeout is fixed (floor = ceiling) and is capped by it where the node's
+// adapts.
+func (n *NodeServer) nbdTimeouts(rec *nodestate.Record) (timeout, minTimeout, reattach time.Duration) {
+	timeout, minTimeout, reattach = n.cfg.IOTimeout, n.cfg.MinIOTimeout, n.cfg.ReattachTimeout
+	if rec.IOTimeout > 0 {
+		t := time.Duration(rec.IOTimeout) * time.Second
+		if minTimeout == timeout {
+			minTimeout = t
+		} else {
+			minTimeout = min(minTimeout, t)
+		}
+		timeout = t
+	}
+	if rec.ReattachTimeout > 0 {
+		reattach = time.Duration(rec.ReattachTimeout) * time.Second
+	}
+	return timeout, minTimeout, reattach
 }
 
 // credentialCandidates lists the credentials to try for taking a volume

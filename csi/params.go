@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -23,6 +24,30 @@ const (
 	paramMkfsOptions    = "mkfsOptions"
 	paramFsType         = "csi.storage.k8s.io/fstype"
 
+	// Honoured as ceph-csi does (layout.go, mapoptions.go), or checked
+	// and found to mean what purerbd does anyway.
+	paramImageFormat  = "imageFormat" // Rook's default class sets "2"
+	paramStripeUnit   = "stripeUnit"
+	paramStripeCount  = "stripeCount"
+	paramObjectSize   = "objectSize"
+	paramMounter      = "mounter"
+	paramMapOptions   = "mapOptions"
+	paramUnmapOptions = "unmapOptions"
+
+	// Accepted and ignored: they tune what purerbd does not have (the
+	// rbd-nbd process's log file, a fallback from krbd to rbd-nbd).
+	paramTryOtherMounters = "tryOtherMounters"
+	paramCephLogDir       = "cephLogDir"
+	paramCephLogStrategy  = "cephLogStrategy"
+
+	// Refused when they ask for what purerbd does not do, accepted
+	// when they ask for what it does.
+	paramEncrypted       = "encrypted"
+	paramEncryptionType  = "encryptionType"
+	paramEncryptionKMSID = "encryptionKMSID"
+	paramThickProvision  = "thickProvision" // removed from ceph-csi in v3.6
+	paramTopologyPools   = "topologyConstrainedPools"
+
 	// Parameters under this prefix belong to the Kubernetes sidecars
 	// (secret references, and the PVC/PV/snapshot names the provisioner
 	// and snapshotter add with --extra-create-metadata); accepted and
@@ -39,7 +64,15 @@ const (
 	ctxDataPool    = "dataPool"
 	ctxMkfsOptions = "mkfsOptions"
 	ctxFsType      = "fsType"
+	// ctxMapOptions carries the class's mapOptions, as ceph-csi's volume
+	// context does, for the node to apply to the volume's NBD device.
+	ctxMapOptions = "mapOptions"
 )
+
+// rbdNbdMounter is the one mounter value purerbd takes: ceph-csi's name
+// for mapping through NBD with a user-space RBD client, which is what
+// purerbd does for every volume.
+const rbdNbdMounter = "rbd-nbd"
 
 // supportedFeatures are the RBD image features a StorageClass may ask for,
 // with the feature each depends on.
@@ -64,6 +97,9 @@ type volumeParams struct {
 	Prefix      string
 	MkfsOptions string
 	FsType      string
+	Layout      imageLayout
+	// MapOptions is the class's mapOptions, checked, for the node.
+	MapOptions string
 }
 
 type snapshotParams struct {
@@ -89,8 +125,15 @@ func unknownParams(params map[string]string, known ...string) error {
 
 func parseVolumeParams(params map[string]string) (volumeParams, error) {
 	if err := unknownParams(params, paramClusterID, paramPool, paramDataPool, paramNamespace,
-		paramImageFeatures, paramVolumePrefix, paramSnapshotPrefix, paramMkfsOptions); err != nil {
+		paramImageFeatures, paramVolumePrefix, paramSnapshotPrefix, paramMkfsOptions,
+		paramImageFormat, paramStripeUnit, paramStripeCount, paramObjectSize,
+		paramMounter, paramMapOptions, paramUnmapOptions,
+		paramTryOtherMounters, paramCephLogDir, paramCephLogStrategy,
+		paramEncrypted, paramEncryptionType, paramEncryptionKMSID, paramThickProvision, paramTopologyPools); err != nil {
 		return volumeParams{}, err
+	}
+	if err := checkCephCSIParams(params); err != nil {
+		return volumeParams{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 	p := volumeParams{
 		ClusterID:   params[paramClusterID],
@@ -101,6 +144,16 @@ func parseVolumeParams(params map[string]string) (volumeParams, error) {
 	}
 	if p.Pool == "" {
 		return p, status.Errorf(codes.InvalidArgument, "parameter %q is required", paramPool)
+	}
+	var err error
+	if p.Layout, err = parseLayout(params); err != nil {
+		return p, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if v, ok := params[paramMapOptions]; ok {
+		if _, err := parseMapOptions(v); err != nil {
+			return p, status.Error(codes.InvalidArgument, err.Error())
+		}
+		p.MapOptions = v
 	}
 	p.Namespace, p.hasNS = params[paramNamespace]
 	if err := checkField(paramNamespace, p.Namespace, true); err != nil {
@@ -161,6 +214,11 @@ func parseFeatures(v string) ([]string, error) {
 		if f == "" {
 			continue
 		}
+		if f == "journaling" {
+			// ceph-csi offers it with rbd-nbd, for journal-based
+			// mirroring.
+			return nil, fmt.Errorf("%s: unsupported image feature %q: purerbd's RBD client does not write the image journal that journal-based mirroring replays; leave it out and mirror with snapshots", paramImageFeatures, f)
+		}
 		if _, ok := supportedFeatures[f]; !ok {
 			return nil, fmt.Errorf("%s: unsupported image feature %q", paramImageFeatures, f)
 		}
@@ -182,6 +240,70 @@ func parseFeatures(v string) ([]string, error) {
 func checkFsType(fs string) error {
 	if !slices.Contains(supportedFsTypes, fs) {
 		return status.Errorf(codes.InvalidArgument, "filesystem %q is not supported (supported: %s)", fs, strings.Join(supportedFsTypes, ", "))
+	}
+	return nil
+}
+
+// checkCephCSIParams checks the ceph-csi parameters that purerbd accepts
+// only with some values: those that say what purerbd does (or does not
+// ask for what it cannot do) pass, the others are refused with the
+// reason and what to use instead. Keys are checked in a fixed order so
+// the same class always gets the same message.
+func checkCephCSIParams(params map[string]string) error {
+	if v, ok := params[paramTopologyPools]; ok && v != "" {
+		return fmt.Errorf("%s: topology-constrained provisioning is not supported yet; use one StorageClass per pool (%s, %s)",
+			paramTopologyPools, paramPool, paramDataPool)
+	}
+	if v, ok := params[paramImageFormat]; ok {
+		switch v {
+		case "2":
+		case "1":
+			return fmt.Errorf("%s %q: purerbd makes only format 2 images (format 1 is deprecated in Ceph and has no snapshots to clone from, no image features); set %s to \"2\" or leave it out",
+				paramImageFormat, v, paramImageFormat)
+		default:
+			return fmt.Errorf("%s %q: RBD image formats are \"1\" and \"2\"; purerbd makes format 2, so set \"2\" or leave it out", paramImageFormat, v)
+		}
+	}
+	if v, ok := params[paramMounter]; ok {
+		switch v {
+		case rbdNbdMounter:
+		case "rbd", "krbd":
+			return fmt.Errorf("%s %q: purerbd does not map images with the kernel's rbd driver (krbd); it serves every volume over NBD from its own RBD client, which is what %s: %s means: set %s to %q or leave it out",
+				paramMounter, v, paramMounter, rbdNbdMounter, paramMounter, rbdNbdMounter)
+		default:
+			return fmt.Errorf("%s %q is not a ceph-csi mounter (rbd, rbd-nbd); purerbd maps every volume as %s does: set %q or leave it out",
+				paramMounter, v, rbdNbdMounter, rbdNbdMounter)
+		}
+	}
+	if v, ok := params[paramTryOtherMounters]; ok {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%s %q: want \"true\" or \"false\" (purerbd has one mounter, so either does nothing)", paramTryOtherMounters, v)
+		}
+	}
+	if v, ok := params[paramEncrypted]; ok {
+		enc, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want \"true\" or \"false\"", paramEncrypted, v)
+		}
+		if enc {
+			return fmt.Errorf("%s %q: purerbd does not encrypt volumes yet (ceph-csi's LUKS and fscrypt encryption have no counterpart here); use a class without encryption, or keep encrypted volumes on ceph-csi",
+				paramEncrypted, v)
+		}
+	}
+	if v, ok := params[paramThickProvision]; ok {
+		thick, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want \"true\" or \"false\"", paramThickProvision, v)
+		}
+		if thick {
+			return fmt.Errorf("%s %q: purerbd makes thin images (ceph-csi dropped thick provisioning in v3.6); leave it out",
+				paramThickProvision, v)
+		}
+	}
+	if v, ok := params[paramUnmapOptions]; ok {
+		if err := checkUnmapOptions(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -459,5 +459,8 @@ func volumeContext(cluster Cluster, poolName string, img ImageRef, p volumeParam
 	if p.FsType != "" {
 		vc[ctxFsType] = p.FsType
 	}
+	if p.MapOptions != "" {
+		vc[ctxMapOptions] = p.MapOptions
+	}
 	return vc
 }

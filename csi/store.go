@@ -111,6 +111,14 @@ type ImageOptions struct {
 	// DataPool names a pool for the image's data objects; empty keeps
 	// them in the image's own pool.
 	DataPool string
+	// Order is log2 of the object size (12 to 25); 0 means the store's
+	// default, or for a clone its parent's.
+	Order uint8
+	// StripeUnit (bytes, dividing the object size) and StripeCount
+	// (objects) select RBD striping; 0 means the default (no striping,
+	// or for a clone its parent's).
+	StripeUnit  uint64
+	StripeCount uint64
 }
 
 // ImageInfo describes an image.

@@ -80,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 		"directory of the plugin's own Ceph credentials (files userID and userKey, or <clusterID>.userID and <clusterID>.userKey), used by calls that carry no secrets")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 10*time.Minute,
 		"how often the controller collects images and snapshots left behind by interrupted deletions (0: never)")
+	fs.DurationVar(&cfg.ClusterCheckInterval, "cluster-check-interval", csi.DefaultClusterCheckInterval,
+		"how often the controller checks that its clusters answer; a change is logged and shown by the health endpoint, and never makes the plugin unready")
 	fs.StringVar(&o.node.stateDir, "state-dir", csi.DefaultStateDir,
 		"node: directory of the node state (on a tmpfs: it must be forgotten on reboot, with the NBD devices)")
 	fs.StringVar(&o.node.hostRoot, "host-root", "",
@@ -128,6 +130,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	}
 	if cfg.SweepInterval < 0 {
 		return cfg, o, errors.New("--sweep-interval is negative")
+	}
+	if cfg.ClusterCheckInterval <= 0 {
+		return cfg, o, errors.New("--cluster-check-interval must be positive")
 	}
 	if o.secretsDir != "" {
 		cfg.Credentials = csi.CredentialsFromDir(o.secretsDir)

@@ -127,6 +127,8 @@ type ImageState struct {
 	Parent    *csi.ParentInfo
 	Snaps     []string
 	Meta      map[string]string
+	// Options are those the image was created or cloned with.
+	Options csi.ImageOptions
 }
 
 // Images lists every image of a cluster, sorted by pool, namespace, name.
@@ -137,7 +139,7 @@ func (s *Store) Images(clusterID string) []ImageState {
 	for pid, p := range s.clusters[clusterID].pools {
 		for nsName, n := range p.namespaces {
 			for _, im := range n.images {
-				st := ImageState{Pool: pid, Namespace: nsName, Name: im.name, ID: im.id, Size: im.size, Parent: im.parent, Meta: map[string]string{}}
+				st := ImageState{Pool: pid, Namespace: nsName, Name: im.name, ID: im.id, Size: im.size, Parent: im.parent, Meta: map[string]string{}, Options: im.opts}
 				for _, sn := range im.snaps {
 					st.Snaps = append(st.Snaps, sn.Name)
 				}

@@ -118,7 +118,7 @@ func (s *session) checkNamespace(ctx context.Context, pool int64, ns string) err
 }
 
 func createOptions(o csi.ImageOptions) (rbd.CreateOptions, error) {
-	co := rbd.CreateOptions{DataPool: o.DataPool}
+	co := rbd.CreateOptions{DataPool: o.DataPool, Order: o.Order, StripeUnit: o.StripeUnit, StripeCount: o.StripeCount}
 	if o.Features != nil {
 		f, err := rbd.ParseFeatures(strings.Join(o.Features, ","))
 		if err != nil {

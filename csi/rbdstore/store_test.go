@@ -21,7 +21,12 @@ type rbdInfo struct {
 	Size     uint64   `json:"size"`
 	Features []string `json:"features"`
 	DataPool string   `json:"data_pool"`
-	Parent   *struct {
+	// The layout: log2 of the object size, and the striping.
+	Order       int    `json:"order"`
+	ObjectSize  uint64 `json:"object_size"`
+	StripeUnit  uint64 `json:"stripe_unit"`
+	StripeCount uint64 `json:"stripe_count"`
+	Parent      *struct {
 		Pool      string `json:"pool"`
 		Namespace string `json:"pool_namespace"`
 		Image     string `json:"image"`

@@ -62,6 +62,11 @@ type Record struct {
 	AccessMode string `json:"accessMode"`
 	ReadOnly   bool   `json:"readOnly"`
 	Exclusive  bool   `json:"exclusive"`
+	// IOTimeout and ReattachTimeout, in seconds, are the volume's own
+	// NBD request and dead connection timeouts (its class's mapOptions);
+	// 0 keeps the node's. Kept so that a takeover sets the same ones.
+	IOTimeout       int `json:"ioTimeout,omitempty"`
+	ReattachTimeout int `json:"reattachTimeout,omitempty"`
 	// Published maps each target path to how it is published.
 	Published map[string]Publication `json:"published,omitempty"`
 }
