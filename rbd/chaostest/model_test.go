@@ -103,7 +103,13 @@ func TestWorkloadClean(t *testing.T) {
 		wg.Go(func() { p.worker(ctx, rng, stop) })
 	}
 	wg.Go(func() { p.scrubber(ctx, stop) })
-	time.Sleep(300 * time.Millisecond)
+	// at least 300 ms and 100 acknowledged ops: how long that takes
+	// depends on the machine's load (under -race on a busy machine a
+	// fixed 300 ms saw 99), so the bound is work done, not time
+	start := time.Now()
+	for time.Since(start) < 300*time.Millisecond || (p.acked.Load() < 100 && time.Since(start) < time.Minute) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	close(stop)
 	wg.Wait()
 	if err := p.verifyAll(ctx); err != nil {
