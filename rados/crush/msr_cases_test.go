@@ -8,7 +8,22 @@ package crush
 // otherwise checks them against it); TestMSRGolden checks the mapper
 // against those files without Ceph.
 
+import (
+	"fmt"
+	"strings"
+)
+
 const msrMaxX = 1023
+
+// osdDevices returns the device lines of a text map for osd.0 to
+// osd.(n-1).
+func osdDevices(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "device %d osd.%d\n", i, i)
+	}
+	return b.String()
+}
 
 type msrCase struct {
 	name    string
@@ -23,24 +38,9 @@ type msrCase struct {
 // msr_collision_tries descents per missing one: the rule lowers both to
 // keep the test quick), tight retry limits in the rule, and two emit
 // blocks.
-const msrHosts = textHeader + `tunable msr_descents 100
+var msrHosts = textHeader + `tunable msr_descents 100
 tunable msr_collision_tries 100
-device 0 osd.0
-device 1 osd.1
-device 2 osd.2
-device 3 osd.3
-device 4 osd.4
-device 5 osd.5
-device 6 osd.6
-device 7 osd.7
-device 8 osd.8
-device 9 osd.9
-device 10 osd.10
-device 11 osd.11
-device 12 osd.12
-device 13 osd.13
-device 14 osd.14
-type 0 osd
+` + osdDevices(15) + `type 0 osd
 type 1 host
 type 2 root
 host h0 { id -1 alg straw2 hash 0 item osd.0 weight 1.0 item osd.1 weight 1.0 item osd.2 weight 1.0 }
@@ -104,17 +104,9 @@ choose_args 0 {
 // msrSkewed: one host holds most of the weight, and the map's retry
 // limits are small, so that collisions exhaust msr_collision_tries and
 // descents run out: holes for msr_indep, short lists for msr_firstn.
-const msrSkewed = textHeader + `tunable msr_descents 3
+var msrSkewed = textHeader + `tunable msr_descents 3
 tunable msr_collision_tries 2
-device 0 osd.0
-device 1 osd.1
-device 2 osd.2
-device 3 osd.3
-device 4 osd.4
-device 5 osd.5
-device 6 osd.6
-device 7 osd.7
-type 0 osd
+` + osdDevices(8) + `type 0 osd
 type 1 host
 type 2 root
 host s0 { id -1 alg straw2 hash 0 item osd.0 weight 8.0 item osd.1 weight 8.0 }
@@ -129,19 +121,7 @@ rule roomy { id 2 type msr_indep step set_msr_descents 50 step set_msr_collision
 
 // msrUniform: uniform buckets only, whose permutation choice sees the
 // large draws MSR descents make.
-const msrUniform = textHeader + `device 0 osd.0
-device 1 osd.1
-device 2 osd.2
-device 3 osd.3
-device 4 osd.4
-device 5 osd.5
-device 6 osd.6
-device 7 osd.7
-device 8 osd.8
-device 9 osd.9
-device 10 osd.10
-device 11 osd.11
-type 0 osd
+var msrUniform = textHeader + osdDevices(12) + `type 0 osd
 type 1 host
 type 2 root
 host u0 { id -1 alg uniform hash 0 item osd.0 weight 1.0 item osd.1 weight 1.0 item osd.2 weight 1.0 }
