@@ -5,7 +5,14 @@
 // (nbd/kernel/vmtest).
 package testcache
 
-import "os"
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
 
 // Env names the environment variable that moves the cache.
 const Env = "PURERBD_CACHE"
@@ -19,4 +26,22 @@ func Dir() string {
 		return d
 	}
 	return DefaultDir
+}
+
+// RunScript runs a bash script the package embeds (one that fills the
+// cache once) with args. On failure the error carries the last 4000
+// bytes of its output, which is where the script says what went wrong.
+func RunScript(ctx context.Context, script []byte, args ...string) error {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{"-s"}, args...)...)
+	cmd.Stdin = bytes.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tail := out.String()
+		if len(tail) > 4000 {
+			tail = tail[len(tail)-4000:]
+		}
+		return fmt.Errorf("%w:\n%s", err, strings.TrimSpace(tail))
+	}
+	return nil
 }

@@ -1,12 +1,10 @@
 package vmtest
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,16 +65,8 @@ func EnsureSuiteKernel(ctx context.Context, suite string) (string, error) {
 	tree := KernelTree(suite)
 	if _, err := os.Stat(filepath.Join(tree, kernelStamp)); err != nil {
 		fmt.Fprintf(os.Stderr, "vmtest: fetching the %s kernel into %s (once)\n", suite, tree)
-		cmd := exec.CommandContext(ctx, "bash", "-s", suite)
-		cmd.Stdin = bytes.NewReader(fetchKernelScript)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			tail := out.String()
-			if len(tail) > 4000 {
-				tail = tail[len(tail)-4000:]
-			}
-			return "", fmt.Errorf("vmtest: fetching the %s kernel: %w:\n%s", suite, err, strings.TrimSpace(tail))
+		if err := testcache.RunScript(ctx, fetchKernelScript, suite); err != nil {
+			return "", fmt.Errorf("vmtest: fetching the %s kernel: %w", suite, err)
 		}
 		if _, err := os.Stat(filepath.Join(tree, kernelStamp)); err != nil {
 			return "", fmt.Errorf("vmtest: the %s kernel was fetched but has no stamp: %w", suite, err)

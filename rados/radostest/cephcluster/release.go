@@ -1,12 +1,10 @@
 package cephcluster
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -74,16 +72,8 @@ func EnsureRoot(ctx context.Context, release string) (string, error) {
 		return root, nil
 	}
 	fmt.Fprintf(os.Stderr, "cephcluster: building the %s root for Ceph %s in %s (once; takes minutes)\n", suite, release, root)
-	cmd := exec.CommandContext(ctx, "bash", "-s", suite)
-	cmd.Stdin = bytes.NewReader(buildRootScript)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		tail := out.String()
-		if len(tail) > 4000 {
-			tail = tail[len(tail)-4000:]
-		}
-		return "", fmt.Errorf("cephcluster: building the %s root for Ceph %s: %w:\n%s", suite, release, err, strings.TrimSpace(tail))
+	if err := testcache.RunScript(ctx, buildRootScript, suite); err != nil {
+		return "", fmt.Errorf("cephcluster: building the %s root for Ceph %s: %w", suite, release, err)
 	}
 	if !rootReady(root) {
 		return "", fmt.Errorf("cephcluster: the %s root was built but its stamp does not name %q", suite, rootPackages())
