@@ -114,6 +114,20 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if p.hasNS {
 		ns = p.Namespace
 	}
+	var accessible []*csi.Topology
+	if p.TopologyPools != nil {
+		tp, topo, ok, err := poolForTopology(p.TopologyPools, req.GetAccessibilityRequirements())
+		switch {
+		case err != nil:
+			return nil, status.Error(codes.ResourceExhausted, err.Error())
+		case ok:
+			p.Pool, p.DataPool = tp.PoolName, tp.DataPoolName
+			accessible = []*csi.Topology{{Segments: topo.GetSegments()}}
+		case p.Pool == "":
+			return nil, status.Errorf(codes.InvalidArgument, "the request has no accessibility requirements to choose a pool of %s by, and the class names no %q",
+				paramTopologyPools, paramPool)
+		}
+	}
 	pool, err := s.LookupPool(ctx, p.Pool)
 	if errors.Is(err, ErrNotFound) {
 		return nil, status.Errorf(codes.InvalidArgument, "pool %q does not exist in cluster %q", p.Pool, cl.ID)
@@ -165,10 +179,11 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
-		VolumeId:      volID,
-		CapacityBytes: int64(info.Size),
-		VolumeContext: volumeContext(cl, p.Pool, img, p),
-		ContentSource: src,
+		VolumeId:           volID,
+		CapacityBytes:      int64(info.Size),
+		VolumeContext:      volumeContext(cl, p.Pool, img, p),
+		ContentSource:      src,
+		AccessibleTopology: accessible,
 	}}, nil
 }
 
@@ -320,6 +335,21 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	p, err := parseVolumeParams(req.GetParameters())
 	if err != nil {
 		return nil, err
+	}
+	if p.TopologyPools != nil {
+		var req2 *csi.TopologyRequirement
+		if t := req.GetAccessibleTopology(); t != nil {
+			req2 = &csi.TopologyRequirement{Requisite: []*csi.Topology{t}}
+		}
+		tp, _, ok, err := poolForTopology(p.TopologyPools, req2)
+		switch {
+		case err != nil:
+			return &csi.GetCapacityResponse{}, nil // no pool serves that topology
+		case ok:
+			p.Pool = tp.PoolName
+		case p.Pool == "":
+			return &csi.GetCapacityResponse{}, nil
+		}
 	}
 	cl, cred, s, err := d.open(ctx, p.ClusterID, nil, reading)
 	if err != nil {

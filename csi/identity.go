@@ -37,9 +37,10 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	if i.d.cfg.Controller {
 		service(csi.PluginCapability_Service_CONTROLLER_SERVICE)
 	}
-	if len(i.d.cfg.Topology) > 0 {
-		service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-	}
+	// As ceph-csi: the provisioner then passes accessibility requirements
+	// (topologyConstrainedPools needs them) whenever nodes report
+	// topology (--domainlabels), and none otherwise.
+	service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
 	// RBD images grow while mapped; the node grows the filesystem.
 	caps = append(caps, &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
 		VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})

@@ -98,6 +98,9 @@ type volumeParams struct {
 	MkfsOptions string
 	FsType      string
 	Layout      imageLayout
+	// TopologyPools is the class's topologyConstrainedPools, checked:
+	// the pool comes from the request's topology (topology.go).
+	TopologyPools []topologyPool
 	// MapOptions is the class's mapOptions, checked, for the node.
 	MapOptions string
 }
@@ -142,10 +145,15 @@ func parseVolumeParams(params map[string]string) (volumeParams, error) {
 		MkfsOptions: params[paramMkfsOptions],
 		Prefix:      defaultVolumePrefix,
 	}
-	if p.Pool == "" {
-		return p, status.Errorf(codes.InvalidArgument, "parameter %q is required", paramPool)
-	}
 	var err error
+	if v := params[paramTopologyPools]; v != "" {
+		if p.TopologyPools, err = parseTopologyPools(v); err != nil {
+			return p, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	if p.Pool == "" && p.TopologyPools == nil {
+		return p, status.Errorf(codes.InvalidArgument, "parameter %q is required (or %q)", paramPool, paramTopologyPools)
+	}
 	if p.Layout, err = parseLayout(params); err != nil {
 		return p, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -250,10 +258,6 @@ func checkFsType(fs string) error {
 // reason and what to use instead. Keys are checked in a fixed order so
 // the same class always gets the same message.
 func checkCephCSIParams(params map[string]string) error {
-	if v, ok := params[paramTopologyPools]; ok && v != "" {
-		return fmt.Errorf("%s: topology-constrained provisioning is not supported yet; use one StorageClass per pool (%s, %s)",
-			paramTopologyPools, paramPool, paramDataPool)
-	}
 	if v, ok := params[paramImageFormat]; ok {
 		switch v {
 		case "2":

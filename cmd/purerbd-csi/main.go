@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/kubeapi"
 	"github.com/purerbd/purerbd/internal/buildinfo"
 	"github.com/purerbd/purerbd/internal/predecessor"
 )
@@ -35,13 +36,14 @@ func main() {
 
 // options are the flags that are not csi.Config fields.
 type options struct {
-	version    bool
-	secretsDir string
-	logLevel   slog.Level
-	logFormat  string
-	node       nodeOptions
-	kubelet    kubeletOptions
-	ceph       cephOptions
+	version      bool
+	domainLabels string
+	secretsDir   string
+	logLevel     slog.Level
+	logFormat    string
+	node         nodeOptions
+	kubelet      kubeletOptions
+	ceph         cephOptions
 }
 
 // cephOptions are the flags that shape the Ceph connections.
@@ -87,6 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.StringVar(&o.node.hostRoot, "host-root", "",
 		"node: the host's root file system mounted in the container (e.g. /host); mkfs, resize2fs and xfs_growfs run chroot'ed into it")
 	fs.StringVar(&o.node.toolsDir, "tools-dir", "", "node: directory holding mkfs.ext4, mkfs.xfs, resize2fs and xfs_growfs (instead of --host-root)")
+	fs.StringVar(&o.domainLabels, "domainlabels", "",
+		"node: comma-separated node labels (e.g. topology.kubernetes.io/zone) whose values make this node's topology, as ceph-csi's flag: for topologyConstrainedPools; needs get on nodes")
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
@@ -121,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	}
 	if !cfg.Controller && !cfg.Node {
 		return cfg, o, errors.New("give --controller, --node or both")
+	}
+	if o.domainLabels != "" && !cfg.Node {
+		return cfg, o, errors.New("--domainlabels is for the node service (--node)")
 	}
 	if cfg.Node && cfg.NodeID == "" {
 		return cfg, o, errors.New("--node needs --nodeid")
@@ -182,6 +189,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Store = store
 	}
 	if cfg.Node {
+		topo, err := nodeTopology(ctx, cfg.Logger, o.domainLabels, cfg.NodeID, cfg.DriverName, kubeapi.ServiceAccountDir)
+		if err != nil {
+			cfg.Logger.Error("cannot start", "error", err.Error())
+			return 1
+		}
+		cfg.Topology = topo
 		n, err := csi.NewNodeServer(csi.NodeConfig{
 			NodeID:            cfg.NodeID,
 			Topology:          cfg.Topology,

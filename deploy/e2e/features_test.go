@@ -278,6 +278,9 @@ func rbacEnforced(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
 		{ctrl, "create", "pods", "exec", false},
 		{node, "get", "secrets", "", false},
 		{node, "list", "pods", "", false},
+		{node, "get", "nodes", "", true}, // --domainlabels
+		{node, "list", "nodes", "", false},
+		{node, "patch", "nodes", "", false},
 	}
 	var bad []string
 	for _, ch := range checks {
