@@ -232,7 +232,7 @@ func TestCephCSIParameterRefusals(t *testing.T) {
 		{"topologyConstrainedPools", `[{"poolName":"p","domainSegments":[{"value":"a"}]}]`, `segment without domainLabel`},
 		{"imageFeatures", "layering,exclusive-lock,journaling", `mirror with snapshots`},
 		{"mapOptions", "nbd:notrim", `mount without discard`},
-		{"mapOptions", "nbd:io-timeout=0", `never time out`},
+		{"mapOptions", "nbd:io-timeout=0", `the node's own default`},
 		{"mapOptions", "nbd:reattach-timeout=0", `fail every I/O`},
 		{"mapOptions", "nbd:rbd_cache=true", `not known to purerbd (it honours io-timeout and reattach-timeout`},
 		{"mapOptions", "fuse:x", `unknown mounter "fuse"`},

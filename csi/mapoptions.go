@@ -148,8 +148,8 @@ func nbdTimeout(name, val string, hasVal bool) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: nbd option reattach-timeout=0 would fail every I/O the moment the plugin restarts; give at least 1 second (the node's default is %v)",
 			paramMapOptions, DefaultReattachTimeout)
 	case n == 0:
-		return 0, fmt.Errorf("%s: nbd option %s=0 (never time out) would leave requests in flight when the plugin restarts waiting for ever: the kernel resends them only when they time out; give at least 1 second (the node's default is %v)",
-			paramMapOptions, name, DefaultIOTimeout)
+		return 0, fmt.Errorf("%s: nbd option %s=0: no request timeout is the node's own default (requests wait for the plugin and are resent once it restarted); leave %s out for it, or give at least 1 second",
+			paramMapOptions, name, name)
 	case d > maxNBDTimeout:
 		return 0, fmt.Errorf("%s: nbd option %s=%d is more than a day", paramMapOptions, name, n)
 	}

@@ -41,7 +41,7 @@ func TestParseMapOptions(t *testing.T) {
 		"nbd:read-only":              "access mode decides",
 		"nbd:encryption-format=luks": "does not encrypt",
 		"nbd:log-file=/x":            `"log-file" is not known to purerbd`,
-		"nbd:io-timeout=0":           "never time out",
+		"nbd:io-timeout=0":           "the node's own default",
 		"nbd:reattach-timeout=0":     "fail every I/O",
 		"nbd:io-timeout":             "needs a value in seconds",
 		"nbd:io-timeout=1.5":         "not a whole number",
@@ -60,24 +60,30 @@ func TestParseMapOptions(t *testing.T) {
 
 // TestNBDTimeouts: a volume's own timeouts replace the node's; the floor
 // of an adaptive timeout stays under the ceiling, a fixed one stays
-// fixed; a volume without its own keeps the node's.
+// fixed; a volume without its own keeps the node's; without a node
+// timeout (the default) requests are resent, except on a device with
+// several connections (attached by an earlier plugin), which keeps the
+// kernel's default timeout.
 func TestNBDTimeouts(t *testing.T) {
 	fixed := &NodeServer{cfg: NodeConfig{IOTimeout: 30 * time.Second, MinIOTimeout: 30 * time.Second, ReattachTimeout: 5 * time.Minute}}
 	adaptive := &NodeServer{cfg: NodeConfig{IOTimeout: 30 * time.Second, MinIOTimeout: time.Second, ReattachTimeout: 5 * time.Minute}}
+	none := &NodeServer{cfg: NodeConfig{ResendInterval: time.Second, ReattachTimeout: 5 * time.Minute}}
 	for _, c := range []struct {
-		n                        *NodeServer
-		ioS, reattachS           int
-		wantT, wantMin, wantDead time.Duration
+		n                     *NodeServer
+		conns, ioS, reattachS int
+		want                  nbdTimeouts
 	}{
-		{fixed, 0, 0, 30 * time.Second, 30 * time.Second, 5 * time.Minute},
-		{fixed, 60, 0, time.Minute, time.Minute, 5 * time.Minute},
-		{fixed, 10, 900, 10 * time.Second, 10 * time.Second, 15 * time.Minute},
-		{adaptive, 60, 0, time.Minute, time.Second, 5 * time.Minute},
-		{adaptive, 0, 20, 30 * time.Second, time.Second, 20 * time.Second},
+		{fixed, 4, 0, 0, nbdTimeouts{timeout: 30 * time.Second, min: 30 * time.Second, reattach: 5 * time.Minute}},
+		{fixed, 4, 60, 0, nbdTimeouts{timeout: time.Minute, min: time.Minute, reattach: 5 * time.Minute}},
+		{fixed, 4, 10, 900, nbdTimeouts{timeout: 10 * time.Second, min: 10 * time.Second, reattach: 15 * time.Minute}},
+		{adaptive, 4, 60, 0, nbdTimeouts{timeout: time.Minute, min: time.Second, reattach: 5 * time.Minute}},
+		{adaptive, 4, 0, 20, nbdTimeouts{timeout: 30 * time.Second, min: time.Second, reattach: 20 * time.Second}},
+		{none, 1, 0, 0, nbdTimeouts{resend: time.Second, reattach: 5 * time.Minute}},
+		{none, 1, 45, 0, nbdTimeouts{timeout: 45 * time.Second, min: 45 * time.Second, reattach: 5 * time.Minute}},
+		{none, 4, 0, 0, nbdTimeouts{timeout: 30 * time.Second, min: 30 * time.Second, reattach: 5 * time.Minute}},
 	} {
-		rec := &nodestate.Record{IOTimeout: c.ioS, ReattachTimeout: c.reattachS}
-		to, mt, dead := c.n.nbdTimeouts(rec)
-		assert.Equal(t, []time.Duration{c.wantT, c.wantMin, c.wantDead}, []time.Duration{to, mt, dead}, "%+v", c)
+		rec := &nodestate.Record{Conns: c.conns, IOTimeout: c.ioS, ReattachTimeout: c.reattachS}
+		assert.Equal(t, c.want, c.n.nbdTimeouts(rec), "%+v", c)
 	}
 	// And attachConfig hands them to the kernel.
 	p := filepath.Join(t.TempDir(), "img")
@@ -91,4 +97,10 @@ func TestNBDTimeouts(t *testing.T) {
 	assert.Equal(t, 45*time.Second, cfg.Timeout)
 	assert.Equal(t, 45*time.Second, cfg.MinTimeout)
 	assert.Equal(t, 2*time.Minute, cfg.DeadConnTimeout)
+	none.log = fixed.log
+	cfg, err = none.attachConfig(img, &nodestate.Record{VolumeID: "v", Conns: 1})
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, cfg.ResendInterval)
+	assert.Zero(t, cfg.Timeout)
+	assert.Zero(t, cfg.MinTimeout)
 }

@@ -43,17 +43,26 @@ import (
 
 // Defaults of NodeConfig.
 const (
-	DefaultNodeConns = 4
-	DefaultIOTimeout = 30 * time.Second
-	// DefaultMinIOTimeout equals DefaultIOTimeout: the request timeout
-	// is fixed unless a lower floor is asked for. The adaptive timeout
-	// (a 1 s floor cuts a restart's stall to about 2 s) is opt-in while
-	// a backend stall under load can leave its connection replacement
-	// wedged until the dead-connection timeout fails I/O (seen in the
-	// VM; see the adaptive-stall guest scenario).
-	DefaultMinIOTimeout    = DefaultIOTimeout
-	DefaultReattachTimeout = 5 * time.Minute
-	DefaultFsType          = "ext4"
+	// DefaultNodeConns is one connection per device: the kernel keeps
+	// requests without a timeout only there (see DefaultIOTimeout).
+	DefaultNodeConns = 1
+	// DefaultIOTimeout is no NBD request timeout: a request waits for
+	// the plugin however long Ceph takes (a slow OSD is never an I/O
+	// error, and no connection is ever dropped while the plugin lives),
+	// and the requests in flight when the plugin died are resent within
+	// DefaultResendInterval of its successor's reattach, so a restart
+	// stalls I/O for the restart plus about a second
+	// (kernel.AttachConfig.ResendInterval). A positive timeout brings
+	// back the kernel's timeouts, fixed or adaptive (MinIOTimeout).
+	DefaultIOTimeout      time.Duration = 0
+	DefaultResendInterval               = time.Second
+	// DefaultMinIOTimeout, zero, makes a positive IOTimeout fixed; a
+	// lower floor makes it adapt (opt-in: dropping and replacing
+	// connections under a stalled backend races in the kernel's receive
+	// worker; see kernel.AttachConfig.ResendInterval).
+	DefaultMinIOTimeout    time.Duration = 0
+	DefaultReattachTimeout               = 5 * time.Minute
+	DefaultFsType                        = "ext4"
 )
 
 // DefaultStateDir is where the node keeps its state unless configured
@@ -102,16 +111,18 @@ type NodeConfig struct {
 	// Conns is the number of NBD connections per device, one kernel
 	// queue each (default DefaultNodeConns).
 	Conns int
-	// IOTimeout is the ceiling of the kernel's NBD request timeout
-	// (default 30 s), MinIOTimeout its floor (default: equal to
-	// IOTimeout, a fixed timeout; 1 s opts in to the adaptive one). A request that was in flight when
-	// the plugin died is resent only after its timeout, so the timeout
-	// bounds how long a restart stalls such requests; it starts at the
-	// floor and goes up only while requests outlive it (a slow cluster),
-	// so that they are not resent over and over (see
-	// kernel.AttachConfig.MinTimeout).
-	IOTimeout    time.Duration
-	MinIOTimeout time.Duration
+	// IOTimeout is the kernel's NBD request timeout, 0 (the default)
+	// for none: then each device has one connection (Conns must be 1)
+	// and the requests in flight when the plugin died are resent every
+	// ResendInterval (default DefaultResendInterval) once its successor
+	// reattached. With a timeout, a request that was in flight when the
+	// plugin died is resent only after its timeout, which so bounds the
+	// stall of a restart; MinIOTimeout is then its floor (default: equal
+	// to IOTimeout, fixed; a lower one makes it adapt between the two,
+	// see kernel.AttachConfig.MinTimeout).
+	IOTimeout      time.Duration
+	MinIOTimeout   time.Duration
+	ResendInterval time.Duration
 	// ReattachTimeout is the kernel's dead connection timeout (default 5
 	// minutes): how long I/O waits for a restarted plugin before it fails.
 	ReattachTimeout time.Duration
@@ -181,16 +192,27 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 	if cfg.Conns < 1 || cfg.Conns > 64 {
 		return nil, fmt.Errorf("csi node: %d NBD connections per device (1 to 64)", cfg.Conns)
 	}
-	if cfg.IOTimeout == 0 {
-		cfg.IOTimeout = DefaultIOTimeout
-	}
-	if cfg.MinIOTimeout == 0 {
-		cfg.MinIOTimeout = min(DefaultMinIOTimeout, cfg.IOTimeout)
-	}
 	if cfg.ReattachTimeout == 0 {
 		cfg.ReattachTimeout = DefaultReattachTimeout
 	}
-	if cfg.IOTimeout < time.Second || cfg.MinIOTimeout < time.Second || cfg.ReattachTimeout < time.Second {
+	if cfg.ResendInterval == 0 {
+		cfg.ResendInterval = DefaultResendInterval
+	}
+	if cfg.IOTimeout < 0 || cfg.MinIOTimeout < 0 || cfg.ResendInterval < 0 {
+		return nil, errors.New("csi node: negative NBD timeouts")
+	}
+	if cfg.IOTimeout == 0 {
+		if cfg.Conns > 1 {
+			return nil, fmt.Errorf("csi node: no NBD request timeout (the default) needs one connection per device, not %d: "+
+				"the kernel drops connections on timeouts otherwise; give a request timeout with more connections", cfg.Conns)
+		}
+		if cfg.MinIOTimeout > 0 {
+			return nil, errors.New("csi node: a minimum NBD request timeout needs a request timeout")
+		}
+	} else if cfg.MinIOTimeout == 0 {
+		cfg.MinIOTimeout = cfg.IOTimeout
+	}
+	if (cfg.IOTimeout > 0 && (cfg.IOTimeout < time.Second || cfg.MinIOTimeout < time.Second)) || cfg.ReattachTimeout < time.Second {
 		return nil, errors.New("csi node: NBD timeouts under a second")
 	}
 	if cfg.MinIOTimeout > cfg.IOTimeout {

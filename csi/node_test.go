@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
@@ -104,15 +105,17 @@ func blockCap(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
 func TestNewNodeServerChecks(t *testing.T) {
 	good := NodeConfig{NodeID: "n", Opener: &fileOpener{}, ClusterConfigPath: "/c", StateDir: t.TempDir()}
 	for name, change := range map[string]func(*NodeConfig){
-		"no node ID":       func(c *NodeConfig) { c.NodeID = "" },
-		"no opener":        func(c *NodeConfig) { c.Opener = nil },
-		"no cluster conf":  func(c *NodeConfig) { c.ClusterConfigPath = "" },
-		"negative max":     func(c *NodeConfig) { c.MaxVolumes = -1 },
-		"bad fs":           func(c *NodeConfig) { c.DefaultFsType = "btrfs" },
-		"too many conns":   func(c *NodeConfig) { c.Conns = 65 },
-		"tiny timeout":     func(c *NodeConfig) { c.IOTimeout = 1 },
-		"relative state":   func(c *NodeConfig) { c.StateDir = "run/x" },
-		"unwritable state": func(c *NodeConfig) { c.StateDir = "/proc/purerbd" },
+		"no node ID":          func(c *NodeConfig) { c.NodeID = "" },
+		"no opener":           func(c *NodeConfig) { c.Opener = nil },
+		"no cluster conf":     func(c *NodeConfig) { c.ClusterConfigPath = "" },
+		"negative max":        func(c *NodeConfig) { c.MaxVolumes = -1 },
+		"bad fs":              func(c *NodeConfig) { c.DefaultFsType = "btrfs" },
+		"too many conns":      func(c *NodeConfig) { c.Conns = 65 },
+		"tiny timeout":        func(c *NodeConfig) { c.IOTimeout = 1 },
+		"no timeout, 4 conns": func(c *NodeConfig) { c.Conns = 4 },
+		"floor, no timeout":   func(c *NodeConfig) { c.MinIOTimeout = time.Second },
+		"relative state":      func(c *NodeConfig) { c.StateDir = "run/x" },
+		"unwritable state":    func(c *NodeConfig) { c.StateDir = "/proc/purerbd" },
 	} {
 		cfg := good
 		change(&cfg)
@@ -124,6 +127,13 @@ func TestNewNodeServerChecks(t *testing.T) {
 	assert.Equal(t, DefaultNodeConns, n.cfg.Conns)
 	assert.Equal(t, DefaultIOTimeout, n.cfg.IOTimeout)
 	assert.Equal(t, DefaultReattachTimeout, n.cfg.ReattachTimeout)
+	assert.Equal(t, DefaultResendInterval, n.cfg.ResendInterval)
+	// a timeout allows more connections, and is fixed unless given a floor
+	cfg := good
+	cfg.IOTimeout, cfg.Conns = 20*time.Second, 4
+	n, err = NewNodeServer(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 20*time.Second, n.cfg.MinIOTimeout)
 	assert.Equal(t, "ext4", n.cfg.DefaultFsType)
 }
 

@@ -74,14 +74,15 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 	if size <= 0 {
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
 	}
-	timeout, minTimeout, reattach := n.nbdTimeouts(rec)
+	t := n.nbdTimeouts(rec)
 	return kernel.AttachConfig{
 		Backend:         rbdnbd.New(img),
 		Size:            size,
 		Conns:           rec.Conns,
-		Timeout:         timeout,
-		MinTimeout:      minTimeout,
-		DeadConnTimeout: reattach,
+		Timeout:         t.timeout,
+		MinTimeout:      t.min,
+		ResendInterval:  t.resend,
+		DeadConnTimeout: t.reattach,
 		Cookie:          rec.VolumeID,
 		ReadOnly:        rec.ReadOnly,
 		Index:           kernel.AnyIndex,
@@ -89,28 +90,47 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 	}, nil
 }
 
-// nbdTimeouts returns a volume's NBD request timeout (ceiling and
-// floor) and dead connection timeout: the node's, unless the volume's
-// class set its own (mapOptions io-timeout, reattach-timeout). A volume
-// timeout replaces the ceiling; the floor follows it where the node's
-// timeout is fixed (floor = ceiling) and is capped by it where the node's
-// adapts.
-func (n *NodeServer) nbdTimeouts(rec *nodestate.Record) (timeout, minTimeout, reattach time.Duration) {
-	timeout, minTimeout, reattach = n.cfg.IOTimeout, n.cfg.MinIOTimeout, n.cfg.ReattachTimeout
+// nbdTimeouts are a volume's NBD timeouts.
+type nbdTimeouts struct {
+	timeout, min time.Duration // request timeout, its floor; 0: none
+	resend       time.Duration // without a request timeout
+	reattach     time.Duration // dead connection timeout
+}
+
+// nbdTimeouts returns a volume's NBD timeouts: the node's, unless the
+// volume's class set its own (mapOptions io-timeout, reattach-timeout).
+// A volume timeout replaces the node's: it is the ceiling where the
+// node's adapts (the floor capped by it), fixed otherwise. Without a
+// request timeout a device has its requests resent after a restart;
+// one attached with several connections (by an earlier plugin) cannot
+// be served so and keeps the kernel's default timeout.
+func (n *NodeServer) nbdTimeouts(rec *nodestate.Record) nbdTimeouts {
+	t := nbdTimeouts{timeout: n.cfg.IOTimeout, min: n.cfg.MinIOTimeout, reattach: n.cfg.ReattachTimeout}
 	if rec.IOTimeout > 0 {
-		t := time.Duration(rec.IOTimeout) * time.Second
-		if minTimeout == timeout {
-			minTimeout = t
+		v := time.Duration(rec.IOTimeout) * time.Second
+		if t.timeout == 0 || t.min == t.timeout {
+			t.min = v
 		} else {
-			minTimeout = min(minTimeout, t)
+			t.min = min(t.min, v)
 		}
-		timeout = t
+		t.timeout = v
 	}
 	if rec.ReattachTimeout > 0 {
-		reattach = time.Duration(rec.ReattachTimeout) * time.Second
+		t.reattach = time.Duration(rec.ReattachTimeout) * time.Second
 	}
-	return timeout, minTimeout, reattach
+	if t.timeout == 0 {
+		if rec.Conns > 1 {
+			t.timeout, t.min = kernelDefaultRequestTimeout, kernelDefaultRequestTimeout
+		} else {
+			t.resend = n.cfg.ResendInterval
+		}
+	}
+	return t
 }
+
+// kernelDefaultRequestTimeout is nbd.ko's request timeout when told none,
+// for devices with several connections.
+const kernelDefaultRequestTimeout = 30 * time.Second
 
 // credentialCandidates lists the credentials to try for taking a volume
 // over: the request's secrets, the secret kept for it, the plugin's own.

@@ -62,6 +62,7 @@ type nodeOptions struct {
 	conns      int
 	ioTimeout  time.Duration
 	ioMin      time.Duration
+	resend     time.Duration
 	reattach   time.Duration
 }
 
@@ -94,9 +95,11 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
-		"node: the ceiling of the kernel's NBD request timeout; a request in flight when the plugin dies is resent after its timeout, so it bounds the stall of a restart")
+		"node: the kernel's NBD request timeout; 0 (the default): none, requests wait for the plugin however long Ceph takes, and those in flight when it died are resent every --nbd-resend-interval once its successor reattached (needs --nbd-connections 1); with a timeout, such requests are resent only after it, so it bounds the stall of a restart")
 	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
-		"node: the floor of the NBD request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (default: equal to --nbd-io-timeout, fixed; 1s opts in to the adaptive timeout, a restart stall of about 2 s)")
+		"node: with --nbd-io-timeout, the floor of the request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (default: equal to --nbd-io-timeout, fixed)")
+	fs.DurationVar(&o.node.resend, "nbd-resend-interval", csi.DefaultResendInterval,
+		"node: without a request timeout, how often the kernel looks at requests in flight: those a dead plugin held are resent this long after its successor reattached (the kernel rounds up to whole seconds)")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)
@@ -207,6 +210,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Conns:             o.node.conns,
 			IOTimeout:         o.node.ioTimeout,
 			MinIOTimeout:      o.node.ioMin,
+			ResendInterval:    o.node.resend,
 			ReattachTimeout:   o.node.reattach,
 			TookOver:          settleWhenDone(claim, cfg.Logger),
 			Logger:            cfg.Logger,

@@ -36,7 +36,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "json", o.logFormat)
 	assert.Nil(t, cfg.Credentials)
 	assert.NotEmpty(t, cfg.Version)
-	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, ioTimeout: 6 * time.Second, ioMin: csi.DefaultMinIOTimeout, reattach: 2 * time.Minute}, o.node)
+	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, ioTimeout: 6 * time.Second, ioMin: csi.DefaultMinIOTimeout, resend: csi.DefaultResendInterval, reattach: 2 * time.Minute}, o.node)
 	assert.Equal(t, cephOptions{conf: "/etc/x.conf", confGiven: true, msMode: "secure"}, o.ceph)
 
 	cfg, o, err = parseFlags([]string{"--controller"}, &stderr)

@@ -29,13 +29,17 @@ import (
 // that died, waiting for a reattach (rbd-nbd's --reattach-timeout).
 const defaultDeadConnTimeout = 30 * time.Second
 
-// The request timeout of a mapped device is defaultTimeout, fixed;
-// --min-timeout 1 opts in to the adaptive timeout (see
-// kernel.AttachConfig.MinTimeout): a restart of the server (--reattach)
-// then stalls I/O for about two seconds while the cluster answers fast.
+// A mapped device has no request timeout by default: requests wait for
+// the server however long the cluster takes, and those in flight when
+// the server died are resent every defaultResend once --reattach
+// replaced it (kernel.AttachConfig.ResendInterval), so a restart stalls
+// I/O for the restart plus about a second. --timeout brings back the
+// kernel's timeout, fixed, or adaptive with --min-timeout (see
+// kernel.AttachConfig.MinTimeout).
 const (
-	defaultTimeout    = 30 * time.Second
-	defaultMinTimeout = defaultTimeout // fixed unless --min-timeout opts in (csi.DefaultMinIOTimeout says why)
+	defaultTimeout    = 0
+	defaultMinTimeout = 0
+	defaultResend     = time.Second
 )
 
 // maxConns bounds --conns (the kernel takes one queue per connection).
@@ -51,6 +55,7 @@ type mapFlags struct {
 	conns           int
 	timeout         time.Duration
 	minTimeout      time.Duration // 0: timeout is fixed
+	resend          time.Duration // without a timeout (one connection)
 	deadConnTimeout time.Duration
 	cookie          string
 	index           int
@@ -65,12 +70,12 @@ type mapOptions struct {
 	readOnly, exclusive                bool
 	reattach, releaseOnExit            bool
 	conns                              int
-	timeout, minTimeout, dead          float64
+	timeout, minTimeout, resend, dead  float64
 }
 
 func newMapOptions() *mapOptions {
 	return &mapOptions{conns: 1, dead: defaultDeadConnTimeout.Seconds(),
-		timeout: defaultTimeout.Seconds(), minTimeout: defaultMinTimeout.Seconds()}
+		timeout: defaultTimeout, minTimeout: defaultMinTimeout, resend: defaultResend.Seconds()}
 }
 
 func nbdMapCommand(g *globals) *cli.Command { return newMapOptions().command(g) }
@@ -99,7 +104,10 @@ leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
 	c.Bool(&o.exclusive, "--exclusive", "keep the exclusive lock, refuse to hand it over")
 	c.Int(&o.conns, "--conns N", "connections, one kernel queue each")
 	c.Float64(&o.timeout, "--timeout SECS",
-		"per-request timeout in seconds, the ceiling of the adaptive timeout (0: the kernel's default, fixed)")
+		"per-request timeout in seconds, the ceiling of the adaptive timeout (0: none; requests wait for the server, and after a "+
+			"--reattach those in flight are resent every --resend-interval; with more than one connection the kernel's default, 30, fixed)")
+	c.Float64(&o.resend, "--resend-interval SECS",
+		"without --timeout, on one connection: how soon after a --reattach the requests a dead server held are resent (the kernel rounds up to whole seconds)")
 	c.Float64(&o.minTimeout, "--min-timeout SECS",
 		"floor of the adaptive request timeout, where it starts; it doubles when a request outlives it, up to --timeout, "+
 			"and comes back down once requests are fast (0, or --dead-conn-timeout 0: --timeout stays fixed)")
@@ -144,7 +152,7 @@ func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	switch {
 	case m.conns < 1 || m.conns > maxConns:
 		return m, fmt.Errorf("--conns %d: want 1 to %d", m.conns, maxConns)
-	case o.timeout < 0 || o.minTimeout < 0 || o.dead < 0:
+	case o.timeout < 0 || o.minTimeout < 0 || o.dead < 0 || o.resend < 0:
 		return m, errors.New("timeouts cannot be negative")
 	case m.reattach && m.cookie == "":
 		return m, errors.New("--reattach needs --cookie")
@@ -159,6 +167,11 @@ func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	// kernel.AttachConfig.MinTimeout).
 	if m.timeout > 0 && m.deadConnTimeout > 0 {
 		m.minTimeout = min(time.Duration(o.minTimeout*float64(time.Second)), m.timeout)
+	}
+	// Resending needs no timeout, one connection and a dead connection
+	// timeout (see kernel.AttachConfig.ResendInterval).
+	if m.timeout == 0 && m.conns == 1 && m.deadConnTimeout > 0 {
+		m.resend = time.Duration(o.resend * float64(time.Second))
 	}
 	if o.device != "" {
 		if m.index, err = deviceIndex(o.device); err != nil {
@@ -230,6 +243,7 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 		Conns:           m.conns,
 		Timeout:         m.timeout,
 		MinTimeout:      m.minTimeout,
+		ResendInterval:  m.resend,
 		DeadConnTimeout: m.deadConnTimeout,
 		Cookie:          m.cookie,
 		ReadOnly:        readOnly,

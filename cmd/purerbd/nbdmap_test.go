@@ -31,8 +31,20 @@ func TestParseMapArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.spec.pool != "rbd" || m.spec.snap != "snap" || !m.readOnly || m.index != kernel.AnyIndex || len(m.cookie) != 32 ||
-		m.timeout != defaultTimeout || m.minTimeout != defaultMinTimeout {
+		m.timeout != defaultTimeout || m.minTimeout != defaultMinTimeout || m.resend != defaultResend {
 		t.Fatalf("defaults: %+v", m)
+	}
+	// Resending needs no timeout, one connection and a dead connection
+	// timeout.
+	for _, timed := range [][]string{{"--timeout", "30"}, {"--conns", "2"}, {"--dead-conn-timeout", "0"}} {
+		m, err = parseMapArgs(append(timed, "img"), io.Discard)
+		if err != nil || m.resend != 0 {
+			t.Fatalf("%v: %+v, %v", timed, m, err)
+		}
+	}
+	m, err = parseMapArgs([]string{"--resend-interval", "2", "img"}, io.Discard)
+	if err != nil || m.resend != 2*time.Second {
+		t.Fatalf("--resend-interval 2: %+v, %v", m, err)
 	}
 	// The timeout stays fixed without a floor, a ceiling or a dead
 	// connection timeout.

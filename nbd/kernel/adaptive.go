@@ -20,8 +20,28 @@ func (d *Device) Dropped() int64 { return d.dropped.Load() }
 // Adaptive reports whether the request timeout adapts.
 func (d *Device) Adaptive() bool { return d.policy != nil }
 
+// ResendInterval returns how often the kernel looks at requests in
+// flight on a device without a request timeout (AttachConfig.
+// ResendInterval), 0 when the device has a timeout.
+func (d *Device) ResendInterval() time.Duration { return d.resend }
+
+// applyResendInterval sets the queue's io_timeout to the resend
+// interval. Where sysfs cannot be written the kernel looks every 30 s,
+// its default: a restart then stalls I/O for up to that long.
+func (d *Device) applyResendInterval() {
+	if d.resend <= 0 || d.client == nil {
+		return
+	}
+	if err := d.client.sys.setIOTimeout(d.index, d.resend); err != nil {
+		d.log.Warn("nbd: cannot set the resend interval: requests in flight at a restart wait up to the kernel's 30 s", "resend_interval", d.resend, "err", err)
+	}
+}
+
 // timeoutAttrs describes the request timeout for a log record.
 func (d *Device) timeoutAttrs() slog.Attr {
+	if d.resend > 0 {
+		return slog.Group("timeout", "none_resend_every", d.resend)
+	}
 	if d.policy == nil {
 		return slog.Group("timeout", "fixed", d.Timeout())
 	}

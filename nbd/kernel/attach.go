@@ -59,6 +59,24 @@ type AttachConfig struct {
 	// would fail its I/O), and the netlink interface: a device attached
 	// through ioctls keeps Timeout fixed.
 	MinTimeout time.Duration
+	// ResendInterval, when set, turns the request timeout off and keeps
+	// the kernel's look at requests in flight every ResendInterval: a
+	// request on a live server is never resent and never fails, however
+	// long the backend takes (the kernel logs "Possible stuck request"
+	// each time it looks), and a request in flight when the server died
+	// is resent within ResendInterval (rounded up to whole seconds by the
+	// kernel) once Reattach replaced the connection. So the stall of a
+	// server restart is the time to reattach plus ResendInterval, and no
+	// connection is ever dropped while the server lives (dropping and
+	// replacing connections under load races in the kernel's receive
+	// worker, Linux 6.1 to 7.2 at the least: it reads the slot's current
+	// socket, and a reply of the old connection can land in the new one).
+	//
+	// The kernel handles requests this way only on a device with one
+	// connection: it needs Conns 1 (a Reattach of a device with more
+	// keeps its fixed timeout, logged) and excludes Timeout and
+	// MinTimeout. The interval is the queue's io_timeout in sysfs.
+	ResendInterval time.Duration
 	// TimeoutWindow is how often an adaptive timeout weighs the service
 	// times it saw (default DefaultTimeoutWindow); it comes down after
 	// two calm windows at the least.
@@ -133,8 +151,18 @@ func (cfg *AttachConfig) check(reattach bool) error {
 	if cfg.Conns < 0 || cfg.Conns > 1024 {
 		return fmt.Errorf("%d connections", cfg.Conns)
 	}
-	if cfg.Timeout < 0 || cfg.MinTimeout < 0 || cfg.DeadConnTimeout < 0 || cfg.TimeoutWindow < 0 {
+	if cfg.Timeout < 0 || cfg.MinTimeout < 0 || cfg.DeadConnTimeout < 0 || cfg.TimeoutWindow < 0 || cfg.ResendInterval < 0 {
 		return errors.New("negative timeout")
+	}
+	if cfg.ResendInterval > 0 {
+		switch {
+		case cfg.Timeout > 0 || cfg.MinTimeout > 0:
+			return errors.New("a resend interval turns the request timeout off: give no Timeout or MinTimeout with it")
+		case cfg.Conns > 1:
+			return fmt.Errorf("a resend interval needs one connection, not %d: the kernel drops connections on timeouts otherwise", cfg.Conns)
+		case cfg.DeadConnTimeout == 0:
+			return errors.New("a resend interval needs a dead connection timeout: requests sent while the server is away would fail at once")
+		}
 	}
 	if cfg.MinTimeout > 0 {
 		if cfg.Timeout == 0 {
@@ -257,6 +285,7 @@ func attach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, err
 	}
 	d.index = index
 	d.log = d.log.With("device", d.Path())
+	d.applyResendInterval()
 	d.start()
 	d.log.Info("nbd: attached", "size", cfg.Size, "block_size", cfg.BlockSize, "conns", cfg.Conns, "flags", fmt.Sprintf("%#x", uint64(flags)), "cookie", cookie,
 		d.timeoutAttrs())
@@ -310,11 +339,19 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 	if !ok || !st.Connected {
 		return nil, fmt.Errorf("/dev/nbd%d: %w", index, ErrNotConnected)
 	}
-	if cfg.Conns == 0 {
-		if cfg.Conns, err = client.Connections(index); err != nil {
+	if cfg.Conns == 0 || cfg.ResendInterval > 0 {
+		n, err := client.Connections(index)
+		if err != nil {
 			return nil, err
 		}
-		cfg.Conns = max(cfg.Conns, 1)
+		if cfg.Conns == 0 {
+			cfg.Conns = max(n, 1)
+		}
+		if cfg.ResendInterval > 0 && n > 1 {
+			cfg.Logger.Warn("nbd: the device has more than one connection, which a resend interval cannot serve: keeping a fixed request timeout",
+				"device", devPath(index), "conns", n, "timeout", kernelDefaultTimeout)
+			cfg.ResendInterval, cfg.Timeout = 0, kernelDefaultTimeout
+		}
 	}
 	flags := serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)
 	if cfg.Conns > 1 && flags&FlagCanMultiConn == 0 {
@@ -337,7 +374,7 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 	deadline := time.Now().Add(reattachRetry)
 	for {
 		accepted, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
-			Size: newSize, Timeout: d.Timeout(), DeadConnTimeout: cfg.DeadConnTimeout,
+			Size: newSize, Timeout: d.Timeout(), NoTimeout: d.resend > 0, DeadConnTimeout: cfg.DeadConnTimeout,
 		})
 		if err != nil {
 			d.abort()
@@ -359,6 +396,7 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 		}
 		newSize = 0
 	}
+	d.applyResendInterval()
 	d.start()
 	d.log.Info("nbd: reattached", "conns", d.Conns(), "offered", cfg.Conns, "cookie", cfg.Cookie, d.timeoutAttrs())
 	return d, nil

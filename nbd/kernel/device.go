@@ -31,6 +31,7 @@ type Device struct {
 	// adaptive.go). timeoutMu orders the decisions and the
 	// reconfigures that carry them to the kernel.
 	fixedTimeout time.Duration
+	resend       time.Duration // AttachConfig.ResendInterval
 	policy       *timeoutPolicy
 	serviceTimes *nbd.ServiceTimes
 	timeoutMu    sync.Mutex
@@ -73,6 +74,7 @@ func newDevice(client *Client, cfg AttachConfig, cookie string) (*Device, error)
 	}
 	d := &Device{
 		fixedTimeout: wholeSeconds(cfg.Timeout),
+		resend:       cfg.ResendInterval,
 		policy:       policy,
 		serviceTimes: st,
 		client:       client,

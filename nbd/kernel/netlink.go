@@ -98,10 +98,13 @@ type ConnectRequest struct {
 // ReconfigureRequest is an NBD_CMD_RECONFIGURE: zero fields leave the
 // setting as it is.
 type ReconfigureRequest struct {
-	Index           int
-	Size            uint64
-	BlockSize       uint64
-	Timeout         time.Duration
+	Index     int
+	Size      uint64
+	BlockSize uint64
+	Timeout   time.Duration
+	// NoTimeout sends a request timeout of 0 (none), which Timeout 0
+	// leaves as it was.
+	NoTimeout       bool
 	DeadConnTimeout time.Duration
 	// ClientFlags, when not nil, replace the client flags.
 	ClientFlags *ClientFlags
@@ -204,7 +207,7 @@ func encodeReconfigure(r ReconfigureRequest, withBackend bool) ([]byte, error) {
 	if r.BlockSize != 0 {
 		e.Uint64(attrBlockSizeBytes, r.BlockSize)
 	}
-	if s := seconds(r.Timeout); s != 0 {
+	if s := seconds(r.Timeout); s != 0 || r.NoTimeout {
 		e.Uint64(attrTimeout, s)
 	}
 	if s := seconds(r.DeadConnTimeout); s != 0 {

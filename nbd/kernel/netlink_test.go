@@ -2,8 +2,11 @@ package kernel
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +137,60 @@ func TestEncodeReconfigureResize(t *testing.T) {
 	}
 	if len(types) != 4 || types[0] != attrIndex || types[1] != attrDeadConnTimeout || types[2] != attrClientFlags || types[3] != attrSockets {
 		t.Errorf("attribute types %v", types)
+	}
+}
+
+// A reattach without a request timeout says so: NBD_ATTR_TIMEOUT 0
+// clears one the device may have had; Timeout 0 alone sends nothing.
+func TestEncodeReconfigureNoTimeout(t *testing.T) {
+	for _, c := range []struct {
+		r    ReconfigureRequest
+		want bool
+	}{
+		{ReconfigureRequest{Index: 1}, false},
+		{ReconfigureRequest{Index: 1, NoTimeout: true}, true},
+		{ReconfigureRequest{Index: 1, Timeout: 5 * time.Second}, true},
+	} {
+		b, err := encodeReconfigure(c.r, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs, _ := genl.ParseAttrs(b)
+		found := false
+		for _, a := range attrs {
+			if a.Type == attrTimeout {
+				found = true
+				if v := binary.LittleEndian.Uint64(a.Data); c.r.NoTimeout && v != 0 {
+					t.Errorf("%+v: timeout %d, want 0", c.r, v)
+				}
+			}
+		}
+		if found != c.want {
+			t.Errorf("%+v: timeout attribute sent %v, want %v", c.r, found, c.want)
+		}
+	}
+}
+
+func TestSetIOTimeout(t *testing.T) {
+	root := t.TempDir()
+	q := filepath.Join(root, "block", "nbd3", "queue")
+	if err := os.MkdirAll(q, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(q, "io_timeout"), []byte("30000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := sysfsAt(root)
+	for d, want := range map[time.Duration]string{time.Second: "1000", 1500 * time.Millisecond: "1500", time.Microsecond: "1"} {
+		if err := s.setIOTimeout(3, d); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(q, "io_timeout")); string(b) != want {
+			t.Errorf("%v: io_timeout %q, want %q", d, b, want)
+		}
+	}
+	if err := s.setIOTimeout(4, time.Second); err == nil {
+		t.Error("io_timeout of a device that does not exist written")
 	}
 }
 
@@ -285,6 +342,13 @@ func TestAttachConfigCheck(t *testing.T) {
 		"too many conns":     {Backend: mem, Conns: 5000},
 		"negative conns":     {Backend: mem, Conns: -1},
 		"empty backend size": {Backend: incoherent{0}},
+		"resend with conns":  {Backend: mem, ResendInterval: time.Second, Conns: 4, DeadConnTimeout: time.Minute},
+		"resend with timeout": {Backend: mem, ResendInterval: time.Second, Timeout: 30 * time.Second,
+			DeadConnTimeout: time.Minute},
+		"resend with min timeout": {Backend: mem, ResendInterval: time.Second, MinTimeout: time.Second,
+			DeadConnTimeout: time.Minute},
+		"resend without dead timeout": {Backend: mem, ResendInterval: time.Second},
+		"negative resend":             {Backend: mem, ResendInterval: -time.Second},
 	} {
 		if err := c.check(false); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -296,6 +360,10 @@ func TestAttachConfigCheck(t *testing.T) {
 	}
 	if c.BlockSize != DefaultBlockSize || c.Size != 10<<20 || c.Conns != 1 || c.Logger == nil {
 		t.Errorf("defaults %+v", c)
+	}
+	c = AttachConfig{Backend: mem, ResendInterval: time.Second, DeadConnTimeout: time.Minute}
+	if err := c.check(false); err != nil || c.Conns != 1 {
+		t.Errorf("a resend interval on the default single connection: %v, %d conns", err, c.Conns)
 	}
 	var oe *OpError
 	err := error(&OpError{Op: "connect", Index: 2, Err: errors.New("boom")})

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // sysfs reads nbd device attributes under a sysfs mount point.
@@ -124,4 +125,14 @@ func (s sysfs) queues(index int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// setIOTimeout sets /sys/block/nbdN/queue/io_timeout, the block layer's
+// request timeout, in milliseconds.
+func (s sysfs) setIOTimeout(index int, d time.Duration) error {
+	ms := max(d.Milliseconds(), 1)
+	if err := os.WriteFile(s.dev(index, "queue/io_timeout"), []byte(strconv.FormatInt(ms, 10)), 0); err != nil {
+		return fmt.Errorf("nbd%d: io_timeout: %w", index, err)
+	}
+	return nil
 }

@@ -16,17 +16,16 @@ import (
 
 // startCSIBinary runs the purerbd-csi binary at path as the node plugin,
 // serving on socketPath with its default settings (as the shipped node
-// DaemonSet runs it, args adding to that) but one: the adaptive request
-// timeout is opted in (--nbd-io-timeout-min 1s), the setting whose
-// restart stalls the scenario measures (csi.DefaultMinIOTimeout says
-// why it is not the default yet). It waits until it
+// DaemonSet runs it, args adding to that): no NBD request timeout, one
+// connection per device, requests a killed plugin held resent every
+// second once its successor reattached. It waits until it
 // answers a Probe, as the kubelet's registrar does. Its log lines go to
 // stderr prefixed with name; startup is the time from exec to the first
 // ready Probe (the node takes over what an earlier process staged before
 // it serves).
 func startCSIBinary(ctx context.Context, path, name string, args ...string) (*plugin, error) {
 	args = append([]string{"--node", "--nodeid", "vm-node", "--endpoint", "unix://" + socketPath,
-		"--cluster-config", configPath, "--nbd-io-timeout-min", "1s"}, args...)
+		"--cluster-config", configPath}, args...)
 	cmd := exec.Command(path, args...)
 	logs, err := cmd.StderrPipe()
 	if err != nil {

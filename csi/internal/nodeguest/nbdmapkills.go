@@ -23,12 +23,10 @@ type mapProc struct {
 }
 
 // startMap runs `purerbd nbd map` of the map image at its default
-// settings but the adaptive request timeout (reattaching with
-// -reattach), and waits for the device it prints.
+// settings (reattaching with -reattach), and waits for the device it
+// prints.
 func (r *rbdScenario) startMap(ctx context.Context, name string, reattach bool) (*mapProc, error) {
-	// the adaptive request timeout opted in, as for the plugin
-	args := []string{"-m", r.mon, "-k", "/etc/ceph/keyring", "nbd", "map", r.pool + "/" + r.mapImage, "--cookie", mapCookie,
-		"--min-timeout", "1"}
+	args := []string{"-m", r.mon, "-k", "/etc/ceph/keyring", "nbd", "map", r.pool + "/" + r.mapImage, "--cookie", mapCookie}
 	if reattach {
 		args = append(args, "--reattach")
 	}

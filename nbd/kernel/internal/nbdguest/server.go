@@ -28,6 +28,7 @@ func runServer(ctx context.Context, mode string, args []string) error {
 	dead := fs.Duration("dead", time.Minute, "dead connection timeout")
 	timeout := fs.Duration("timeout", time.Minute, "request timeout (with -min-timeout: its ceiling)")
 	minTimeout := fs.Duration("min-timeout", 0, "floor of an adaptive request timeout (0: fixed)")
+	resend := fs.Duration("resend", 0, "no request timeout; requests in flight at a restart are resent this often once reattached (one connection)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +45,7 @@ func runServer(ctx context.Context, mode string, args []string) error {
 		Conns:           *conns,
 		Timeout:         *timeout,
 		MinTimeout:      *minTimeout,
+		ResendInterval:  *resend,
 		DeadConnTimeout: *dead,
 		Cookie:          *cookie,
 		Index:           kernel.AnyIndex,
