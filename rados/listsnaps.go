@@ -17,6 +17,10 @@ type Extent = osdc.Extent
 // SnapHead is the clone id of an object's head in a SnapSet (CEPH_NOSNAP).
 const SnapHead = osdc.SnapHead
 
+// SnapDir is the snapshot id that reads an object's snapshot directory
+// (CEPH_SNAPDIR), where ListSnaps reads.
+const SnapDir = osdc.SnapDir
+
 // SnapSetStep holds an object's snap set.
 type SnapSetStep struct {
 	Step
@@ -30,8 +34,9 @@ func (s *SnapSetStep) take(o *osdc.OSDOp) {
 }
 
 // ListSnaps lists the object's clones (librados' list_snaps, `rados
-// listsnaps`). It reads the object's snapshot directory, so it replaces
-// any snapshot the read was set to; an object with neither head nor
+// listsnaps`). It reads the object's snapshot directory, SnapDir, so it
+// replaces any snapshot the read was set to before (set none after); an
+// object with neither head nor
 // clones fails the read with ErrNotFound.
 func (r *ReadOp) ListSnaps() *SnapSetStep {
 	s := &SnapSetStep{}
