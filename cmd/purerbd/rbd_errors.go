@@ -8,6 +8,7 @@ import (
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/diffstream"
 )
 
 // rbdFailure reports a verb's failure as the rbd tool does ("rbd: diff
@@ -32,6 +33,7 @@ func errnoOf(err error) int {
 		{rbd.ErrReadOnly, syscall.EROFS},
 		{rbd.ErrBusy, syscall.EBUSY},
 		{rbd.ErrUnsupportedFeature, syscall.ENOSYS},
+		{diffstream.ErrFormat, syscall.EINVAL},
 	} {
 		if errors.Is(err, m.err) {
 			return int(m.errno)

@@ -26,11 +26,25 @@ type cmdResult struct {
 // cephRbd runs Ceph's rbd with args (and stdin, if not nil).
 func cephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin io.Reader, args ...string) cmdResult {
 	t.Helper()
+	var out bytes.Buffer
+	r := runCephRbd(t, ctx, c, stdin, &out, args...)
+	r.stdout = out.String()
+	return r
+}
+
+// cephRbdTo runs Ceph's rbd with args, its standard output into out.
+func cephRbdTo(t *testing.T, ctx context.Context, c *radostest.Cluster, out io.Writer, args ...string) cmdResult {
+	t.Helper()
+	return runCephRbd(t, ctx, c, nil, out, args...)
+}
+
+func runCephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin io.Reader, out io.Writer, args ...string) cmdResult {
+	t.Helper()
 	cmd := c.ToolCommand(ctx, "rbd", args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, stdin
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, &errb, stdin
 	err := cmd.Run()
-	r := cmdResult{stdout: out.String(), stderr: errb.String()}
+	r := cmdResult{stderr: errb.String()}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
