@@ -47,6 +47,14 @@ func TestProgress(t *testing.T) {
 // openPTY opens the terminal side of a new pseudo-terminal.
 func openPTY(t *testing.T) *os.File {
 	t.Helper()
+	s, _ := openPTYPair(t)
+	return s
+}
+
+// openPTYPair opens a new pseudo-terminal: its terminal side and its
+// master (which reads what is written to the terminal).
+func openPTYPair(t *testing.T) (tty, master *os.File) {
+	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -64,5 +72,5 @@ func openPTY(t *testing.T) *os.File {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, m
 }
