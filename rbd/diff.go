@@ -102,34 +102,42 @@ func (img *Image) diff(ctx context.Context, h *header, from, off, length uint64,
 
 	d := &snapDiff{img: img, h: h, from: from, end: end, whole: opts.WholeObject, parent: parentDiff}
 	// a batch of objects at a time: their snap sets are listed in
-	// parallel, their extents reported in order
+	// parallel; as librbd does, the extents of each stripe period (one
+	// object without fancy striping) are reported in image order,
+	// adjacent ones of the same kind merged
 	const batch = 64
-	exts := h.layout.MapExtents(off, length)
-	for len(exts) > 0 {
-		n := 0
-		for objs := 0; n < len(exts) && objs < batch; objs++ {
-			for o := exts[n].ObjectNo; n < len(exts) && exts[n].ObjectNo == o; n++ {
-			}
+	objs := groupByObject(h.layout.MapExtents(off, length))
+	period := func(i int) uint64 { return objs[i][0].ObjectNo / h.layout.StripeCount }
+	for len(objs) > 0 {
+		n := min(batch, len(objs))
+		for n < len(objs) && period(n) == period(n-1) {
+			n++
 		}
-		group := exts[:n]
-		exts = exts[n:]
-		byObj := groupByObject(group)
-		results := make([][]allocation, len(byObj))
-		err := forEach(ctx, len(byObj), func(ctx context.Context, i int) error {
+		results := make([][]allocation, n)
+		err := forEach(ctx, n, func(ctx context.Context, i int) error {
 			var err error
-			results[i], err = d.object(ctx, byObj[i], off)
+			results[i], err = d.object(ctx, objs[i], off)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		for _, r := range results {
-			for _, a := range r {
-				if err := fn(int64(a.off), int64(a.length), a.allocated); err != nil {
-					return err
-				}
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && period(j) == period(i) {
+				j++
 			}
+			var pieces []allocation
+			for _, r := range results[i:j] {
+				pieces = append(pieces, r...)
+			}
+			sort.Slice(pieces, func(a, b int) bool { return pieces[a].off < pieces[b].off })
+			if err := emitExtents(pieces, fn); err != nil {
+				return err
+			}
+			i = j
 		}
+		objs = objs[n:]
 	}
 	return nil
 }
@@ -417,17 +425,30 @@ func (img *Image) diffObjectMaps(ctx context.Context, h *header, from, end uint6
 }
 
 // emitObjectDiff reports a fast diff's changed objects within [off,
-// off+length).
+// off+length), in image order period by period, as the list-snaps path
+// does.
 func emitObjectDiff(h *header, state []uint8, off, length uint64, fn func(off, length int64, exists bool) error) error {
+	var pieces []allocation
+	flush := func() error {
+		sort.Slice(pieces, func(a, b int) bool { return pieces[a].off < pieces[b].off })
+		err := emitExtents(pieces, fn)
+		pieces = pieces[:0]
+		return err
+	}
+	lastPeriod := uint64(0)
 	for _, x := range h.layout.MapExtents(off, length) {
+		if p := x.ObjectNo / h.layout.StripeCount; p != lastPeriod {
+			if err := flush(); err != nil {
+				return err
+			}
+			lastPeriod = p
+		}
 		if x.ObjectNo >= uint64(len(state)) || state[x.ObjectNo] == objectDiffNone {
 			continue
 		}
 		for _, b := range x.Buffer {
-			if err := fn(int64(off+b.Offset), int64(b.Length), state[x.ObjectNo] == objectDiffUpdated); err != nil {
-				return err
-			}
+			pieces = append(pieces, allocation{off + b.Offset, b.Length, state[x.ObjectNo] == objectDiffUpdated})
 		}
 	}
-	return nil
+	return flush()
 }

@@ -32,7 +32,7 @@ func TestRBDDuAgainstRbd(t *testing.T) {
 	mustRbd(t, ctx, c, "create", "--size", "12636K", "--image-feature", "layering", "rbd/odd-size")
 	mustRbd(t, ctx, c, "snap", "protect", "rbd/fd@s1")
 	mustRbd(t, ctx, c, "clone", "--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/fd@s1", "rbd/child")
-	qemuIO(t, ctx, c, "rbd/child", "write -P 8 6M 4096")
+	librbdIO(t, ctx, c, "rbd/child", "write -P 8 6M 4096")
 
 	for _, args := range [][]string{
 		{"du"}, {"du", "--format", "json"}, {"du", "--format", "json", "--pretty-format"}, {"du", "--exact"},

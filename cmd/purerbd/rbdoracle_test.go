@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados/radostest"
+	"github.com/purerbd/purerbd/rbd/diffstream"
 )
 
 // Running one command line through Ceph's rbd (the oracle) and through
@@ -76,16 +79,58 @@ func sameAsRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...
 	return got
 }
 
-// qemuIO runs qemu-io commands on an image through librbd.
-func qemuIO(t *testing.T, ctx context.Context, c *radostest.Cluster, image string, cmds ...string) {
+// librbdIO writes to an image through Ceph's librbd, whatever the
+// release: the commands (qemu-io's "write -P PATTERN OFF LEN" and
+// "discard OFF LEN", sizes with K or M suffixes) become a diff stream
+// that rbd import-diff applies (writes, and discards for its zero
+// records).
+func librbdIO(t *testing.T, ctx context.Context, c *radostest.Cluster, image string, cmds ...string) {
 	t.Helper()
-	args := []string{"-f", "raw"}
-	for _, cmd := range cmds {
-		args = append(args, "-c", cmd)
+	size := mustRbd(t, ctx, c, "info", "--format", "json", image)
+	var info struct {
+		Size uint64 `json:"size"`
 	}
-	args = append(args, "rbd:"+image+":conf="+c.Conf)
-	if out, err := c.Program(ctx, "qemu-io", args...); err != nil {
-		t.Fatalf("qemu-io %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := json.Unmarshal([]byte(size), &info); err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	w, err := diffstream.NewWriter(&stream, diffstream.Header{Size: info.Size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(s string) uint64 {
+		mult := uint64(1)
+		switch {
+		case strings.HasSuffix(s, "K"):
+			mult, s = 1<<10, strings.TrimSuffix(s, "K")
+		case strings.HasSuffix(s, "M"):
+			mult, s = 1<<20, strings.TrimSuffix(s, "M")
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("librbdIO: %q: %v", s, err)
+		}
+		return n * mult
+	}
+	for _, cmd := range cmds {
+		f := strings.Fields(cmd)
+		switch {
+		case len(f) == 5 && f[0] == "write" && f[1] == "-P":
+			err = w.Write(num(f[3]), bytes.Repeat([]byte{byte(num(f[2]))}, int(num(f[4]))))
+		case len(f) == 3 && f[0] == "discard":
+			err = w.Zero(num(f[1]), num(f[2]))
+		default:
+			t.Fatalf("librbdIO: %q", cmd)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	if r := cephRbd(t, ctx, c, &stream, "import-diff", "--no-progress", "-", image); r.code != 0 {
+		t.Fatalf("rbd import-diff into %s: %d %s", image, r.code, r.stderr)
 	}
 }
 
