@@ -16,8 +16,8 @@ import (
 // stream rbd export-diff writes, byte for byte; a chain of diffs (from
 // the start to s1, s1 to s2, s2 to the head) exported by either tool and
 // imported by the other rebuilds the image, each snapshot and the head
-// reading (rbd export) exactly as the source; the error cases exit as
-// rbd's do.
+// reading (rbd export) exactly as the source; a clone's streams hold
+// its parent's data as rbd's do; the error cases exit as rbd's do.
 func TestRBDExportImportDiffAgainstRbd(t *testing.T) {
 	c := radostest.New(t, radostest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -30,13 +30,24 @@ func TestRBDExportImportDiffAgainstRbd(t *testing.T) {
 		mustRbd(t, ctx, c, "create", "--size", "8M", "--object-size", "1M", "--image-feature", features, image)
 		diffHistory(t, ctx, c, image)
 	}
+	// a clone, whose diff from its creation holds its parent's data
+	mustRbd(t, ctx, c, "snap", "protect", "rbd/plain@s1")
+	mustRbd(t, ctx, c, "clone", "--image-feature", "layering", "rbd/plain@s1", "rbd/child")
+	librbdIO(t, ctx, c, "rbd/child", "write -P 8 6M 4096", "discard 0 1M")
+	mustRbd(t, ctx, c, "snap", "create", "--no-progress", "rbd/child@c1")
+	librbdIO(t, ctx, c, "rbd/child", "write -P 9 3M 4096")
+
 	// the same streams
 	n := 0
-	for _, src := range []string{"rbd/src", "rbd/plain"} {
-		for _, args := range [][]string{
+	for _, src := range []string{"rbd/src", "rbd/plain", "rbd/child"} {
+		cases := [][]string{
 			{src + "@s1"}, {"--from-snap", "s1", src + "@s2"}, {"--from-snap", "s2", src}, {src},
 			{"--whole-object", src + "@s1"}, {"--whole-object", "--from-snap", "s1", src},
-		} {
+		}
+		if src == "rbd/child" {
+			cases = [][]string{{src}, {src + "@c1"}, {"--from-snap", "c1", src}, {"--whole-object", src}}
+		}
+		for _, args := range cases {
 			n++
 			mine, theirs := filepath.Join(dir, "mine", "d"), filepath.Join(dir, "theirs", "d")
 			mine, theirs = mine+string(rune('a'+n)), theirs+string(rune('a'+n))
