@@ -137,7 +137,13 @@ func (img *Image) objectMapValid(h *header) bool {
 
 // loadObjectMap reads the open view's object map from the cluster.
 func (img *Image) loadObjectMap(ctx context.Context) (*objectmap.BitVector, error) {
-	oid := objectMapObject(img.id, img.snapID)
+	return img.loadObjectMapAt(ctx, img.snapID)
+}
+
+// loadObjectMapAt reads the object map of snapshot id (noSnap: the
+// head's) from the cluster.
+func (img *Image) loadObjectMapAt(ctx context.Context, id uint64) (*objectmap.BitVector, error) {
+	oid := objectMapObject(img.id, id)
 	out, err := call(ctx, img.meta, oid, cls.ObjectMapLoad())
 	if err != nil {
 		return nil, fmt.Errorf("rbd: loading object map %s: %w", oid, err)

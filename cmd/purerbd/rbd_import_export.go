@@ -21,18 +21,23 @@ const ioChunk = 4 << 20
 func (c *rbdCommand) importCommand() *cli.Command {
 	var cf createFlags
 	cache := true
+	var noProgress bool
 	cmd := &cli.Command{
 		Name: "import", Summary: "create an image from a file (- for stdin)", Args: "PATH|- IMAGE", MinArgs: 2, MaxArgs: 2,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			return c.importImage(ctx, inv.Args[0], inv.Args[1], &cf, cache)
+			pr := newProgress(c.stderr, "Importing image", noProgress)
+			err := c.importImage(ctx, inv.Args[0], inv.Args[1], &cf, cache, pr)
+			pr.finish(err)
+			return err
 		},
 	}
 	cf.register(cmd)
 	cacheOption(cmd, &cache)
+	noProgressOption(cmd, &noProgress)
 	return cmd
 }
 
-func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *createFlags, cache bool) error {
+func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *createFlags, cache bool, pr *progress) error {
 	opts, err := cf.options()
 	if err != nil {
 		return err
@@ -70,7 +75,11 @@ func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *cre
 		if err != nil {
 			return err
 		}
-		n, err := copyIn(ctx, img, in, size < 0)
+		n, err := copyIn(ctx, img, in, size < 0, func(done int64) {
+			if size > 0 {
+				pr.update(uint64(done), uint64(size))
+			}
+		})
 		if err == nil && size < 0 && img.Size() != n {
 			err = img.Resize(ctx, n)
 		}
@@ -85,8 +94,9 @@ func (c *rbdCommand) importImage(ctx context.Context, path, spec string, cf *cre
 
 // copyIn writes r into img chunk by chunk, several chunks in flight,
 // skipping all-zero chunks (the image reads zeros there anyway); grow
-// resizes the image as data arrives (input of unknown size).
-func copyIn(ctx context.Context, img *rbd.Image, r io.Reader, grow bool) (int64, error) {
+// resizes the image as data arrives (input of unknown size); progress
+// hears how many bytes were read.
+func copyIn(ctx context.Context, img *rbd.Image, r io.Reader, grow bool, progress func(done int64)) (int64, error) {
 	var (
 		wg      sync.WaitGroup
 		errOnce sync.Once
@@ -119,6 +129,7 @@ func copyIn(ctx context.Context, img *rbd.Image, r io.Reader, grow bool) (int64,
 				}(buf[:n], off)
 			}
 			off += int64(n)
+			progress(off)
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
 			break
@@ -133,16 +144,22 @@ func copyIn(ctx context.Context, img *rbd.Image, r io.Reader, grow bool) (int64,
 }
 
 func (c *rbdCommand) exportCommand() *cli.Command {
-	return &cli.Command{
+	var noProgress bool
+	cmd := &cli.Command{
 		Name: "export", Summary: "write an image (or a snapshot) to a file (- for stdout)", Args: "IMAGE[@SNAP] PATH|-",
 		MinArgs: 2, MaxArgs: 2,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			return c.exportImage(ctx, inv.Args[0], inv.Args[1])
+			pr := newProgress(c.stderr, "Exporting image", noProgress)
+			err := c.exportImage(ctx, inv.Args[0], inv.Args[1], pr)
+			pr.finish(err)
+			return err
 		},
 	}
+	noProgressOption(cmd, &noProgress)
+	return cmd
 }
 
-func (c *rbdCommand) exportImage(ctx context.Context, spec, path string) error {
+func (c *rbdCommand) exportImage(ctx context.Context, spec, path string, pr *progress) error {
 	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
@@ -158,7 +175,7 @@ func (c *rbdCommand) exportImage(ctx context.Context, spec, path string) error {
 			defer f.Close()
 			out, file = f, f
 		}
-		if err := copyOut(ctx, img, out, file); err != nil {
+		if err := copyOut(ctx, img, out, file, pr); err != nil {
 			return err
 		}
 		if file != nil {
@@ -173,7 +190,7 @@ func (c *rbdCommand) exportImage(ctx context.Context, spec, path string) error {
 
 // copyOut reads img in chunks (several in flight) and writes them in
 // order; with a file, all-zero chunks become holes.
-func copyOut(ctx context.Context, img *rbd.Image, w io.Writer, f *os.File) error {
+func copyOut(ctx context.Context, img *rbd.Image, w io.Writer, f *os.File, pr *progress) error {
 	size := img.Size()
 	type result struct {
 		buf []byte
@@ -212,6 +229,7 @@ func copyOut(ctx context.Context, img *rbd.Image, w io.Writer, f *os.File) error
 			return err
 		}
 		off += int64(len(r.buf))
+		pr.update(uint64(off), uint64(size))
 		if next < size {
 			chunks = append(chunks, start(next))
 			next += ioChunk

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/purerbd/purerbd/internal/cli"
+	"github.com/purerbd/purerbd/rados/radostest"
+	"github.com/purerbd/purerbd/rbd/diffstream"
+)
+
+// Running one command line through Ceph's rbd (the oracle) and through
+// purerbd rbd on the same cluster, for the verbs whose output and exit
+// codes must agree.
+
+// cmdResult is what a command line produced.
+type cmdResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cephRbd runs Ceph's rbd with args (and stdin, if not nil).
+func cephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin io.Reader, args ...string) cmdResult {
+	t.Helper()
+	var out bytes.Buffer
+	r := runCephRbd(t, ctx, c, stdin, &out, args...)
+	r.stdout = out.String()
+	return r
+}
+
+// cephRbdTo runs Ceph's rbd with args, its standard output into out.
+func cephRbdTo(t *testing.T, ctx context.Context, c *radostest.Cluster, out io.Writer, args ...string) cmdResult {
+	t.Helper()
+	return runCephRbd(t, ctx, c, nil, out, args...)
+}
+
+func runCephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin io.Reader, out io.Writer, args ...string) cmdResult {
+	t.Helper()
+	cmd := c.ToolCommand(ctx, "rbd", args...)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, &errb, stdin
+	err := cmd.Run()
+	r := cmdResult{stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("rbd %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// pureRbd runs purerbd rbd with args (and stdin, if not nil) in this
+// process.
+func pureRbd(ctx context.Context, c *radostest.Cluster, stdin io.Reader, args ...string) cmdResult {
+	var out, errb bytes.Buffer
+	err := execute(ctx, []string{"rbd"}, append([]string{"-c", c.Conf}, args...), stdin, &out, &errb)
+	return cmdResult{stdout: out.String(), stderr: errb.String(), code: cli.Report(err, io.Discard)}
+}
+
+// sameAsRbd runs args through both and fails the test unless the exit
+// codes and standard outputs agree; it returns purerbd's result.
+func sameAsRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...string) cmdResult {
+	t.Helper()
+	want := cephRbd(t, ctx, c, nil, args...)
+	got := pureRbd(ctx, c, nil, args...)
+	if got.code != want.code || got.stdout != want.stdout {
+		t.Errorf("rbd %s:\n purerbd exit %d, stdout:\n%s stderr: %s\n rbd exit %d, stdout:\n%s stderr: %s",
+			strings.Join(args, " "), got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+	}
+	return got
+}
+
+// librbdIO writes to an image through Ceph's librbd, whatever the
+// release: the commands (qemu-io's "write -P PATTERN OFF LEN" and
+// "discard OFF LEN", sizes with K or M suffixes) become a diff stream
+// that rbd import-diff applies (writes, and discards for its zero
+// records).
+func librbdIO(t *testing.T, ctx context.Context, c *radostest.Cluster, image string, cmds ...string) {
+	t.Helper()
+	size := mustRbd(t, ctx, c, "info", "--format", "json", image)
+	var info struct {
+		Size uint64 `json:"size"`
+	}
+	if err := json.Unmarshal([]byte(size), &info); err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	w, err := diffstream.NewWriter(&stream, diffstream.Header{Size: info.Size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(s string) uint64 {
+		mult := uint64(1)
+		switch {
+		case strings.HasSuffix(s, "K"):
+			mult, s = 1<<10, strings.TrimSuffix(s, "K")
+		case strings.HasSuffix(s, "M"):
+			mult, s = 1<<20, strings.TrimSuffix(s, "M")
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("librbdIO: %q: %v", s, err)
+		}
+		return n * mult
+	}
+	for _, cmd := range cmds {
+		f := strings.Fields(cmd)
+		switch {
+		case len(f) == 5 && f[0] == "write" && f[1] == "-P":
+			err = w.Write(num(f[3]), bytes.Repeat([]byte{byte(num(f[2]))}, int(num(f[4]))))
+		case len(f) == 3 && f[0] == "discard":
+			err = w.Zero(num(f[1]), num(f[2]))
+		default:
+			t.Fatalf("librbdIO: %q", cmd)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	if r := cephRbd(t, ctx, c, &stream, "import-diff", "--no-progress", "-", image); r.code != 0 {
+		t.Fatalf("rbd import-diff into %s: %d %s", image, r.code, r.stderr)
+	}
+}
+
+// mustRbd runs Ceph's rbd and fails the test if it fails.
+func mustRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...string) string {
+	t.Helper()
+	r := cephRbd(t, ctx, c, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("rbd %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
