@@ -3,6 +3,8 @@ package csi_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -113,4 +115,63 @@ func TestCephCSIJournalLayouts(t *testing.T) {
 			VolumeId: id, CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 << 20}, Secrets: secrets()})
 		assert.Equal(t, codes.NotFound, status.Code(err), "%v", err)
 	}
+}
+
+// recordingOpener records which image the node asks for, and has none.
+type recordingOpener struct{ opened []csi.VolumeID }
+
+func (o *recordingOpener) OpenImage(_ context.Context, _ csi.Cluster, _ csi.Credentials, vol csi.VolumeID, _ csi.OpenImageOptions) (csi.NodeImage, error) {
+	o.opened = append(o.opened, vol)
+	return nil, fmt.Errorf("image %s: %w", vol.Image, csi.ErrNotFound)
+}
+
+// TestNodeStageCephCSIVolumes checks which image NodeStage opens for a
+// ceph-csi handle (through the journal, in the cluster's namespace) and
+// for a static volume, and the codes of what it refuses.
+func TestNodeStageCephCSIVolumes(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	a := adoptHarness{harness: h, ns: "team-a"}
+	h.store.AddNamespace(testCluster, h.pool, "team-a")
+	handle, image := a.volume("default", "pvc-n", "71111111-2222-4333-8444-555555555555", h.pool, nil)
+	enc, _ := a.volume("default", "pvc-e", "81111111-2222-4333-8444-555555555555", h.pool, map[string]string{"csi.volume.encryptKMS": "vault"})
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(conf, []byte(`[{"clusterID":"`+testCluster+`","monitors":["10.0.0.1:3300"],"rbd":{"radosNamespace":"team-a"}}]`), 0o644))
+	op := &recordingOpener{}
+	n, err := csi.NewNodeServer(csi.NodeConfig{NodeID: "node-1", ClusterConfigPath: conf, Opener: op, Store: h.store, StateDir: filepath.Join(dir, "state")})
+	require.NoError(t, err)
+	stage := func(id string, volCtx map[string]string) error {
+		_, err := n.NodeStageVolume(context.Background(), &csipb.NodeStageVolumeRequest{
+			VolumeId: id, StagingTargetPath: filepath.Join(dir, "staging"), VolumeContext: volCtx, Secrets: secrets(),
+			VolumeCapability: mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)})
+		return err
+	}
+
+	require.Equal(t, codes.NotFound, status.Code(stage(handle, nil)))
+	require.Equal(t, []csi.VolumeID{{ClusterID: testCluster, Pool: h.pool, Namespace: "team-a", Image: image}}, op.opened)
+	static := map[string]string{"staticVolume": "true", "clusterID": testCluster, "pool": "rbd", "imageFeatures": "layering"}
+	require.Equal(t, codes.NotFound, status.Code(stage("my-static-image", static)))
+	assert.Equal(t, csi.VolumeID{ClusterID: testCluster, Pool: h.pool, Namespace: "team-a", Image: "my-static-image"}, op.opened[1])
+	static["radosNamespace"] = ""
+	require.Equal(t, codes.NotFound, status.Code(stage("my-static-image", static)))
+	assert.Equal(t, csi.VolumeID{ClusterID: testCluster, Pool: h.pool, Image: "my-static-image"}, op.opened[2])
+
+	for name, c := range map[string]struct {
+		id     string
+		volCtx map[string]string
+		want   codes.Code
+	}{
+		"encrypted":           {enc, nil, codes.FailedPrecondition},
+		"no journal entry":    {csi.CephCSIID{ClusterID: testCluster, Pool: h.pool, UUID: "91111111-2222-4333-8444-555555555555"}.String(), nil, codes.NotFound},
+		"unknown cluster":     {csi.CephCSIID{ClusterID: "other", Pool: h.pool, UUID: "91111111-2222-4333-8444-555555555555"}.String(), nil, codes.NotFound},
+		"static without pool": {"img", map[string]string{"staticVolume": "true", "clusterID": testCluster}, codes.InvalidArgument},
+		"static bad bool":     {"img", map[string]string{"staticVolume": "yes please", "clusterID": testCluster, "pool": "rbd"}, codes.InvalidArgument},
+		"static bad handle":   {"my image", map[string]string{"staticVolume": "true", "clusterID": testCluster, "pool": "rbd"}, codes.InvalidArgument},
+		"static no such pool": {"img", map[string]string{"staticVolume": "true", "clusterID": testCluster, "pool": "nope"}, codes.NotFound},
+		"not static, no ID":   {"img", map[string]string{"staticVolume": "false"}, codes.NotFound},
+	} {
+		err := stage(c.id, c.volCtx)
+		assert.Equal(t, c.want, status.Code(err), "%s: %v", name, err)
+	}
+	assert.Len(t, op.opened, 3, "nothing refused reached the opener")
 }

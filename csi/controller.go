@@ -518,6 +518,11 @@ func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q not found", id)
 	}
+	if e := o.cephcsi; e != nil && !e.Snapshot && e.Namespace == cl.Namespace {
+		// A snapshot of a ceph-csi volume: its source is known to the CO
+		// by its ceph-csi handle.
+		snap.SourceVolumeId = CephCSIID{ClusterID: cl.ID, Pool: e.Pool, UUID: e.UUID}.String()
+	}
 	return snap, nil
 }
 
@@ -550,7 +555,13 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 			return nil, err
 		default:
 			cl, _ := d.cluster(vid.ClusterID)
-			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, add); err != nil {
+			// The source as the CO names it (a ceph-csi volume's handle
+			// differs from the ID purerbd would give its image).
+			addFrom := func(sn *csi.Snapshot) {
+				sn.SourceVolumeId = req.GetSourceVolumeId()
+				add(sn)
+			}
+			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, addFrom); err != nil {
 				return nil, err
 			}
 		}

@@ -169,6 +169,15 @@ func TestCephCSIVolumesOnCeph(t *testing.T) {
 	// from the ceph-csi snapshot and cloned from the ceph-csi volume.
 	ps, err := p.snapshot(t, "adopted-snap", volHandle)
 	require.NoError(t, err)
+	assert.Equal(t, volHandle, ps.GetSourceVolumeId())
+	gps, err := p.ctrl.GetSnapshot(ctx, &csipb.GetSnapshotRequest{SnapshotId: ps.GetSnapshotId(), Secrets: userSecrets()})
+	require.NoError(t, err)
+	assert.Equal(t, volHandle, gps.GetSnapshot().GetSourceVolumeId())
+	ls, err := p.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SourceVolumeId: volHandle, Secrets: userSecrets()})
+	require.NoError(t, err)
+	require.Len(t, ls.GetEntries(), 1)
+	assert.Equal(t, ps.GetSnapshotId(), ls.GetEntries()[0].GetSnapshot().GetSnapshotId())
+	assert.Equal(t, volHandle, ls.GetEntries()[0].GetSnapshot().GetSourceVolumeId())
 	restored, err := p.create(t, "adopted-restored", size, &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
 		Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: snapHandle}}})
 	require.NoError(t, err)
