@@ -83,14 +83,33 @@ func (d *Driver) instanceID() string {
 	return d.cfg.CephCSIInstanceID
 }
 
+// cephCSITempSuffix names the intermediate image ceph-csi clones a
+// volume through (internal/rbd/clone.go, generateTempClone): NAME-temp,
+// parent of NAME; its DeleteVolume removes it with the volume
+// (DeleteTempImage).
+const cephCSITempSuffix = "-temp"
+
 // forgetCephCSI removes an adopted image's journal entry once the image
-// is gone.
+// is gone, and before it, as ceph-csi's DeleteVolume does, the
+// temporary clone a ceph-csi volume made from a volume hangs from.
 func (d *Driver) forgetCephCSI(ctx context.Context, s Session, e *cephCSIEntry) error {
 	if e == nil {
 		return nil
 	}
 	if err := d.step("delete-cephcsi/journal"); err != nil {
 		return err
+	}
+	if !e.Snapshot {
+		temp := ImageRef{Pool: e.Pool, Namespace: e.Namespace, Name: e.Image + cephCSITempSuffix}
+		switch err := s.RemoveImage(ctx, temp); {
+		case err == nil:
+			d.log.Info("removed the temporary clone of a deleted ceph-csi volume", "image", temp.Name)
+		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, ErrHasSnapshots), errors.Is(err, ErrBusy):
+			d.log.Warn("the temporary clone of a deleted ceph-csi volume stays", "image", temp.Name, "error", err.Error())
+		default:
+			return fmt.Errorf("removing %s: %w", temp.Name, err)
+		}
 	}
 	if err := undoCephCSIEntry(ctx, s, *e, d.instanceID()); err != nil {
 		return err

@@ -32,6 +32,9 @@ package csi
 //     clone of the source volume, possibly flattened), carrying one RBD
 //     snapshot with the same name (internal/rbd/controllerserver.go,
 //     doSnapshotClone; internal/rbd/snapshot.go, toVolume).
+//   - A volume ceph-csi cloned from a volume hangs from an intermediate
+//     clone NAME-temp (internal/rbd/clone.go, generateTempClone), which
+//     its DeleteVolume removes with it (DeleteTempImage).
 //   - Deleting removes the image, then the per-entry object, then the
 //     directory key (UndoReservation: "inverse of create order").
 //   - With a "journalPool" StorageClass parameter naming another pool

@@ -265,3 +265,41 @@ func TestCephCSIVolumeDeleteOnCeph(t *testing.T) {
 	rbdRados(t, "-p", cluster.Pool, "rm", "csi.volume."+other)
 	rbdRados(t, "-p", cluster.Pool, "rmomapkey", "csi.volumes.default", "csi.volume.pvc-other")
 }
+
+// TestCephCSICloneDeleteOnCeph deletes a volume ceph-csi cloned from a
+// volume (internal/rbd/clone.go, doSnapClone: a temporary clone
+// NAME-temp of the parent, then NAME cloned from a snapshot of it, both
+// temporary snapshots dropped to the clone v2 trash): the volume, its
+// temporary clone and its journal entry go, as with ceph-csi's
+// DeleteVolume, and then the parent can go too.
+func TestCephCSICloneDeleteOnCeph(t *testing.T) {
+	p := startPlugin(t)
+	pool := poolID(t)
+	j := cephCSIJournal{t: t, pool: cluster.Pool}
+	spec := func(img string) string { return cluster.Pool + "/" + img }
+	clone := func(parentSnap, child string) {
+		rbdCLI(t, "clone", "--rbd-default-clone-format", "2", "--image-feature", "layering,deep-flatten", parentSnap, spec(child))
+	}
+	parentUUID, parent := j.reserve("pvc-parent", "", nil)
+	rbdCLI(t, "create", "--size", "4M", spec(parent))
+	childUUID, child := j.reserve("pvc-child", "", nil)
+	temp := child + "-temp"
+	rbdCLI(t, "snap", "create", spec(parent)+"@"+temp)
+	clone(spec(parent)+"@"+temp, temp)
+	rbdCLI(t, "snap", "rm", spec(parent)+"@"+temp)
+	rbdCLI(t, "snap", "create", spec(temp)+"@"+temp)
+	clone(spec(temp)+"@"+temp, child)
+	rbdCLI(t, "snap", "rm", spec(temp)+"@"+temp)
+	require.Contains(t, rbdCLI(t, "ls", cluster.Pool), temp)
+
+	require.NoError(t, p.deleteVolume(t, csi.CephCSIID{ClusterID: cluster.FSID, Pool: pool, UUID: childUUID}.String()))
+	names := rbdCLI(t, "ls", cluster.Pool)
+	assert.NotContains(t, names, child)
+	assert.NotContains(t, names, temp, "the temporary clone")
+	assert.NotContains(t, rbdRados(t, "-p", cluster.Pool, "ls"), "csi.volume."+childUUID)
+	require.NoError(t, p.deleteVolume(t, csi.CephCSIID{ClusterID: cluster.FSID, Pool: pool, UUID: parentUUID}.String()))
+	assert.NotContains(t, rbdCLI(t, "ls", cluster.Pool), parentUUID)
+	keys := j.omapKeys("csi.volumes.default")
+	assert.NotContains(t, keys, "csi.volume.pvc-parent")
+	assert.NotContains(t, keys, "csi.volume.pvc-child")
+}
