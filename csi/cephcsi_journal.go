@@ -133,7 +133,8 @@ func (e cephCSIEntry) kind() string {
 	return "volume"
 }
 
-// encrypted refuses what purerbd cannot serve.
+// checkServable refuses what purerbd cannot serve: encrypted volumes
+// and snapshots.
 func (e cephCSIEntry) checkServable() error {
 	if e.KMS != "" || e.Encryption != "" {
 		return status.Errorf(codes.FailedPrecondition,
