@@ -192,11 +192,18 @@ func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
 	}
-	vid, err := ParseVolumeID(req.GetVolumeId())
+	h, err := parseVolumeHandle(req.GetVolumeId())
 	if err != nil {
-		d.log.Info("DeleteVolume: not a purerbd volume ID, nothing to delete", "volumeID", req.GetVolumeId(), "error", err.Error())
+		d.log.Info("DeleteVolume: not a volume ID, nothing to delete", "volumeID", req.GetVolumeId(), "error", err.Error())
 		return &csi.DeleteVolumeResponse{}, nil
 	}
+	if h.cephcsi != nil {
+		if err := d.deleteCephCSIVolume(ctx, h, req.GetSecrets()); err != nil {
+			return nil, err
+		}
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	vid := h.native
 	img := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
 	unlock, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
 	if err != nil {
@@ -216,16 +223,23 @@ func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 // volumeByID opens the cluster of a volume ID and stats its image; a
 // volume that cannot exist, does not exist, or names an image the driver
 // does not own is NOT_FOUND.
+//
+// A ceph-csi handle is resolved through ceph-csi's journal; the VolumeID
+// returned then names the image it found.
 func (d *Driver) volumeByID(ctx context.Context, id string, secrets map[string]string, a access) (VolumeID, Credentials, Session, ImageInfo, error) {
-	vid, err := ParseVolumeID(id)
+	h, err := parseVolumeHandle(id)
 	if err != nil {
-		return vid, Credentials{}, nil, ImageInfo{}, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
+		return VolumeID{}, Credentials{}, nil, ImageInfo{}, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
 	}
-	_, cred, s, err := d.open(ctx, vid.ClusterID, secrets, a)
+	cl, cred, s, err := d.open(ctx, h.clusterID(), secrets, a)
 	if err != nil {
-		return vid, cred, nil, ImageInfo{}, err
+		return VolumeID{}, cred, nil, ImageInfo{}, err
 	}
-	o, err := ownedVolume(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
+	vid, _, err := resolveVolume(ctx, s, cl, h)
+	if err != nil {
+		return vid, cred, s, ImageInfo{}, storeError(err, cred, "volume %q", id)
+	}
+	o, err := ownedVolume(ctx, s, vid.ref())
 	if err != nil {
 		return vid, cred, s, o.info, storeError(err, cred, "volume %q", id)
 	}
@@ -296,20 +310,21 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	// A filesystem must be grown by the node; a block device is
 	// already its new size.
 	nodeExpansion := !isBlock(req.GetVolumeCapability())
-	vid, err := ParseVolumeID(req.GetVolumeId())
-	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "volume %q not found: %v", req.GetVolumeId(), err)
-	}
-	img := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
-	unlock, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
+	unlock, err := d.inFlight.lock("volume " + req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	_, cred, s, info, err := d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets(), changing)
+	vid, cred, s, info, err := d.volumeByID(ctx, req.GetVolumeId(), req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
+	img := vid.ref()
+	unlockImage, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
+	if err != nil {
+		return nil, err
+	}
+	defer unlockImage()
 	if info.Size >= want {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(info.Size), NodeExpansionRequired: nodeExpansion}, nil
 	}
@@ -427,23 +442,32 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err != nil {
 		return nil, err
 	}
-	vid, err := ParseVolumeID(req.GetSourceVolumeId())
+	h, err := parseVolumeHandle(req.GetSourceVolumeId())
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "source volume %q not found: %v", req.GetSourceVolumeId(), err)
 	}
-	if p.ClusterID != "" && p.ClusterID != vid.ClusterID {
-		return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the snapshot class names cluster %q", vid.ClusterID, p.ClusterID)
+	if p.ClusterID != "" && p.ClusterID != h.clusterID() {
+		return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the snapshot class names cluster %q", h.clusterID(), p.ClusterID)
 	}
-	src := ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image}
-	unlock, err := d.inFlight.lock(nameKey("snapshot", req.GetName()), imageKey(vid.ClusterID, src))
+	unlock, err := d.inFlight.lock(nameKey("snapshot", req.GetName()))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	cl, cred, s, err := d.open(ctx, vid.ClusterID, req.GetSecrets(), changing)
+	cl, cred, s, err := d.open(ctx, h.clusterID(), req.GetSecrets(), changing)
 	if err != nil {
 		return nil, err
 	}
+	vid, _, err := resolveVolume(ctx, s, cl, h)
+	if err != nil {
+		return nil, storeError(err, cred, "source volume %q", req.GetSourceVolumeId())
+	}
+	src := vid.ref()
+	unlockImage, err := d.inFlight.lock(imageKey(vid.ClusterID, src))
+	if err != nil {
+		return nil, err
+	}
+	defer unlockImage()
 	snap, err := d.ensureSnapshot(ctx, s, cred, snapshotRequest{
 		name: req.GetName(), source: req.GetSourceVolumeId(), src: src,
 		snap: snapshotName(p.Prefix, req.GetName()), cluster: cl,
@@ -459,11 +483,18 @@ func (c *controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "snapshot ID is required")
 	}
-	sid, err := ParseSnapshotID(req.GetSnapshotId())
+	h, err := parseSnapshotHandle(req.GetSnapshotId())
 	if err != nil {
-		d.log.Info("DeleteSnapshot: not a purerbd snapshot ID, nothing to delete", "snapshotID", req.GetSnapshotId(), "error", err.Error())
+		d.log.Info("DeleteSnapshot: not a snapshot ID, nothing to delete", "snapshotID", req.GetSnapshotId(), "error", err.Error())
 		return &csi.DeleteSnapshotResponse{}, nil
 	}
+	if h.cephcsi != nil {
+		if err := d.deleteCephCSISnapshot(ctx, h, req.GetSecrets()); err != nil {
+			return nil, err
+		}
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	sid := h.native
 	unlock, err := d.inFlight.lock("snapshot " + req.GetSnapshotId())
 	if err != nil {
 		return nil, err
@@ -493,14 +524,22 @@ func (c *controller) GetSnapshot(ctx context.Context, req *csi.GetSnapshotReques
 // snapshotByID looks a snapshot up; NOT_FOUND if it cannot or does not
 // exist.
 func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string]string) (*csi.Snapshot, error) {
-	sid, err := ParseSnapshotID(id)
+	h, err := parseSnapshotHandle(id)
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q not found: %v", id, err)
 	}
-	cl, cred, s, err := d.open(ctx, sid.ClusterID, secrets, reading)
+	cl, cred, s, err := d.open(ctx, h.clusterID(), secrets, reading)
 	if err != nil {
 		return nil, err
 	}
+	if h.cephcsi != nil {
+		r, err := findCephCSISnapshot(ctx, s, cl, *h.cephcsi, cred)
+		if err != nil {
+			return nil, err
+		}
+		return cephCSISnapshotMessage(h, r), nil
+	}
+	sid := h.native
 	o, sn, err := findSnapshot(ctx, s, sid, cred)
 	if err != nil {
 		return nil, err
@@ -508,6 +547,11 @@ func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string
 	snap, ok := snapshotEntry(cl, sid.Pool, sid.Namespace, o.info, sn)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q not found", id)
+	}
+	if e := o.cephcsi; e != nil && !e.Snapshot && e.Namespace == cl.Namespace {
+		// A snapshot of a ceph-csi volume: its source is known to the CO
+		// by its ceph-csi handle.
+		snap.SourceVolumeId = CephCSIID{ClusterID: cl.ID, Pool: e.Pool, UUID: e.UUID}.String()
 	}
 	return snap, nil
 }
@@ -541,7 +585,13 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 			return nil, err
 		default:
 			cl, _ := d.cluster(vid.ClusterID)
-			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, add); err != nil {
+			// The source as the CO names it (a ceph-csi volume's handle
+			// differs from the ID purerbd would give its image).
+			addFrom := func(sn *csi.Snapshot) {
+				sn.SourceVolumeId = req.GetSourceVolumeId()
+				add(sn)
+			}
+			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, addFrom); err != nil {
 				return nil, err
 			}
 		}

@@ -64,6 +64,11 @@ type Config struct {
 	Topology map[string]string
 	// Logger receives structured logs; slog.Default() if nil.
 	Logger *slog.Logger
+	// CephCSIInstanceID is the --instanceid of the ceph-csi deployment
+	// whose volumes the driver took over: it names ceph-csi's journal
+	// directories, cleaned up when such a volume is deleted.
+	// DefaultCephCSIInstanceID if empty.
+	CephCSIInstanceID string
 
 	// SweepInterval is how often the controller runs Sweep; 0 never.
 	SweepInterval time.Duration

@@ -97,6 +97,9 @@ type NodeConfig struct {
 	ClusterConfigPath string
 	// Opener opens images; required.
 	Opener ImageOpener
+	// Store, optional, reads ceph-csi's journal and looks pools up by
+	// name: needed to stage ceph-csi volumes and static volumes.
+	Store ImageStore
 	// Credentials are the plugin's own, used when a request carries no
 	// secrets and, after a restart, when no secret was kept for a volume.
 	Credentials CredentialSource

@@ -147,9 +147,9 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
 	}
-	vid, err := ParseVolumeID(id)
+	ref, err := parseNodeVolume(id, req.GetVolumeContext())
 	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "volume %q not found: %v", id, err)
+		return nil, err
 	}
 	unlock, err := n.lockVolume(id, staging)
 	if err != nil {
@@ -168,18 +168,22 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err := prepareStagingDir(staging); err != nil {
 		return nil, err
 	}
-	cl, err := n.cluster(vid.ClusterID)
+	cl, err := n.cluster(ref.clusterID())
 	if err != nil {
 		return nil, err
 	}
-	cred, ok, err := n.credentials(req.GetSecrets(), vid.ClusterID)
+	cred, ok, err := n.credentials(req.GetSecrets(), cl.ID)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument,
 			"no secrets in the request and no plugin credentials for cluster %q: give the StorageClass a node-stage secret with %q and %q",
-			vid.ClusterID, secretUserID, secretUserKey)
+			cl.ID, secretUserID, secretUserKey)
+	}
+	vid, err := n.resolve(ctx, id, ref, cl, cred)
+	if err != nil {
+		return nil, err
 	}
 	rec := &nodestate.Record{
 		VolumeID:    id,
@@ -195,6 +199,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		// Whole seconds: parseMapOptions takes nothing finer.
 		IOTimeout:       int(nbdOpts.IOTimeout / time.Second),
 		ReattachTimeout: int(nbdOpts.ReattachTimeout / time.Second),
+		Image:           recordImage(ref, vid),
 	}
 	start := time.Now()
 	v, err := n.stage(ctx, vid, cl, cred, rec, nc, slot)

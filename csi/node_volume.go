@@ -175,7 +175,7 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	if rec.Cookie == "" {
 		return status.Errorf(codes.FailedPrecondition, "volume %q was attached without a backend cookie (Linux before 5.14): its device cannot be taken over; unstage it", rec.VolumeID)
 	}
-	vid, err := ParseVolumeID(rec.VolumeID)
+	vid, err := recordedVolume(&rec)
 	if err != nil {
 		return status.Errorf(codes.Internal, "node state holds a bad volume ID: %v", err)
 	}

@@ -15,6 +15,11 @@ package csi
 // creation was interrupted is not owned yet: only a retried CreateVolume,
 // which derives the same name from the CO's own request, touches it.
 //
+// An image ceph-csi made is the driver's too when ceph-csi's journal
+// says so (cephcsi_adopt.go): its name, or its tombstone's live name, is
+// PREFIX + UUID and the journal object of that UUID in its pool and
+// namespace names exactly this image.
+//
 // A snapshot is removed only if its image is owned and its name is an
 // internal clone snapshot (cloneSnapPrefix and 32 hex digits) or the
 // tombstone of a managed snapshot name whose suffix is the snapshot's own
@@ -55,6 +60,9 @@ type owner struct {
 	info ImageInfo
 	ref  ImageRef // by name
 	tomb bool     // a tombstone of a deleted volume
+	// cephcsi is the journal entry of an image ceph-csi made, nil for
+	// the driver's own.
+	cephcsi *cephCSIEntry
 }
 
 // errNotOwned marks an image that exists but is not the driver's.
@@ -72,7 +80,7 @@ func ownedImage(ctx context.Context, s Session, img ImageRef) (owner, error) {
 	o := owner{info: info, ref: ImageRef{Pool: img.Pool, Namespace: img.Namespace, Name: info.Name}}
 	live, tomb, ok := imageLiveName(info.Name, info.ID)
 	if !ok {
-		return o, fmtNotOwned(info.Name, "its name is not one the driver makes")
+		return adoptedImage(ctx, s, o)
 	}
 	o.tomb = tomb
 	name, err := s.Metadata(ctx, o.ref, metaName)
@@ -85,6 +93,26 @@ func ownedImage(ctx context.Context, s Session, img ImageRef) (owner, error) {
 	if nameHash(name) != live[len(live)-hashLen:] {
 		return o, fmtNotOwned(info.Name, "its "+metaName+" metadata does not match its name")
 	}
+	return o, nil
+}
+
+// adoptedImage checks that an image whose name is not one the driver
+// makes is a ceph-csi volume or snapshot image, by its journal.
+func adoptedImage(ctx context.Context, s Session, o owner) (owner, error) {
+	live, tomb := o.info.Name, false
+	if o.info.ID != "" {
+		if l, found := strings.CutSuffix(live, tombstoneSep+o.info.ID); found {
+			live, tomb = l, true
+		}
+	}
+	e, ok, err := cephCSIEntryForImage(ctx, s, o.ref.Pool, o.ref.Namespace, live)
+	if err != nil {
+		return o, err
+	}
+	if !ok {
+		return o, fmtNotOwned(o.info.Name, "its name is not one the driver makes and no ceph-csi journal entry names it")
+	}
+	o.tomb, o.cephcsi = tomb, &e
 	return o, nil
 }
 
@@ -116,11 +144,14 @@ func (e *notOwnedError) Unwrap() []error { return []error{errNotOwned, ErrNotFou
 
 // isCollectableSnap tells whether a snapshot of an owned image is one the
 // driver removes once nothing needs it: an internal clone snapshot, or a
-// deleted CSI snapshot's tombstone.
+// deleted CSI snapshot's tombstone (ceph-csi's included).
 func isCollectableSnap(sn SnapInfo) bool {
 	if rest, ok := strings.CutPrefix(sn.Name, cloneSnapPrefix); ok {
 		return len(rest) == hashLen && isHex(rest)
 	}
 	live, ok := strings.CutSuffix(sn.Name, tombstoneSep+strconv.FormatUint(sn.ID, 10))
+	if _, _, cephcsi := splitCephCSIName(live); ok && cephcsi {
+		return true // a deleted ceph-csi snapshot's tombstone
+	}
 	return ok && isManagedName(live)
 }

@@ -42,13 +42,17 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 		return nil, nil
 	case src.GetSnapshot() != nil:
 		id := src.GetSnapshot().GetSnapshotId()
-		sid, err := ParseSnapshotID(id)
+		h, err := parseSnapshotHandle(id)
 		if err != nil {
 			return nil, status.Errorf(codes.NotFound, "source snapshot %q not found: %v", id, err)
 		}
-		if sid.ClusterID != cluster.ID {
-			return nil, status.Errorf(codes.InvalidArgument, "source snapshot is in cluster %q, the volume would be in cluster %q", sid.ClusterID, cluster.ID)
+		if h.clusterID() != cluster.ID {
+			return nil, status.Errorf(codes.InvalidArgument, "source snapshot is in cluster %q, the volume would be in cluster %q", h.clusterID(), cluster.ID)
 		}
+		if h.cephcsi != nil {
+			return d.cephCSISnapshotSource(ctx, s, cluster, cred, h)
+		}
+		sid := h.native
 		o, snap, err := findSnapshot(ctx, s, sid, cred)
 		if err != nil {
 			return nil, err
@@ -60,14 +64,18 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 		}, nil
 	case src.GetVolume() != nil:
 		id := src.GetVolume().GetVolumeId()
-		vid, err := ParseVolumeID(id)
+		h, err := parseVolumeHandle(id)
 		if err != nil {
 			return nil, status.Errorf(codes.NotFound, "source volume %q not found: %v", id, err)
 		}
-		if vid.ClusterID != cluster.ID {
-			return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the clone would be in cluster %q", vid.ClusterID, cluster.ID)
+		if h.clusterID() != cluster.ID {
+			return nil, status.Errorf(codes.InvalidArgument, "source volume is in cluster %q, the clone would be in cluster %q", h.clusterID(), cluster.ID)
 		}
-		o, err := ownedVolume(ctx, s, ImageRef{Pool: vid.Pool, Namespace: vid.Namespace, Name: vid.Image})
+		vid, _, err := resolveVolume(ctx, s, cluster, h)
+		if err != nil {
+			return nil, storeError(err, cred, "source volume %q", id)
+		}
+		o, err := ownedVolume(ctx, s, vid.ref())
 		if err != nil {
 			return nil, storeError(err, cred, "source volume %q", id)
 		}
@@ -328,6 +336,9 @@ func (d *Driver) retire(ctx context.Context, s Session, cred Credentials, o owne
 		}
 		switch err := s.RemoveImage(ctx, img); {
 		case err == nil, errors.Is(err, ErrNotFound):
+			if err := d.forgetCephCSI(ctx, s, o.cephcsi); err != nil {
+				return storeError(err, cred, "image %s", img.Name)
+			}
 			if err := d.step("delete-volume/cascade"); err != nil {
 				return err
 			}
@@ -414,6 +425,9 @@ func (d *Driver) cascade(ctx context.Context, s Session, p *ParentInfo) {
 			return
 		}
 		d.log.Info("removed tombstone", "image", o.info.Name)
+		if err := d.forgetCephCSI(ctx, s, o.cephcsi); err != nil {
+			d.log.Warn("cascade: ceph-csi journal", "image", o.info.Name, "error", err.Error())
+		}
 		p = o.info.Parent
 	}
 }

@@ -84,6 +84,10 @@ type Session interface {
 	// RemoveReservation deletes key from that table; removing a missing
 	// key is not an error.
 	RemoveReservation(ctx context.Context, pool int64, namespace, key string) error
+
+	// OmapStore reads ceph-csi's journal and cleans up the entries of
+	// the ceph-csi volumes and snapshots the driver deletes.
+	OmapStore
 }
 
 // Cluster is one entry of the cluster configuration.

@@ -74,7 +74,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Endpoint, "endpoint", "unix:///csi/csi.sock", "unix socket to serve CSI on")
 	fs.StringVar(&cfg.NodeID, "nodeid", "", "this node's ID (the Kubernetes node name); required with --node")
-	fs.StringVar(&cfg.DriverName, "drivername", csi.DefaultDriverName, "CSI driver name")
+	fs.StringVar(&cfg.DriverName, "drivername", csi.DefaultDriverName, "CSI driver name (rbd.csi.ceph.com to take over ceph-csi's volumes, see deploy/MIGRATING.md)")
+	fs.StringVar(&cfg.CephCSIInstanceID, "instanceid", csi.DefaultCephCSIInstanceID,
+		"ceph-csi's --instanceid of the deployment whose volumes purerbd took over: names ceph-csi's journal, cleaned up when such a volume is deleted")
 	fs.StringVar(&cfg.ClusterConfigPath, "cluster-config", "/etc/ceph-csi-config/config.json",
 		"cluster configuration file, in ceph-csi's config.json shape")
 	fs.BoolVar(&cfg.Controller, "controller", false, "serve the controller service")
@@ -204,6 +206,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			MaxVolumes:        o.node.maxVolumes,
 			ClusterConfigPath: cfg.ClusterConfigPath,
 			Opener:            store,
+			Store:             store,
 			Credentials:       cfg.Credentials,
 			StateDir:          o.node.stateDir,
 			Tools:             csi.Tools{Dir: o.node.toolsDir, Root: o.node.hostRoot},

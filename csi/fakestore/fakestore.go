@@ -11,6 +11,7 @@ package fakestore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -50,7 +51,8 @@ type pool struct {
 type namespace struct {
 	images       map[string]*image // by ID
 	reservations map[string]string
-	ghosts       map[string]bool // names taken by an interrupted creation
+	ghosts       map[string]bool              // names taken by an interrupted creation
+	objects      map[string]map[string]string // other RADOS objects' omaps (ceph-csi's journal)
 }
 
 type image struct {
@@ -180,7 +182,7 @@ func (s *Store) Reservations(clusterID string, poolID int64, ns string) map[stri
 }
 
 func newNamespace() *namespace {
-	return &namespace{images: map[string]*image{}, reservations: map[string]string{}, ghosts: map[string]bool{}}
+	return &namespace{images: map[string]*image{}, reservations: map[string]string{}, ghosts: map[string]bool{}, objects: map[string]map[string]string{}}
 }
 
 // AddGhost leaves what an image creation interrupted halfway leaves in
@@ -649,6 +651,84 @@ func (se *session) RemoveReservation(_ context.Context, poolID int64, ns, key st
 			return err
 		}
 		delete(n.reservations, key)
+		return nil
+	})
+}
+
+// SetOmap sets keys in the omap of a plain RADOS object, creating it: a
+// test lays out ceph-csi's journal with it.
+func (s *Store) SetOmap(clusterID string, poolID int64, ns, object string, kv map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.ns(clusterID, poolID, ns)
+	if err != nil {
+		return err
+	}
+	o := n.objects[object]
+	if o == nil {
+		o = map[string]string{}
+		n.objects[object] = o
+	}
+	for k, v := range kv {
+		o[k] = v
+	}
+	return nil
+}
+
+// Omap returns a copy of a plain RADOS object's omap and whether the
+// object exists.
+func (s *Store) Omap(clusterID string, poolID int64, ns, object string) (map[string]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.ns(clusterID, poolID, ns)
+	if err != nil {
+		return nil, false
+	}
+	o, ok := n.objects[object]
+	return maps.Clone(o), ok
+}
+
+func (se *session) OmapValues(_ context.Context, poolID int64, ns, object string, keys []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := se.with(func(*cluster) error {
+		n, err := se.s.ns(se.cluster, poolID, ns)
+		if err != nil {
+			return err
+		}
+		o, ok := n.objects[object]
+		if !ok {
+			return fmt.Errorf("object %s: %w", object, csi.ErrNotFound)
+		}
+		for _, k := range keys {
+			if v, ok := o[k]; ok {
+				out[k] = v
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (se *session) RemoveOmapKeys(_ context.Context, poolID int64, ns, object string, keys []string) error {
+	return se.with(func(*cluster) error {
+		n, err := se.s.ns(se.cluster, poolID, ns)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			delete(n.objects[object], k)
+		}
+		return nil
+	})
+}
+
+func (se *session) RemoveObject(_ context.Context, poolID int64, ns, object string) error {
+	return se.with(func(*cluster) error {
+		n, err := se.s.ns(se.cluster, poolID, ns)
+		if err != nil {
+			return err
+		}
+		delete(n.objects, object)
 		return nil
 	})
 }

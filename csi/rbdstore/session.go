@@ -392,3 +392,43 @@ func (s *session) RemoveReservation(ctx context.Context, pool int64, ns, key str
 	}
 	return mapErr(err)
 }
+
+func (s *session) OmapValues(ctx context.Context, pool int64, ns, object string, keys []string) (map[string]string, error) {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := io.OmapGetValsByKeys(ctx, object, keys)
+	if err != nil {
+		return nil, mapErr(fmt.Errorf("object %s: %w", object, err))
+	}
+	out := make(map[string]string, len(vals))
+	for k, v := range vals {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+func (s *session) RemoveOmapKeys(ctx context.Context, pool int64, ns, object string, keys []string) error {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return err
+	}
+	err = io.OmapRm(ctx, object, keys)
+	if errors.Is(err, rados.ErrNotFound) {
+		return nil
+	}
+	return mapErr(err)
+}
+
+func (s *session) RemoveObject(ctx context.Context, pool int64, ns, object string) error {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return err
+	}
+	err = io.Remove(ctx, object)
+	if errors.Is(err, rados.ErrNotFound) {
+		return nil
+	}
+	return mapErr(err)
+}

@@ -5,7 +5,8 @@
 // One JSON file per staged volume lives in the state directory. It
 // should be on a tmpfs (/run): the files then vanish on reboot, exactly
 // when the NBD devices and mounts they describe vanish too. A record
-// holds no secret: the volume ID (which says where the image is), the
+// holds no secret: the volume ID (which says where the image is, or
+// else where the image was found), the
 // device index and backend cookie, the staging path, the file system,
 // the access mode and the publications.
 //
@@ -69,6 +70,19 @@ type Record struct {
 	ReattachTimeout int `json:"reattachTimeout,omitempty"`
 	// Published maps each target path to how it is published.
 	Published map[string]Publication `json:"published,omitempty"`
+	// Image locates the image when the volume ID alone does not say
+	// where it is (a ceph-csi volume, found through ceph-csi's journal,
+	// or a static volume, found through its volume context).
+	Image *Image `json:"image,omitempty"`
+}
+
+// Image locates an RBD image: cluster ID, pool ID, RADOS namespace,
+// image name.
+type Image struct {
+	ClusterID string `json:"clusterID"`
+	Pool      int64  `json:"pool"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // Publication is one NodePublishVolume of a staged volume.
