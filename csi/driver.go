@@ -64,6 +64,8 @@ type Config struct {
 	Topology map[string]string
 	// Logger receives structured logs; slog.Default() if nil.
 	Logger *slog.Logger
+	// Metrics, when set, count and time every CSI call (NewMetrics).
+	Metrics *Metrics
 
 	// SweepInterval is how often the controller runs Sweep; 0 never.
 	SweepInterval time.Duration
@@ -168,7 +170,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 		lis.Close()
 		return err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(d.logCalls, d.recoverPanics))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(append(d.cfg.Metrics.interceptors(), d.logCalls, d.recoverPanics)...))
 	csi.RegisterIdentityServer(srv, &identity{d: d})
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})

@@ -88,3 +88,10 @@ func (i *openImage) CloseContext(ctx context.Context) error {
 	i.once.Do(i.release)
 	return err
 }
+
+// LockState tells the node's metrics and health about the image's
+// exclusive lock (csi's lockReporter).
+func (i *openImage) LockState() (csi.LockState, bool) {
+	st := i.Image.LockStats()
+	return csi.LockState{Owner: st.Owner, Handovers: st.Handovers}, st.Enabled
+}
