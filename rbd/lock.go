@@ -298,6 +298,12 @@ func (l *exclusiveLock) unlockOwn(ctx context.Context) error {
 // release waits for writes in flight, closes the object map, unlocks and
 // tells the other clients.
 func (l *exclusiveLock) release(ctx context.Context) error {
+	return l.releaseAs(ctx, false)
+}
+
+// releaseAs releases the lock, counting a handover when a peer asked
+// for it; the count is up before the peer can take the lock.
+func (l *exclusiveLock) releaseAs(ctx context.Context, handover bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.owned.Load() {
@@ -311,6 +317,9 @@ func (l *exclusiveLock) release(ctx context.Context) error {
 		if err := om.close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if handover {
+		l.handovers.Add(1)
 	}
 	if err := l.unlockOwn(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("rbd: releasing the exclusive lock of %q: %w", img.name, err))
@@ -346,12 +355,8 @@ func (l *exclusiveLock) handleRequest(m watchnotify.NotifyMessage) []byte {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			l.img.log.Info("releasing the exclusive lock on request", "requester", m.Client.String())
-			before := l.releases.Load()
-			if err := l.release(ctx); err != nil {
+			if err := l.releaseAs(ctx, true); err != nil {
 				l.img.log.Warn("releasing the exclusive lock", "err", err)
-			}
-			if l.releases.Load() != before {
-				l.handovers.Add(1)
 			}
 		}()
 	}
