@@ -23,12 +23,17 @@ type Families map[string]*dto.MetricFamily
 
 // Scrape GETs url and parses Prometheus' text format.
 func Scrape(ctx context.Context, url string) (Families, error) {
+	return ScrapeWith(ctx, http.DefaultClient, url)
+}
+
+// ScrapeWith is Scrape through client c (a unix socket's, say).
+func ScrapeWith(ctx context.Context, c *http.Client, url string) (Families, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
