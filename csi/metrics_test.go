@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -173,7 +172,8 @@ func TestMetricsOverHTTP(t *testing.T) {
 			}
 		}
 	}
-	assert.True(t, strings.HasPrefix(gone.Names("purerbd_csi_")[0], "purerbd_csi_"))
+	v, ok := gone.Value("purerbd_csi_calls_total", map[string]string{"method": "/csi.v1.Node/NodeGetCapabilities", "code": "OK"})
+	assert.True(t, ok && v == 2, "the call counts outlive the volume: %v %v", v, ok)
 }
 
 // fileimageOpen opens a small file image in the test's directory.
