@@ -69,6 +69,8 @@ type Config struct {
 	// directories, cleaned up when such a volume is deleted.
 	// DefaultCephCSIInstanceID if empty.
 	CephCSIInstanceID string
+	// Metrics, when set, count and time every CSI call (NewMetrics).
+	Metrics *Metrics
 
 	// SweepInterval is how often the controller runs Sweep; 0 never.
 	SweepInterval time.Duration
@@ -173,7 +175,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 		lis.Close()
 		return err
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(d.logCalls, d.recoverPanics))
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(append(d.cfg.Metrics.interceptors(), d.logCalls, d.recoverPanics)...))
 	csi.RegisterIdentityServer(srv, &identity{d: d})
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})

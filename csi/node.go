@@ -137,6 +137,9 @@ type NodeConfig struct {
 	Module kernel.ModuleConfig
 	// Logger receives structured logs; slog.Default() if nil.
 	Logger *slog.Logger
+	// Metrics, when set, receive the staged volumes' metrics
+	// (NewMetrics; the same as Config.Metrics).
+	Metrics *Metrics
 }
 
 // NodeServer is the CSI Node service. Create it with NewNodeServer, call
@@ -234,6 +237,9 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 		state: st,
 		ops:   newInFlight(),
 		vols:  map[string]*nodeVolume{},
+	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.vols.state.setSource(n.volumeStatuses)
 	}
 	if !st.InMemory() {
 		n.log.Warn("the node state directory is not a tmpfs: no credentials are kept there, so after a restart volumes wait for the plugin's own credentials or a call with secrets",

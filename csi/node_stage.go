@@ -282,6 +282,7 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 		}
 		closeImage(uctx, img)
 		n.state.Remove(rec.VolumeID)
+		n.cfg.Metrics.forget(rec.VolumeID)
 	}
 	// The record goes to disk before anything else can fail, so that a
 	// crash from here on leaves a device the next process can find.
@@ -502,6 +503,7 @@ func (n *NodeServer) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstage
 	n.mu.Lock()
 	delete(n.vols, id)
 	n.mu.Unlock()
+	n.cfg.Metrics.forget(id)
 	n.log.Info("volume unstaged", "volumeID", id, "device", s.rec.DevicePath(), "duration", time.Since(start).Round(time.Millisecond))
 	// The volume's image state, NBD server and request buffers are
 	// garbage now; hand their pages back to the node at once rather

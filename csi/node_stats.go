@@ -107,7 +107,15 @@ func deviceCookie(index int) (string, error) {
 // NodeGetVolumeHealth reports a staged volume INACCESSIBLE when this
 // process does not serve it (a takeover after a restart failed, or it
 // waits for credentials), when its device has lost its connections or
-// no longer carries the volume, or when the cluster does not answer.
+// no longer carries the volume, or when the cluster does not answer;
+// in the first two cases the kernel holds the volume's I/O (until the
+// reattach timeout fails it), and the messages say so. A single-writer
+// volume whose image's exclusive lock another client holds is DEGRADED:
+// its writes wait until the lock comes back.
+//
+// This is the volume health the kubelet reads: CSI 1.13 removed
+// VolumeCondition from NodeGetVolumeStats (and the VOLUME_CONDITION
+// capability) in favour of this call.
 func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
@@ -130,15 +138,16 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 		entries = append(entries, &csi.VolumeHealth_VolumeHealthEntry{
 			Status: csi.VolumeHealthErrorType_INACCESSIBLE, Reason: reason, Message: msg})
 	}
+	held := fmt.Sprintf("the kernel holds its I/O for up to %v, then fails it", n.nbdTimeouts(&s.rec).reattach)
 	switch {
 	case s.broken != nil:
-		bad("NotServed", errorMessage(s.broken))
+		bad("NotServed", fmt.Sprintf("not served by the plugin (%s): %s", held, errorMessage(s.broken)))
 	case s.dev == nil:
-		bad("NotServed", "no device is served for the volume")
+		bad("NotServed", fmt.Sprintf("no device is served for the volume (%s)", held))
 	default:
 		select {
 		case <-s.dev.Done():
-			bad("DeviceDisconnected", fmt.Sprintf("the kernel dropped the connections of %s", s.dev.Path()))
+			bad("DeviceDisconnected", fmt.Sprintf("the kernel dropped every connection of %s; the plugin is reattaching it (%s)", s.dev.Path(), held))
 		default:
 		}
 		if c, err := deviceCookie(s.rec.Index); err != nil || (s.rec.Cookie != "" && c != s.rec.Cookie) {
@@ -152,6 +161,50 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 				bad("ClusterUnreachable", fmt.Sprintf("reading the image header: %v", err))
 			}
 		}
+		if e := n.lockElsewhere(ctx, s); e != nil {
+			entries = append(entries, e)
+		}
 	}
 	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: &csi.VolumeHealth{VolumeId: id, HealthStatuses: entries}}, nil
+}
+
+// lockHolderLister is implemented by node images that can tell who
+// holds their exclusive lock (package csi/rbdstore's).
+type lockHolderLister interface {
+	// LockHolders lists the clients other than this one that hold the
+	// image's exclusive lock.
+	LockHolders(ctx context.Context) ([]string, error)
+}
+
+// lockElsewhere returns a DEGRADED entry when a single writer's image
+// lock is held by another client: the node's writes wait for it (the
+// lock is cooperative: a snapshot or resize holds it for a moment, a
+// client that refuses to hand it over holds them up for good).
+func (n *NodeServer) lockElsewhere(ctx context.Context, s volumeState) *csi.VolumeHealth_VolumeHealthEntry {
+	if !s.rec.Exclusive || s.rec.ReadOnly {
+		return nil
+	}
+	r, ok := s.img.(lockReporter)
+	if !ok {
+		return nil
+	}
+	if st, ok := r.LockState(); !ok || st.Owner {
+		return nil
+	}
+	l, ok := s.img.(lockHolderLister)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
+	defer cancel()
+	holders, err := l.LockHolders(cctx)
+	if err != nil || len(holders) == 0 {
+		return nil // an unreachable cluster is reported by the header check
+	}
+	return &csi.VolumeHealth_VolumeHealthEntry{
+		Status: csi.VolumeHealthErrorType_DEGRADED,
+		Reason: "LockHeldElsewhere",
+		Message: fmt.Sprintf("the image's exclusive lock is held by %s: the volume's writes wait until it is handed back",
+			strings.Join(holders, ", ")),
+	}
 }

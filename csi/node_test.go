@@ -49,20 +49,24 @@ func (o *fileOpener) OpenImage(ctx context.Context, c Cluster, cred Credentials,
 
 const testClusterID = "test-cluster"
 
-func newTestNode(t *testing.T) (*NodeServer, *fileOpener) {
+func newTestNode(t *testing.T, opts ...func(*NodeConfig)) (*NodeServer, *fileOpener) {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "config.json")
 	require.NoError(t, os.WriteFile(conf, []byte(`[{"clusterID":"`+testClusterID+`","monitors":["10.0.0.1:3300"]}]`), 0o644))
 	op := &fileOpener{dir: filepath.Join(dir, "images")}
-	n, err := NewNodeServer(NodeConfig{
+	cfg := NodeConfig{
 		NodeID:            "node-1",
 		Topology:          map[string]string{"topology.purerbd.io/zone": "z1"},
 		MaxVolumes:        8,
 		ClusterConfigPath: conf,
 		Opener:            op,
 		StateDir:          filepath.Join(dir, "state"),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := NewNodeServer(cfg)
 	require.NoError(t, err)
 	return n, op
 }

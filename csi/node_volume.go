@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi/internal/nodestate"
+	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
 )
@@ -75,18 +76,21 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
 	}
 	t := n.nbdTimeouts(rec)
+	obs := n.cfg.Metrics.volume(rec.VolumeID)
 	return kernel.AttachConfig{
-		Backend:         rbdnbd.New(img),
-		Size:            size,
-		Conns:           rec.Conns,
-		Timeout:         t.timeout,
-		MinTimeout:      t.min,
-		ResendInterval:  t.resend,
-		DeadConnTimeout: t.reattach,
-		Cookie:          rec.VolumeID,
-		ReadOnly:        rec.ReadOnly,
-		Index:           kernel.AnyIndex,
-		Logger:          n.log.With("volumeID", rec.VolumeID),
+		Server:             nbd.Config{Observer: obs.nbdObserver()},
+		ConnectionReplaced: obs.connectionReplaced,
+		Backend:            rbdnbd.New(img),
+		Size:               size,
+		Conns:              rec.Conns,
+		Timeout:            t.timeout,
+		MinTimeout:         t.min,
+		ResendInterval:     t.resend,
+		DeadConnTimeout:    t.reattach,
+		Cookie:             rec.VolumeID,
+		ReadOnly:           rec.ReadOnly,
+		Index:              kernel.AnyIndex,
+		Logger:             n.log.With("volumeID", rec.VolumeID),
 	}, nil
 }
 
@@ -243,6 +247,9 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
 	}
 	n.startWatch(v, dev, cfg)
+	obs := n.cfg.Metrics.volume(rec.VolumeID)
+	obs.stalled() // the kernel held its I/O from the old server's end to now
+	obs.reattached(reattachTakeover)
 	n.log.Info("volume taken over", "volumeID", rec.VolumeID, "device", dev.Path(), "conns", dev.Conns(),
 		"duration", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -385,6 +392,8 @@ func (n *NodeServer) startWatch(v *nodeVolume, dev *kernel.Device, cfg kernel.At
 			default:
 			}
 			id := cfg.Cookie
+			obs := n.cfg.Metrics.volume(id)
+			obs.stalled()
 			n.log.Warn("the kernel dropped every connection of a device; reattaching", "volumeID", id, "device", dev.Path(), "error", errString(dev.Err()))
 			// Free what the dead device still holds (its netlink socket).
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -406,6 +415,7 @@ func (n *NodeServer) startWatch(v *nodeVolume, dev *kernel.Device, cfg kernel.At
 			v.dev = next
 			n.mu.Unlock()
 			dev = next
+			obs.reattached(reattachConnsLost)
 			n.log.Info("device reattached", "volumeID", id, "device", dev.Path(), "conns", dev.Conns())
 		}
 	}()

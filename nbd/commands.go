@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // handle serves one dispatched request and queues its reply.
@@ -13,6 +14,9 @@ func (t *transmission) handle(req *request) {
 	t.serve(req)
 	if st := t.ss.srv.serviceTimes; st != nil {
 		st.done(req.svc)
+	}
+	if o := t.ss.srv.observer; o != nil {
+		o.Done(Command(req.typ), req.length, time.Since(req.began), req.failed)
 	}
 }
 
@@ -65,6 +69,7 @@ var commandNames = map[uint16]string{
 // replyError answers req with the error a backend returned.
 func (t *transmission) replyError(r *reply, req *request, err error) {
 	errno := ErrnoOf(err)
+	req.failed = true
 	t.ss.log.Debug("nbd: request failed", "cmd", commandNames[req.typ], "offset", req.off, "length", req.length, "errno", uint32(errno), "err", err)
 	t.encodeError(r, req, errno, fmt.Sprintf("%s: %v", commandNames[req.typ], err))
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// served in the transmission phase (see ServiceTimes).
 	ServiceTimes *ServiceTimes
 
+	// Observer, when set, is told of every request served in the
+	// transmission phase (see Observer).
+	Observer Observer
+
 	// Logger receives connection events; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -84,6 +88,7 @@ type Server struct {
 	handshakeTimeout time.Duration
 	log              *slog.Logger
 	serviceTimes     *ServiceTimes
+	observer         Observer
 	buffers          bufferPool
 
 	// shutdownCtx is cancelled by Shutdown, closeCtx by Close; sessions
@@ -122,6 +127,7 @@ func NewServer(cfg Config) (*Server, error) {
 		handshakeTimeout: cfg.HandshakeTimeout,
 		log:              cfg.Logger,
 		serviceTimes:     cfg.ServiceTimes,
+		observer:         cfg.Observer,
 		exports:          make(map[string]*exportState),
 		listeners:        make(map[net.Listener]struct{}),
 	}

@@ -25,6 +25,9 @@ type request struct {
 	buf   *[]byte // pooled buffer behind data
 	share share   // what it holds of the budget
 	svc   serviceStart
+	began time.Time // when dispatched, with an Observer
+	// failed is set when the request was answered with an error.
+	failed bool
 }
 
 // decodeRequestHeader decodes the 28-byte request header.
@@ -423,11 +426,19 @@ func (t *transmission) dispatch(req *request) error {
 	if st != nil {
 		req.svc = st.start()
 	}
+	obs := t.ss.srv.observer
+	if obs != nil {
+		req.began = time.Now()
+		obs.Started(Command(req.typ))
+	}
 	// abandon ends a request that never reached its handler (which
 	// would have ended its service time).
 	abandon := func() {
 		if st != nil {
 			st.done(req.svc)
+		}
+		if obs != nil {
+			obs.Done(Command(req.typ), req.length, time.Since(req.began), true)
 		}
 	}
 	switch req.typ {

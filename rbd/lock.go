@@ -33,6 +33,7 @@ type exclusiveLock struct {
 	// acquisitions and releases count lock transitions (tests, stats).
 	acquisitions atomic.Int64
 	releases     atomic.Int64
+	handovers    atomic.Int64 // releases at a peer's request
 	closing      chan struct{}
 	closeOnce    sync.Once
 
@@ -297,6 +298,12 @@ func (l *exclusiveLock) unlockOwn(ctx context.Context) error {
 // release waits for writes in flight, closes the object map, unlocks and
 // tells the other clients.
 func (l *exclusiveLock) release(ctx context.Context) error {
+	return l.releaseAs(ctx, false)
+}
+
+// releaseAs releases the lock, counting a handover when a peer asked
+// for it; the count is up before the peer can take the lock.
+func (l *exclusiveLock) releaseAs(ctx context.Context, handover bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.owned.Load() {
@@ -310,6 +317,9 @@ func (l *exclusiveLock) release(ctx context.Context) error {
 		if err := om.close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if handover {
+		l.handovers.Add(1)
 	}
 	if err := l.unlockOwn(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("rbd: releasing the exclusive lock of %q: %w", img.name, err))
@@ -345,7 +355,7 @@ func (l *exclusiveLock) handleRequest(m watchnotify.NotifyMessage) []byte {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			l.img.log.Info("releasing the exclusive lock on request", "requester", m.Client.String())
-			if err := l.release(ctx); err != nil {
+			if err := l.releaseAs(ctx, true); err != nil {
 				l.img.log.Warn("releasing the exclusive lock", "err", err)
 			}
 		}()
@@ -412,6 +422,26 @@ func (img *Image) Unlock(ctx context.Context) error {
 
 // IsLockOwner reports whether this image holds the exclusive lock.
 func (img *Image) IsLockOwner() bool { return img.lock != nil && img.lock.isOwner() }
+
+// LockStats counts what the image's exclusive lock went through since
+// the image was opened.
+type LockStats struct {
+	Enabled      bool  // the image takes the exclusive lock (feature on, not read-only)
+	Owner        bool  // this client holds the lock now
+	Acquisitions int64 // times it was taken
+	Releases     int64 // times it was released, for any reason
+	Handovers    int64 // releases at another client's request
+}
+
+// LockStats returns the exclusive lock's counters; all zero for an image
+// without the exclusive-lock feature or opened read-only.
+func (img *Image) LockStats() LockStats {
+	l := img.lock
+	if l == nil {
+		return LockStats{}
+	}
+	return LockStats{Enabled: true, Owner: l.isOwner(), Acquisitions: l.acquisitions.Load(), Releases: l.releases.Load(), Handovers: l.handovers.Load()}
+}
 
 func (l *exclusiveLock) setCookie(c string) {
 	l.cookie = c

@@ -28,9 +28,21 @@ type manifest struct {
 	Metadata   map[string]any `json:"metadata"`
 	Spec       struct {
 		AttachRequired *bool `json:"attachRequired"`
+		Replicas       *int  `json:"replicas"`
 		Template       struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
 			Spec podSpec `json:"spec"`
 		} `json:"template"`
+		// Service, PodDisruptionBudget and ServiceMonitor
+		Selector       json.RawMessage `json:"selector"`
+		Ports          []servicePort   `json:"ports"`
+		MaxUnavailable any             `json:"maxUnavailable"`
+		MinAvailable   any             `json:"minAvailable"`
+		Endpoints      []struct {
+			Port string `json:"port"`
+		} `json:"endpoints"`
 	} `json:"spec"`
 	Provisioner string            `json:"provisioner"`
 	Driver      string            `json:"driver"`
@@ -55,10 +67,29 @@ type podSpec struct {
 	} `json:"volumes"`
 }
 
+type servicePort struct {
+	Name       string `json:"name"`
+	Port       int    `json:"port"`
+	TargetPort any    `json:"targetPort"`
+}
+
 type container struct {
 	Name  string   `json:"name"`
 	Image string   `json:"image"`
 	Args  []string `json:"args"`
+	Env   []struct {
+		Name      string `json:"name"`
+		ValueFrom *struct {
+			ResourceFieldRef *struct {
+				ContainerName string `json:"containerName"`
+				Resource      string `json:"resource"`
+			} `json:"resourceFieldRef"`
+		} `json:"valueFrom"`
+	} `json:"env"`
+	Resources struct {
+		Requests map[string]any `json:"requests"`
+		Limits   map[string]any `json:"limits"`
+	} `json:"resources"`
 	Ports []struct {
 		Name          string `json:"name"`
 		ContainerPort int    `json:"containerPort"`
@@ -85,8 +116,10 @@ func loadManifests(t *testing.T) []manifest {
 	}
 	files, err := filepath.Glob("../../deploy/kubernetes/*.yaml")
 	require.NoError(t, err)
-	more, _ := filepath.Glob("../../deploy/kubernetes/example/*.yaml")
-	files = append(files, more...)
+	for _, sub := range []string{"example", "monitoring"} {
+		more, _ := filepath.Glob("../../deploy/kubernetes/" + sub + "/*.yaml")
+		files = append(files, more...)
+	}
 	require.NotEmpty(t, files)
 	var all []manifest
 	for _, f := range files {
@@ -128,6 +161,7 @@ func TestManifests(t *testing.T) {
 		case "Deployment", "DaemonSet":
 			for _, c := range m.Spec.Template.Spec.Containers {
 				require.NotEmpty(t, c.Image, "%s: container %s has no image", m.File, c.Name)
+				checkResources(t, m.File, c)
 				if c.Name != "purerbd-csi" {
 					// Only the controller's three sidecars: the node
 					// plugin registers itself and both serve their own
@@ -135,6 +169,7 @@ func TestManifests(t *testing.T) {
 					assert.Equal(t, "Deployment", m.Kind, "%s: sidecar %s", m.File, c.Name)
 					assert.Regexp(t, `^registry\.k8s\.io/sig-storage/csi-(provisioner|snapshotter|resizer):v`, c.Image, "%s: %s", m.File, c.Name)
 					assert.Contains(t, c.Args, "--csi-address=/csi/csi.sock", "%s: %s", m.File, c.Name)
+					checkSidecarMetrics(t, m.File, c)
 					continue
 				}
 				assert.True(t, strings.HasPrefix(c.Image, "purerbd/purerbd-csi:"), c.Image)
@@ -161,6 +196,7 @@ func TestManifests(t *testing.T) {
 				sawController = sawController || cfg.Controller
 				sawNode = sawNode || cfg.Node
 				checkLiveness(t, m.File, c, o.kubelet.healthAddr)
+				checkPort(t, m.File, c, "metrics", o.kubelet.metricsAddr)
 				if m.Kind == "DaemonSet" {
 					checkNodePod(t, m.File, m.Spec.Template.Spec, c, cfg, o.kubelet)
 				}
@@ -192,9 +228,10 @@ func TestManifests(t *testing.T) {
 		}
 	}
 	assert.True(t, sawController && sawNode, "a controller and a node plugin")
+	checkOperations(t, ms)
 	for _, k := range []string{"CSIDriver", "Deployment", "DaemonSet", "ServiceAccount", "ClusterRole",
 		"ClusterRoleBinding", "Role", "RoleBinding", "StorageClass", "VolumeSnapshotClass", "ConfigMap", "Secret",
-		"PersistentVolumeClaim", "Namespace"} {
+		"PersistentVolumeClaim", "Namespace", "Service", "PodDisruptionBudget", "ServiceMonitor"} {
 		assert.NotZero(t, kinds[k], "no %s in deploy/", k)
 	}
 	t.Logf("%d objects parsed: %v", len(ms), kinds)

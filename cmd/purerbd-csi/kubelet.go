@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"net"
+	"net/http"
 	"sync"
 
 	"github.com/purerbd/purerbd/csi"
@@ -17,6 +18,10 @@ type kubeletOptions struct {
 	registrationPath string // the CSI socket on the host; "" registers nothing
 	registrationDir  string
 	healthAddr       string // "" serves no health endpoint
+	metricsAddr      string // "" serves no metrics endpoint
+	// metrics is the metrics endpoint's handler (newMetrics), set by run
+	// when metricsAddr is given.
+	metrics http.Handler
 }
 
 func (k *kubeletOptions) addFlags(fs *flag.FlagSet) {
@@ -27,6 +32,8 @@ func (k *kubeletOptions) addFlags(fs *flag.FlagSet) {
 		"node: the kubelet's plugin registration directory, where the registration socket <drivername>-reg.sock is made")
 	fs.StringVar(&k.healthAddr, "health-addr", "",
 		"address to serve "+kubelet.HealthPath+" on for a liveness probe (e.g. :9808); it calls the plugin's CSI Probe (no livenessprobe sidecar); empty: none")
+	fs.StringVar(&k.metricsAddr, "metrics-address", "",
+		"address to serve Prometheus metrics on at "+MetricsPath+" (e.g. :9090; the same as --health-addr serves both there); empty: none")
 }
 
 func (k *kubeletOptions) check(cfg csi.Config) error {
@@ -78,6 +85,7 @@ func serveWithKubelet(ctx context.Context, cfg csi.Config, k kubeletOptions, run
 		}
 		beside(reg.Serve)
 	}
+	var health http.Handler
 	if k.healthAddr != "" {
 		h, err := kubelet.NewHealthHandler(kubelet.HealthConfig{CSIEndpoint: cfg.Endpoint, Logger: cfg.Logger})
 		if err != nil {
@@ -86,10 +94,23 @@ func serveWithKubelet(ctx context.Context, cfg csi.Config, k kubeletOptions, run
 			return err
 		}
 		defer h.Close()
+		health = h
+	}
+	shared := k.metrics != nil && k.metricsAddr == k.healthAddr
+	if health != nil && !shared {
 		beside(func(ctx context.Context) error {
-			return kubelet.ServeHealth(ctx, k.healthAddr, h, func(a net.Addr) {
+			return kubelet.ServeHealth(ctx, k.healthAddr, health, func(a net.Addr) {
 				cfg.Logger.Info("serving the health endpoint", "addr", a.String(), "path", kubelet.HealthPath)
 			})
+		})
+	}
+	if k.metrics != nil && k.metricsAddr != "" {
+		h := k.metrics
+		if shared {
+			h = endpointMux(k.metrics, health)
+		}
+		beside(func(ctx context.Context) error {
+			return serveHTTP(ctx, "metrics", k.metricsAddr, h, cfg.Logger)
 		})
 	}
 	err := runDriver(ctx)

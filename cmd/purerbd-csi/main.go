@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/kubeapi"
 	"github.com/purerbd/purerbd/internal/buildinfo"
@@ -193,6 +195,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Controller {
 		cfg.Store = store
 	}
+	var reg *prometheus.Registry
+	if o.kubelet.metricsAddr != "" {
+		r, m, err := newMetrics(store)
+		if err != nil {
+			cfg.Logger.Error("cannot start", "error", err.Error())
+			return 1
+		}
+		reg, cfg.Metrics = r, m
+		o.kubelet.metrics = metricsHandler(reg, cfg.Logger)
+	}
 	if cfg.Node {
 		topo, err := nodeTopology(ctx, cfg.Logger, o.domainLabels, cfg.NodeID, cfg.DriverName, kubeapi.ServiceAccountDir)
 		if err != nil {
@@ -217,6 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			ReattachTimeout:   o.node.reattach,
 			TookOver:          settleWhenDone(claim, cfg.Logger),
 			Logger:            cfg.Logger,
+			Metrics:           cfg.Metrics,
 		})
 		if err != nil {
 			cfg.Logger.Error("cannot start", "error", err.Error())
@@ -224,7 +237,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.NodeServer = n
 	}
-	if err := serveWithKubelet(ctx, cfg, o.kubelet, csi.NewDriver(cfg).Run); err != nil {
+	d := csi.NewDriver(cfg)
+	if reg != nil && cfg.Controller {
+		if err := reg.Register(&clusterCollector{status: d.ClusterStatus}); err != nil {
+			cfg.Logger.Error("cannot start", "error", err.Error())
+			return 1
+		}
+	}
+	if err := serveWithKubelet(ctx, cfg, o.kubelet, d.Run); err != nil {
 		cfg.Logger.Error("stopped", "error", strings.TrimPrefix(err.Error(), "csi: "))
 		return 1
 	}

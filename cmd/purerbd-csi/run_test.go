@@ -23,14 +23,17 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/purerbd/purerbd/internal/promscrape"
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
 // TestControllerBinary runs the purerbd-csi binary as the controller
 // Deployment does (cluster config file, plugin secrets directory, unix
 // socket) against a real Ceph cluster: Probe is ready and the health
-// endpoint answers 200, a volume is made and deleted, SIGTERM stops it
-// cleanly and removes the socket.
+// endpoint answers 200, a volume is made and deleted, the metrics
+// endpoint (on the health endpoint's address) counts those calls by
+// code and shows the Ceph session, SIGTERM stops it cleanly and removes
+// the socket.
 func TestControllerBinary(t *testing.T) {
 	cl := radostest.New(t, radostest.Options{})
 	dir, err := os.MkdirTemp("", "csibin")
@@ -58,7 +61,7 @@ func TestControllerBinary(t *testing.T) {
 
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--controller", "--endpoint=unix://"+sock, "--cluster-config="+cfg,
-		"--secrets-dir="+secrets, "--health-addr="+healthAddr, "--log-level=debug", "--log-format=json")
+		"--secrets-dir="+secrets, "--health-addr="+healthAddr, "--metrics-address="+healthAddr, "--log-level=debug", "--log-format=json")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -126,6 +129,7 @@ func TestControllerBinary(t *testing.T) {
 	ls, err = cl.Rbd(ctx, "ls", cl.Pool)
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(string(ls)))
+	checkControllerMetrics(ctx, t, "http://"+healthAddr+MetricsPath)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -138,4 +142,38 @@ func TestControllerBinary(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "socket left behind")
 	assert.NotContains(t, logs.String(), cl.AdminKey)
 	assert.Contains(t, logs.String(), `"msg":"serving CSI"`)
+}
+
+// checkControllerMetrics scrapes the metrics of TestControllerBinary's
+// plugin: one CreateVolume refused for want of secrets and one made,
+// one DeleteVolume, a live session to cluster c1 that sent OSD
+// requests; and the families deploy/README.md documents for the
+// controller (the node's volume metrics are checked by csi's
+// TestMetricsOverHTTP).
+func checkControllerMetrics(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	fams, err := promscrape.Scrape(ctx, url)
+	require.NoError(t, err)
+	val := func(name string, l map[string]string) float64 {
+		v, ok := fams.Value(name, l)
+		require.True(t, ok, "no series %s%v", name, l)
+		return v
+	}
+	calls := func(method, code string) float64 {
+		return val("purerbd_csi_calls_total", map[string]string{"method": "/csi.v1.Controller/" + method, "code": code})
+	}
+	assert.Equal(t, 1.0, calls("CreateVolume", "InvalidArgument"))
+	assert.Equal(t, 1.0, calls("CreateVolume", "OK"))
+	assert.Equal(t, 1.0, calls("DeleteVolume", "OK"))
+	assert.Equal(t, 2.0, val("purerbd_csi_call_duration_seconds", map[string]string{"method": "/csi.v1.Controller/CreateVolume"}))
+	sess := map[string]string{"cluster_id": "c1", "user": "client.admin"}
+	assert.Equal(t, 1.0, val("purerbd_ceph_mon_session_up", sess))
+	assert.Greater(t, val("purerbd_ceph_osd_requests_total", sess), 0.0)
+	assert.Greater(t, val("purerbd_ceph_osd_sessions", sess), 0.0)
+	assert.Zero(t, val("purerbd_ceph_open_images", sess), "the controller keeps no image open")
+	assert.Equal(t, 1.0, val("purerbd_cluster_reachable", map[string]string{"cluster_id": "c1"}))
+	assert.NotEmpty(t, fams.Names("go_"), "the Go runtime's metrics")
+	docs, err := promscrape.ReadDocs("../../deploy/README.md")
+	require.NoError(t, err)
+	assert.Empty(t, promscrape.Check(fams, docs, "purerbd_csi_", "purerbd_ceph_", "purerbd_cluster_"), "deploy/README.md against the registry")
 }

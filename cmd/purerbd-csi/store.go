@@ -21,6 +21,7 @@ const defaultCephConf = "/etc/ceph/ceph.conf"
 type store interface {
 	csi.ImageStore
 	csi.ImageOpener
+	sessionSource
 	Close() error
 }
 

@@ -52,7 +52,7 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		release()
 		return nil, mapErr(err)
 	}
-	oi := &openImage{Image: img, release: release}
+	oi := &openImage{Image: img, release: release, client: fmt.Sprintf("client.%d", conn.InstanceID())}
 	if claim {
 		cl := &claimer{img: img, node: opts.Node, log: s.log.With("cluster", c.ID), pause: s.claimPause}
 		h, err := cl.claim(ctx, fmt.Sprintf("client.%d", conn.InstanceID()))
@@ -73,6 +73,7 @@ type openImage struct {
 	release func()
 	claimer *claimer   // set when this open claimed its volume for its node
 	claim   *heldClaim // what it claimed, until released
+	client  string     // this client's entity name, "client.<id>"
 }
 
 // Close closes the image.
@@ -87,4 +88,27 @@ func (i *openImage) CloseContext(ctx context.Context) error {
 	err := i.Image.CloseContext(ctx)
 	i.once.Do(i.release)
 	return err
+}
+
+// LockState tells the node's metrics and health about the image's
+// exclusive lock (csi's lockReporter).
+func (i *openImage) LockState() (csi.LockState, bool) {
+	st := i.Image.LockStats()
+	return csi.LockState{Owner: st.Owner, Handovers: st.Handovers}, st.Enabled
+}
+
+// LockHolders lists the clients other than this one that hold the
+// image's exclusive lock (csi's lockHolderLister, for volume health).
+func (i *openImage) LockHolders(ctx context.Context) ([]string, error) {
+	owners, err := i.Image.LockOwners(ctx)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	var l []string
+	for _, o := range owners {
+		if o.Client != i.client {
+			l = append(l, o.Client)
+		}
+	}
+	return l, nil
 }

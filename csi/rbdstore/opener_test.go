@@ -2,6 +2,7 @@ package rbdstore_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,9 @@ import (
 // TestOpenImageOnCeph opens a volume as the node service does (single
 // writer: exclusive lock taken at open) and, while it is open, has the
 // controller snapshot and grow it through the same store: the lock is
-// handed over and back. The data is checked with rbd export.
+// handed over and back, which the image's lock state (the node's
+// metrics) counts, and the store's sessions show the open image. The
+// data is checked with rbd export.
 func TestOpenImageOnCeph(t *testing.T) {
 	ctx := testCtx(t)
 	p := startPlugin(t)
@@ -37,6 +40,11 @@ func TestOpenImageOnCeph(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, img.Flush(ctx))
 	assert.Contains(t, rbdCLI(t, "lock", "ls", cluster.Pool+"/"+vid.Image), "auto", "the exclusive lock is held")
+	lr, ok := img.(lockReporter)
+	require.True(t, ok, "the node image reports its lock")
+	ls, ok := lr.LockState()
+	require.True(t, ok)
+	assert.Equal(t, csi.LockState{Owner: true}, ls, "held since the open, never handed over")
 
 	// The controller snapshots and grows the open volume.
 	s, err := p.snapshot(t, "opened-snap", v.GetVolumeId())
@@ -50,6 +58,18 @@ func TestOpenImageOnCeph(t *testing.T) {
 	_, err = img.WriteAtContext(ctx, data, 2<<20)
 	require.NoError(t, err)
 	require.NoError(t, img.Flush(ctx))
+	ls, _ = lr.LockState()
+	assert.True(t, ls.Owner, "taken back for the write")
+	assert.GreaterOrEqual(t, ls.Handovers, int64(1), "handed to the controller for the snapshot")
+	sessions := st.Sessions()
+	require.Len(t, sessions, 1)
+	se := sessions[0]
+	assert.Equal(t, csiCluster().ID, se.ClusterID)
+	assert.Equal(t, "client.admin", se.User)
+	assert.Equal(t, 1, se.Images)
+	assert.True(t, se.Mon.Connected, "monitor session")
+	assert.Positive(t, se.OSD.Requests)
+	assert.Positive(t, se.OSD.Sessions)
 	require.NoError(t, img.Close())
 
 	dir := t.TempDir()
@@ -71,6 +91,8 @@ func TestOpenImageOnCeph(t *testing.T) {
 	ro, err := st.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{ReadOnly: true})
 	require.NoError(t, err)
 	assert.NotContains(t, rbdCLI(t, "lock", "ls", cluster.Pool+"/"+vid.Image), "auto")
+	_, ok = ro.(lockReporter).LockState()
+	assert.False(t, ok, "a read-only image has no lock to report")
 	buf := make([]byte, 4096)
 	_, err = ro.ReadAtContext(ctx, buf, 1<<20)
 	require.NoError(t, err)
@@ -83,4 +105,53 @@ func TestOpenImageOnCeph(t *testing.T) {
 	require.NoError(t, p.deleteSnapshot(t, s.GetSnapshotId()))
 	require.NoError(t, p.deleteVolume(t, v.GetVolumeId()))
 	assert.False(t, strings.Contains(strings.Join(images(t), " "), vid.Image))
+}
+
+// lockReporter is what the node's metrics ask of an image.
+type lockReporter interface {
+	LockState() (csi.LockState, bool)
+}
+
+// TestLockHoldersOnCeph has a second client (another store, another
+// connection) open a single writer's image exclusively while the node
+// holds its lock: the node's image hands the lock over, counts the
+// handover and names the holder, as `rbd lock ls` shows it, which the
+// node's volume health reports.
+func TestLockHoldersOnCeph(t *testing.T) {
+	ctx := testCtx(t)
+	p := startPlugin(t)
+	v, err := p.create(t, "locked", 8<<20, nil)
+	require.NoError(t, err)
+	vid, err := csi.ParseVolumeID(v.GetVolumeId())
+	require.NoError(t, err)
+
+	node := rbdstore.New(rbdstore.Options{})
+	defer node.Close()
+	img, err := node.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true})
+	require.NoError(t, err)
+	defer img.Close()
+	holders, err := img.(lockHolders).LockHolders(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, holders, "the node holds the lock itself")
+
+	other := rbdstore.New(rbdstore.Options{})
+	defer other.Close()
+	img2, err := other.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true})
+	require.NoError(t, err)
+	defer img2.Close()
+
+	ls, ok := img.(lockReporter).LockState()
+	require.True(t, ok)
+	assert.Equal(t, csi.LockState{Owner: false, Handovers: 1}, ls)
+	holders, err = img.(lockHolders).LockHolders(ctx)
+	require.NoError(t, err)
+	require.Len(t, holders, 1)
+	assert.Contains(t, rbdCLI(t, "lock", "ls", cluster.Pool+"/"+vid.Image), holders[0]+" ", "the holder as rbd names it")
+	h2, err := img2.(lockHolders).LockHolders(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, h2, "the second client holds it itself")
+}
+
+type lockHolders interface {
+	LockHolders(ctx context.Context) ([]string, error)
 }

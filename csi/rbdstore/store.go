@@ -109,7 +109,9 @@ type entry struct {
 	mu       sync.Mutex
 	conn     *rados.Conn
 	lastUsed time.Time
-	refs     int // open images using conn
+	refs     int    // open images using conn
+	cluster  string // cluster ID and user of conn, for Sessions
+	user     string
 	// fenced are the dead predecessor's clients on conn's cluster, which
 	// conn blocklisted (Options.Predecessor).
 	fenced []denc.EntityAddr
@@ -229,7 +231,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 		}
 		e.fenced = fenced
 	}
-	e.conn = conn
+	e.conn, e.cluster, e.user = conn, c.ID, "client."+cred.ID
 	return conn, e, nil
 }
 
@@ -295,4 +297,37 @@ func banner(ctx context.Context, addr string) error {
 		return fmt.Errorf("%s: not a msgr2 monitor (banner %q)", addr, b)
 	}
 	return nil
+}
+
+// SessionStats describes one cached Ceph connection for monitoring.
+type SessionStats struct {
+	ClusterID string // the cluster config's ID
+	User      string // "client.<id>"
+	Images    int    // images open on it
+	rados.ConnStats
+}
+
+// Sessions describes the connections the store holds now; one being
+// set up is left out.
+func (s *Store) Sessions() []SessionStats {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.conns))
+	for _, e := range s.conns {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	var out []SessionStats
+	for _, e := range entries {
+		if !e.mu.TryLock() {
+			continue // connecting: not a session yet
+		}
+		conn, st := e.conn, SessionStats{ClusterID: e.cluster, User: e.user, Images: e.refs}
+		e.mu.Unlock()
+		if conn == nil {
+			continue
+		}
+		st.ConnStats = conn.Stats()
+		out = append(out, st)
+	}
+	return out
 }

@@ -112,6 +112,10 @@ type AttachConfig struct {
 	Server nbd.Config
 	// Client tunes the netlink client (sysfs root, tracing).
 	Client ClientConfig
+	// ConnectionReplaced, when set, is called each time the Device hands
+	// the kernel a fresh socket in place of a connection it dropped (for
+	// metrics); it must not block.
+	ConnectionReplaced func()
 	// Logger receives device events; nil logs nothing.
 	Logger *slog.Logger
 }

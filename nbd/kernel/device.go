@@ -37,6 +37,7 @@ type Device struct {
 	timeoutMu    sync.Mutex
 	curTimeout   atomic.Int64 // the timeout the kernel was last told
 	dropped      atomic.Int64 // connections the kernel dropped, as seen by the healer
+	replaced     func()       // AttachConfig.ConnectionReplaced, or nil
 
 	healCtx    context.Context    // the healer's; ends with serveCtx or when no connection is left
 	healCancel context.CancelFunc // ends healCtx
@@ -84,6 +85,7 @@ func newDevice(client *Client, cfg AttachConfig, cookie string) (*Device, error)
 		cookie:       cookie,
 		blockSize:    int64(cfg.BlockSize),
 		log:          cfg.Logger,
+		replaced:     cfg.ConnectionReplaced,
 		index:        AnyIndex,
 		done:         make(chan struct{}),
 		notifyDone:   make(chan struct{}),

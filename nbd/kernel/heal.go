@@ -95,5 +95,8 @@ func (d *Device) replaceDead(ctx context.Context) {
 		d.log.Info("nbd: the kernel dropped a connection but took no replacement (already replaced)")
 	default:
 		d.log.Warn(MsgConnectionReplaced, "conns", d.Conns())
+		if d.replaced != nil {
+			d.replaced()
+		}
 	}
 }

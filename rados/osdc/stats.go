@@ -14,6 +14,7 @@ type Stats struct {
 	SessionResets uint64 // OSD sessions lost while open
 	Maps          uint64 // OSD maps installed
 	Reconnects    uint64 // watches re-registered
+	Sessions      int    // OSD sessions open now
 }
 
 type counters struct {
@@ -27,5 +28,14 @@ func (o *Objecter) Stats() Stats {
 		Requests: c.requests.Load(), Sends: c.sends.Load(), Resends: c.resends.Load(),
 		Redirects: c.redirects.Load(), EAGAIN: c.eagain.Load(), Backoffs: c.backoffs.Load(),
 		SessionResets: c.resets.Load(), Maps: c.maps.Load(), Reconnects: c.reconnects.Load(),
+		Sessions: o.sessionCount(),
 	}
+}
+
+// sessionCount returns how many OSD sessions are open.
+func (o *Objecter) sessionCount() int {
+	if v := o.sessView.Load(); v != nil {
+		return len(*v)
+	}
+	return 0
 }

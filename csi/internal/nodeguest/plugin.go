@@ -32,7 +32,12 @@ func runPlugin(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "the key images accept")
 	conns := fs.Int("conns", 2, "NBD connections per device")
 	ioTimeout := fs.Duration("io-timeout", 10*time.Second, "kernel request timeout")
+	metricsSock := fs.String("metrics", metricsPath, "unix socket to serve the metrics on")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	metrics, err := serveMetrics(*metricsSock)
+	if err != nil {
 		return err
 	}
 	start := time.Now()
@@ -49,6 +54,7 @@ func runPlugin(ctx context.Context, args []string) error {
 		IOTimeout:         *ioTimeout,
 		ReattachTimeout:   2 * time.Minute,
 		Logger:            log,
+		Metrics:           metrics,
 	})
 	if err != nil {
 		return err

@@ -196,6 +196,19 @@ func (s *scenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.Step("metrics: the 8 MiB written, the volume served", func() error {
+		return s.checkMetrics(ctx, "metrics_after_8MiB", fsVol,
+			atLeast("purerbd_volume_written_bytes_total", 8*mib),
+			atLeast("purerbd_volume_requests_total", 1, "op", "write"),
+			atLeast("purerbd_volume_requests_total", 1, "op", "flush"),
+			eq("purerbd_volume_request_errors_total", 0, "op", "write"),
+			eq("purerbd_volume_io_held", 0),
+			eq("purerbd_volume_info", 1, "mode", "filesystem"),
+			eq("purerbd_volume_reattaches_total", 0, "reason", "takeover"),
+			eq("purerbd_volume_stalls_total", 0))
+	}); err != nil {
+		return err
+	}
 	if err := s.Step("NodeGetVolumeStats + NodeGetVolumeHealth", func() error {
 		st, err := s.p.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: fsVol, VolumePath: target1, StagingTargetPath: staging})
 		if err != nil {
@@ -258,6 +271,15 @@ func (s *scenario) run(ctx context.Context) error {
 		r := writer.Finish()
 		if r.Err != nil {
 			return r.Err
+		}
+		// The new process counts the takeover, the stall it ended and
+		// the writes since.
+		if err := s.checkMetrics(ctx, "metrics_after_restart", fsVol,
+			eq("purerbd_volume_reattaches_total", 1, "reason", "takeover"),
+			eq("purerbd_volume_stalls_total", 1),
+			eq("purerbd_volume_io_held", 0),
+			atLeast("purerbd_volume_written_bytes_total", 1)); err != nil {
+			return err
 		}
 		sumB = r.Sum
 		s.Facts["writer_bytes_across_kill"] = r.Bytes
@@ -713,6 +735,14 @@ func (s *scenario) stallAndRecover(ctx context.Context) error {
 		return err
 	}
 	s.Facts["stall_recovered_by"] = ev[0]
+	// The metrics count what mended it.
+	mended := atLeast("purerbd_volume_healed_connections_total", 1)
+	if ev[0] == "reattached" {
+		mended = atLeast("purerbd_volume_reattaches_total", 1, "reason", "connections_lost")
+	}
+	if err := s.checkMetrics(ctx, "metrics_after_stall", blockVol, mended, eq("purerbd_volume_info", 1, "mode", "block")); err != nil {
+		return err
+	}
 	// The device works on.
 	data := make([]byte, mib)
 	rand.Read(data)
