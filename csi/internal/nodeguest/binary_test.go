@@ -106,7 +106,7 @@ func startBinary(t *testing.T, name string, args ...string) *binaryPlugin {
 	t.Helper()
 	p := &binaryPlugin{name: name, sock: filepath.Join("/run/csi", name+".sock"), exited: make(chan error, 1)}
 	args = append([]string{"--endpoint", "unix://" + p.sock, "--cluster-config", *confPath,
-		"--secrets-dir", *secretsDir, "--nbd-connections", "2"}, args...)
+		"--secrets-dir", *secretsDir}, args...)
 	p.cmd = exec.Command(*binaryPath, args...)
 	logs, err := p.cmd.StderrPipe()
 	if err != nil {
