@@ -80,8 +80,10 @@ type Device struct {
 	char   *os.File
 	queues []*queue
 	cancel context.CancelFunc
-	errs   chan error
+	done   chan struct{} // closed when every queue has ended
+	err    error         // the first queue error, set before done closes
 	log    *slog.Logger
+	closed bool
 }
 
 // ID returns the device id N of /dev/ublkbN.
@@ -93,6 +95,16 @@ func (d *Device) Path() string { return BlockPath(d.ID()) }
 // Info returns the device as the kernel described it when this process
 // took it (its flags are those the kernel kept).
 func (d *Device) Info() DevInfo { return d.info }
+
+// Done is closed when the device's queues have ended: the device was
+// stopped (by Stop, or by another process's STOP_DEV), or abandoned.
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err returns why the queues ended, after Done: nil for a stop.
+func (d *Device) Err() error {
+	<-d.done
+	return d.err
+}
 
 // BlockPath returns the path of block device id.
 func BlockPath(id int) string { return fmt.Sprintf("/dev/ublkb%d", id) }
@@ -253,19 +265,29 @@ func attach(ctx context.Context, ctrl *Control, info DevInfo, cfg Config) (*Devi
 		return nil, err
 	}
 	qctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d := &Device{ctrl: ctrl, info: info, char: char, cancel: cancel, errs: make(chan error, info.Queues), log: cfg.Logger}
+	d := &Device{ctrl: ctrl, info: info, char: char, cancel: cancel, done: make(chan struct{}), log: cfg.Logger}
 	for i := range int(info.Queues) {
 		q, err := newQueue(uint16(i), info, int(char.Fd()), ctrl.encoded, cfg.Backend, cfg.Logger)
 		if err != nil {
+			close(d.done)
 			d.abandon()
 			return nil, err
 		}
 		d.queues = append(d.queues, q)
 	}
 	ready := make(chan error, len(d.queues))
+	errs := make(chan error, len(d.queues))
 	for _, q := range d.queues {
-		go func() { d.errs <- q.run(qctx, ready) }()
+		go func() { errs <- q.run(qctx, ready) }()
 	}
+	go func() {
+		for range d.queues {
+			if err := <-errs; err != nil && d.err == nil && qctx.Err() == nil {
+				d.err = err
+			}
+		}
+		close(d.done)
+	}()
 	for range d.queues {
 		if err := <-ready; err != nil {
 			d.abandon()
@@ -298,9 +320,16 @@ func openChar(ctx context.Context, id int) (*os.File, error) {
 // a device with user recovery then holds its I/O for a new server.
 func (d *Device) abandon() {
 	d.cancel()
-	for range d.queues {
-		<-d.errs
+	<-d.done
+	d.release()
+}
+
+// release frees this process's side once the queues have ended.
+func (d *Device) release() {
+	if d.closed {
+		return
 	}
+	d.closed = true
 	for _, q := range d.queues {
 		q.release()
 	}
@@ -308,9 +337,11 @@ func (d *Device) abandon() {
 	d.char.Close()
 }
 
-// Abandon leaves the device to the kernel without stopping it: queued
-// I/O waits for a Recover, from this process or another. The Device is
-// unusable afterwards.
+// Abandon leaves the device to the kernel without stopping it: I/O
+// waits for a Recover, from this process or another. After a stop by
+// another process (Done closed), it only frees this process's side, so
+// that the other's DEL_DEV can finish. The Device is unusable
+// afterwards.
 func (d *Device) Abandon() {
 	d.abandon()
 	d.ctrl.Close()
@@ -320,26 +351,39 @@ func (d *Device) Abandon() {
 // and deletes the device (DEL_DEV).
 func (d *Device) Stop(ctx context.Context) error {
 	id := d.ID()
-	err := d.ctrl.StopDev(ctx, id)
-	if err != nil {
+	if err := d.ctrl.StopDev(ctx, id); err != nil {
 		return err
 	}
-	for range d.queues {
-		if qerr := <-d.errs; qerr != nil && !errors.Is(qerr, context.Canceled) {
-			d.log.Warn("ublk queue ended with an error", "id", id, "err", qerr)
-		}
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return fmt.Errorf("ublk device %d: queues still running after STOP_DEV: %w", id, ctx.Err())
+	}
+	if d.err != nil {
+		d.log.Warn("ublk queue ended with an error", "id", id, "err", d.err)
 	}
 	d.cancel()
-	for _, q := range d.queues {
-		q.release()
-	}
-	d.queues = nil
-	d.char.Close()
-	err = d.ctrl.DelDev(ctx, id)
+	d.release()
+	err := d.ctrl.DelDev(ctx, id)
 	d.ctrl.Close()
 	if err != nil {
 		return err
 	}
 	d.log.Info("ublk device deleted", "id", id)
 	return nil
+}
+
+// Remove stops and deletes device id served by another process (or by
+// none): STOP_DEV ends its server's queues, and DEL_DEV returns once
+// that server has let go of the device.
+func Remove(ctx context.Context, id int) error {
+	c, err := OpenControl(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.StopDev(ctx, id); err != nil {
+		return err
+	}
+	return c.DelDev(ctx, id)
 }

@@ -35,6 +35,8 @@ type queue struct {
 	desc []byte // the kernel's descriptors, read-only
 	bufs []byte // depth buffers of maxIO bytes
 
+	handlers sync.WaitGroup // requests being served
+
 	mu   sync.Mutex
 	done []completion
 	ring *uring.Ring // set by run before ready closes
@@ -61,7 +63,10 @@ func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, 
 	return q, nil
 }
 
+// release unmaps the queue's memory once no request is being served
+// any more (after run returned).
 func (q *queue) release() {
+	q.handlers.Wait()
 	_ = unix.Munmap(q.desc)
 	_ = unix.Munmap(q.bufs)
 }
@@ -142,6 +147,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 				continue
 			}
 			d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
+			q.handlers.Add(1)
 			go q.handle(ctx, tag, d)
 		}
 		if ctx.Err() != nil {
@@ -165,6 +171,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 
 // handle serves one request and hands its result to the queue's thread.
 func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
+	defer q.handlers.Done()
 	res := q.serve(ctx, tag, d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
