@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -260,12 +261,15 @@ func nbdMeasure(ctx context.Context) (result, error) {
 	return r, merr
 }
 
-// killRecover serves a file backend from a child process, keeps four
-// O_DIRECT writers busy on the device, SIGKILLs the child, and lets a
-// new one recover the device: no write may fail, and every block must
-// hold the last write that completed there, on the device and in the
-// file. The longest wait of any one write is the stall the application
-// saw.
+// killCycles is how many times killRecover kills the server.
+const killCycles = 5
+
+// killRecover serves a file backend from a child process and, killCycles
+// times, keeps four O_DIRECT writers busy on the device, SIGKILLs the
+// serving process and lets a new one recover the device: no write may
+// fail, and every block must hold the last write that completed there,
+// on the device after each cycle and in the file at the end. The longest
+// wait of any one write in a cycle is the stall the application saw.
 func (s *scenario) killRecover(ctx context.Context) error {
 	const file = "/tmp/ublk-backing"
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -284,53 +288,62 @@ func (s *scenario) killRecover(ctx context.Context) error {
 	}
 	id := f[1]
 	dev := "/dev/ublkb" + id
-	ws := guestio.StartDirectWriters(dev, 4, 0, 8*mib, 64<<10)
-	if !ws.WaitProgress(50, 30*time.Second) {
+	var (
+		stalls, recoveries []float64
+		ws                 *guestio.DirectWriters
+	)
+	for cycle := range killCycles {
+		ws = guestio.StartDirectWriters(dev, 4, 0, 8*mib, 64<<10)
+		if !ws.WaitProgress(30, 30*time.Second) {
+			srv.Kill()
+			ws.Finish()
+			return fmt.Errorf("cycle %d: the writers do not progress: %v", cycle, ws.FirstErr())
+		}
+		killed := time.Now()
 		srv.Kill()
-		ws.Finish()
-		return fmt.Errorf("the writers do not progress: %v", ws.FirstErr())
+		srv, err = guestio.StartChild(fmt.Sprintf("recover%d", cycle), "recover", id, file)
+		if err != nil {
+			ws.Finish()
+			return err
+		}
+		if _, err := srv.Expect(ctx, "ready"); err != nil {
+			ws.Finish()
+			return fmt.Errorf("cycle %d: %w", cycle, err)
+		}
+		recovered := time.Since(killed)
+		if !ws.WaitProgress(30, 60*time.Second) {
+			ws.Finish()
+			return fmt.Errorf("cycle %d: the writers do not resume after the recovery: %v", cycle, ws.FirstErr())
+		}
+		stall, err := ws.Finish()
+		if err != nil {
+			return fmt.Errorf("cycle %d: a writer failed across the kill: %w", cycle, err)
+		}
+		stalls = append(stalls, stall.Seconds())
+		recoveries = append(recoveries, recovered.Seconds())
+		fmt.Printf("    cycle %d: recovered in %v; longest write stall %v\n", cycle, recovered, stall)
+		read, closeRead, err := guestio.ReadDirect(dev)
+		if err != nil {
+			return err
+		}
+		err = ws.Verify(read)
+		closeRead()
+		if err != nil {
+			return fmt.Errorf("cycle %d, through the device: %w", cycle, err)
+		}
 	}
-	before := ws.Writes()
-	killed := time.Now()
-	srv.Kill()
-	srv2, err := guestio.StartChild("recover", "recover", id, file)
-	if err != nil {
+	s.Facts["kill_cycles"] = killCycles
+	s.Facts["recovery_s"] = recoveries
+	s.Facts["write_stall_s"] = stalls
+	s.Facts["write_stall_median_s"] = median(stalls)
+	s.Facts["write_stall_max_s"] = slices.Max(stalls)
+	if err := srv.Send("stop"); err != nil {
 		return err
 	}
-	if _, err := srv2.Expect(ctx, "ready"); err != nil {
-		ws.Finish()
+	if _, err := srv.Expect(ctx, "stopped"); err != nil {
 		return err
 	}
-	recovered := time.Since(killed)
-	if !ws.WaitProgress(50, 60*time.Second) {
-		ws.Finish()
-		return fmt.Errorf("the writers do not resume after the recovery: %v", ws.FirstErr())
-	}
-	stall, err := ws.Finish()
-	if err != nil {
-		return fmt.Errorf("a writer failed across the kill: %w", err)
-	}
-	s.Facts["recovery_s"] = recovered.Seconds()
-	s.Facts["longest_write_stall_s"] = stall.Seconds()
-	s.Facts["writes_before_kill"] = before
-	s.Facts["writes_total"] = ws.Writes()
-	fmt.Printf("    recovered in %v; longest write stall %v\n", recovered, stall)
-	read, closeRead, err := guestio.ReadDirect(dev)
-	if err != nil {
-		return err
-	}
-	err = ws.Verify(read)
-	closeRead()
-	if err != nil {
-		return fmt.Errorf("through the device: %w", err)
-	}
-	if err := srv2.Send("stop"); err != nil {
-		return err
-	}
-	if _, err := srv2.Expect(ctx, "stopped"); err != nil {
-		return err
-	}
-	if err := srv2.Wait(); err != nil {
+	if err := srv.Wait(); err != nil {
 		return err
 	}
 	bf, err := os.Open(file)
@@ -345,4 +358,10 @@ func (s *scenario) killRecover(ctx context.Context) error {
 		return fmt.Errorf("%s still there after the recovered server stopped it (%v)", dev, err)
 	}
 	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
