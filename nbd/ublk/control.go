@@ -118,7 +118,13 @@ func (c *Control) do(ctx context.Context, op string, nr uint32, cmd ctrlCmd, dat
 	defer stop()
 	var cqes []uring.CQE
 	for {
-		if err := c.ring.Enter(true); err != nil {
+		// waiting in Go's poller keeps no P: START_DEV lasts until the
+		// kernel has read the partition table through the queues, whose
+		// goroutines need one
+		if err := c.ring.Enter(false); err != nil {
+			return nil, &OpError{Op: op, DevID: devID, Err: err}
+		}
+		if err := c.ring.Wait(); err != nil {
 			return nil, &OpError{Op: op, DevID: devID, Err: err}
 		}
 		cqes = c.ring.Reap(cqes[:0])
