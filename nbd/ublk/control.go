@@ -19,7 +19,8 @@ const ControlPath = "/dev/ublk-control"
 
 // Control sends control commands to ublk_drv through /dev/ublk-control.
 // Its methods may be called from several goroutines; they run one at a
-// time.
+// time. A command whose context ends before the kernel answers leaves
+// the Control refusing further commands: open a new one.
 type Control struct {
 	mu       sync.Mutex
 	f        *os.File
@@ -28,6 +29,10 @@ type Control struct {
 	seq      uint64
 	encoded  bool   // the kernel takes ioctl-encoded command numbers
 	features uint64 // UBLK_F_* the kernel knows (0 before GET_FEATURES existed)
+	// abandoned is set when a command's context ended before the kernel
+	// answered: the kernel may still write the scratch page, so no
+	// further command may use it
+	abandoned error
 }
 
 // OpenControl opens /dev/ublk-control (ublk_drv must be loaded: see
@@ -101,6 +106,9 @@ func (c *Control) do(ctx context.Context, op string, nr uint32, cmd ctrlCmd, dat
 	if c.ring == nil {
 		return nil, &OpError{Op: op, DevID: devID, Err: os.ErrClosed}
 	}
+	if c.abandoned != nil {
+		return nil, &OpError{Op: op, DevID: devID, Err: c.abandoned}
+	}
 	if data != nil {
 		copy(c.scratch, data)
 		cmd.addr = uint64(uintptr(unsafe.Pointer(&c.scratch[0])))
@@ -140,8 +148,9 @@ func (c *Control) do(ctx context.Context, op string, nr uint32, cmd ctrlCmd, dat
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			// the command stays with the kernel; its completion, when
-			// it comes, carries a sequence number nobody waits for
+			// the command stays with the kernel, which may still write
+			// the scratch page: this Control takes no more commands
+			c.abandoned = fmt.Errorf("an earlier %s command was abandoned (%w): open a new Control", op, err)
 			return nil, &OpError{Op: op, DevID: devID, Err: err}
 		}
 		if err := c.ring.ArmWake(); err != nil {
