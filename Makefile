@@ -24,7 +24,7 @@ help:
 	@echo "make build  static binaries into bin/"
 	@echo "make deps   install the Debian packages the tests need"
 	@echo "make matrix  the interop smoke against Ceph Reef and Tentacle (from Debian roots built once)"
-	@echo "make vm-kernels  the kernel smoke test in a VM on Debian trixie's and sid's kernels [VM_KERNELS=...]"
+	@echo "make vm-kernels  the kernel smoke test and the ublk tests in a VM on Debian trixie's and sid's kernels [VM_KERNELS=...]"
 	@echo "make lint | race | fuzz [FUZZTIME=30s] | bench | clean"
 
 build:
@@ -125,9 +125,12 @@ VM_KERNELS ?= trixie sid
 vm-kernels:
 	@fail=""; start=$$(date +%s); for k in $(VM_KERNELS); do \
 		echo "== vm-kernels: $$k"; log=$$(mktemp); \
-		PURERBD_KERNEL=$$k $(GO) test -count=1 -timeout 15m -v -run '^TestKernelSmokeInVM$$' ./nbd/kernel/ >$$log 2>&1 && \
-			grep -q -- '^--- PASS: TestKernelSmokeInVM ' $$log || fail="$$fail $$k"; \
-		grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: boot|loaded by|:   (load nbd|memory|CONNECT|open netlink)' $$log; \
+		PURERBD_KERNEL=$$k $(GO) test -count=1 -timeout 20m -v -run '^(TestKernelSmokeInVM|TestUblkInVM|TestDeviceMapInVM)$$' \
+			./nbd/kernel/ ./nbd/ublk/ ./cmd/purerbd/ >$$log 2>&1 && \
+			grep -q -- '^--- PASS: TestKernelSmokeInVM ' $$log && grep -q -- '^--- PASS: TestUblkInVM ' $$log && \
+			grep -q -- '^--- PASS: TestDeviceMapInVM ' $$log || fail="$$fail $$k"; \
+		grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: boot|loaded by|:   (load nbd|memory|CONNECT|open netlink)' \
+			-e 'ublk/nbd ratios|SIGKILL of the server' $$log; \
 		case " $$fail " in *" $$k "*) tail -n 60 $$log;; esac; rm -f $$log; \
 	done; \
 	echo "vm-kernels: $$(( $$(date +%s) - start ))s"; \

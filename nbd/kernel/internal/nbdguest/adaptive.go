@@ -101,36 +101,36 @@ func (s *scenario) adaptiveStall(ctx context.Context) error {
 	}
 	timedOut := fmt.Sprintf("nbd%d: Connection timed out", idx)
 	timeoutsBefore := countDmesg(timedOut)
-	ws := startDirectWriters(dev.Path(), 8, 16*mib, 4*mib, 64<<10)
-	if !ws.waitProgress(50, 30*time.Second) {
-		ws.finish()
-		return fmt.Errorf("the writers do not progress: %v", ws.firstErr())
+	ws := guestio.StartDirectWriters(dev.Path(), 8, 16*mib, 4*mib, 64<<10)
+	if !ws.WaitProgress(50, 30*time.Second) {
+		ws.Finish()
+		return fmt.Errorf("the writers do not progress: %v", ws.FirstErr())
 	}
 	stalled := time.Now()
 	back.pause(adaptStall)
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
-	go watchWedge(stopWatch, adaptStall+12*time.Second, ws.writes.Load, "writers across the backend stall")
+	go watchWedge(stopWatch, adaptStall+12*time.Second, ws.Writes, "writers across the backend stall")
 	peak := dev.Timeout()
 	for time.Since(stalled) < adaptStall {
 		peak = max(peak, dev.Timeout())
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !ws.waitProgress(50, 60*time.Second) {
-		ws.finish()
-		return fmt.Errorf("the writers do not resume after the stall: %v", ws.firstErr())
+	if !ws.WaitProgress(50, 60*time.Second) {
+		ws.Finish()
+		return fmt.Errorf("the writers do not resume after the stall: %v", ws.FirstErr())
 	}
 	resumed := time.Since(stalled)
 	peak = max(peak, dev.Timeout())
-	gap, err := ws.finish()
+	gap, err := ws.Finish()
 	if err != nil {
 		return fmt.Errorf("a write failed across the stall: %w", err)
 	}
-	read, closeRead, err := readDirect(dev.Path())
+	read, closeRead, err := guestio.ReadDirect(dev.Path())
 	if err != nil {
 		return err
 	}
-	err = ws.verify(read)
+	err = ws.Verify(read)
 	closeRead()
 	if err != nil {
 		return err
@@ -190,48 +190,48 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 			"-timeout", "0s", "-resend", resendEvery.String()}
 		conns = 1
 	}
-	srv, err := startChild("serve-"+mode, append([]string{"serve", "-conns", strconv.Itoa(conns)}, args...)...)
+	srv, err := guestio.StartChild("serve-"+mode, append([]string{"serve", "-conns", strconv.Itoa(conns)}, args...)...)
 	if err != nil {
 		return err
 	}
-	f, err := srv.expect(ctx, "ready")
+	f, err := srv.Expect(ctx, "ready")
 	if err != nil {
 		return err
 	}
 	dev := "/dev/nbd" + f[1]
-	ws := startDirectWriters(dev, 4, 0, 8*mib, 256<<10)
-	if !ws.waitProgress(20, 30*time.Second) {
-		srv.kill()
-		ws.finish()
-		return fmt.Errorf("the writers do not progress: %v", ws.firstErr())
+	ws := guestio.StartDirectWriters(dev, 4, 0, 8*mib, 256<<10)
+	if !ws.WaitProgress(20, 30*time.Second) {
+		srv.Kill()
+		ws.Finish()
+		return fmt.Errorf("the writers do not progress: %v", ws.FirstErr())
 	}
-	before := ws.writes.Load()
+	before := ws.Writes()
 	killed := time.Now()
-	srv.kill()
-	srv2, err := startChild("reattach-"+mode, append([]string{"reattach"}, args...)...)
+	srv.Kill()
+	srv2, err := guestio.StartChild("reattach-"+mode, append([]string{"reattach"}, args...)...)
 	if err != nil {
 		return err
 	}
-	if _, err := srv2.expect(ctx, "ready"); err != nil {
+	if _, err := srv2.Expect(ctx, "ready"); err != nil {
 		return err
 	}
 	reattached := time.Since(killed)
-	if !ws.waitProgress(20, 90*time.Second) {
-		ws.finish()
-		return fmt.Errorf("the writers do not resume after the reattach: %v", ws.firstErr())
+	if !ws.WaitProgress(20, 90*time.Second) {
+		ws.Finish()
+		return fmt.Errorf("the writers do not resume after the reattach: %v", ws.FirstErr())
 	}
 	resumed := time.Since(killed)
-	gap, err := ws.finish()
+	gap, err := ws.Finish()
 	if err != nil {
 		return fmt.Errorf("a write failed across the kill: %w", err)
 	}
-	if err := srv2.send("detach"); err != nil {
+	if err := srv2.Send("detach"); err != nil {
 		return err
 	}
-	if _, err := srv2.expect(ctx, "detached"); err != nil {
+	if _, err := srv2.Expect(ctx, "detached"); err != nil {
 		return err
 	}
-	if err := srv2.wait(); err != nil {
+	if err := srv2.Wait(); err != nil {
 		return err
 	}
 	bf, err := os.Open(file)
@@ -239,7 +239,7 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 		return err
 	}
 	defer bf.Close()
-	if err := ws.verify(func(p []byte, off int64) error { _, err := bf.ReadAt(p, off); return err }); err != nil {
+	if err := ws.Verify(func(p []byte, off int64) error { _, err := bf.ReadAt(p, off); return err }); err != nil {
 		return fmt.Errorf("after the kill and reattach: %w", err)
 	}
 	fmt.Printf("    %s: %d writes before the kill; reattached after %.2fs, writes resumed after %.2fs; longest wait for one write %.2fs\n",

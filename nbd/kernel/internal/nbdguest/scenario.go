@@ -217,15 +217,15 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	if err := os.Truncate(diskFile, 64*mib); err != nil {
 		return err
 	}
-	var srv *child
+	var srv *guestio.Child
 	var idx int
 	if err := s.Step(fmt.Sprintf("attach (server process, %d conns)", fileConns), func() error {
 		var err error
-		srv, err = startChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", strconv.Itoa(fileConns), "-dead", "60s", "-timeout", "10s")
+		srv, err = guestio.StartChild("serve", "serve", "-file", diskFile, "-cookie", cookie, "-conns", strconv.Itoa(fileConns), "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
-		f, err := srv.expect(ctx, "ready")
+		f, err := srv.Expect(ctx, "ready")
 		if err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return errors.New("the writer does not progress")
 	}
 	killed := time.Now()
-	srv.kill()
+	srv.Kill()
 	fmt.Printf("### [%6.2fs] server SIGKILLed with writes in flight\n", guestio.Uptime())
 	if c, err := s.client.Cookie(idx); err != nil || c != cookie {
 		return fmt.Errorf("cookie after the kill: %q %v", c, err)
@@ -287,15 +287,15 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 
-	var srv2 *child
+	var srv2 *guestio.Child
 	var reattached time.Time
 	if err := s.Step("reattach (new process, same cookie)", func() error {
 		var err error
-		srv2, err = startChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
+		srv2, err = guestio.StartChild("reattach", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
-		f, err := srv2.expect(ctx, "ready")
+		f, err := srv2.Expect(ctx, "ready")
 		if err != nil {
 			return err
 		}
@@ -368,10 +368,10 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 	if err := s.Step("online grow to 128 MiB + resize2fs", func() error {
 		var before unix.Statfs_t
 		unix.Statfs(mnt, &before)
-		if err := srv2.send(fmt.Sprint("resize ", 128*mib)); err != nil {
+		if err := srv2.Send(fmt.Sprint("resize ", 128*mib)); err != nil {
 			return err
 		}
-		if _, err := srv2.expect(ctx, "resized"); err != nil {
+		if _, err := srv2.Expect(ctx, "resized"); err != nil {
 			return err
 		}
 		if err := expectSysfs(idx, map[string]string{"size": strconv.Itoa(128 * mib / 512)}); err != nil {
@@ -392,28 +392,28 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		return err
 	}
 
-	var srv3 *child
+	var srv3 *guestio.Child
 	if err := s.Step("graceful handover under writes (release + reattach)", func() error {
 		writer := startStreamWriter(mnt + "/C")
 		if !writer.WaitProgress(4, 30*time.Second) {
 			return errors.New("the writer does not progress")
 		}
 		released := time.Now()
-		if err := srv2.send("release"); err != nil {
+		if err := srv2.Send("release"); err != nil {
 			return err
 		}
-		if _, err := srv2.expect(ctx, "released"); err != nil {
+		if _, err := srv2.Expect(ctx, "released"); err != nil {
 			return err
 		}
-		if err := srv2.wait(); err != nil {
+		if err := srv2.Wait(); err != nil {
 			return err
 		}
 		var err error
-		srv3, err = startChild("reattach2", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
+		srv3, err = guestio.StartChild("reattach2", "reattach", "-file", diskFile, "-cookie", cookie, "-dead", "60s", "-timeout", "10s")
 		if err != nil {
 			return err
 		}
-		if _, err := srv3.expect(ctx, "ready"); err != nil {
+		if _, err := srv3.Expect(ctx, "ready"); err != nil {
 			return err
 		}
 		if !writer.WaitProgress(4, 90*time.Second) {
@@ -433,13 +433,13 @@ func (s *scenario) reattachScenario(ctx context.Context) error {
 		if err := unix.Unmount(mnt, 0); err != nil {
 			return err
 		}
-		if err := srv3.send("detach"); err != nil {
+		if err := srv3.Send("detach"); err != nil {
 			return err
 		}
-		if _, err := srv3.expect(ctx, "detached"); err != nil {
+		if _, err := srv3.Expect(ctx, "detached"); err != nil {
 			return err
 		}
-		if err := srv3.wait(); err != nil {
+		if err := srv3.Wait(); err != nil {
 			return err
 		}
 		if err := s.waitFree(ctx, idx); err != nil {
@@ -479,7 +479,7 @@ func (s *scenario) checkConns(idx int) error {
 // backend and that the backing file lost the file's blocks (the file
 // backend punches holes); then that the live files survived, read back
 // after a remount with cold caches.
-func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB string) error {
+func (s *scenario) fstrim(ctx context.Context, srv *guestio.Child, dev, sumA, sumB string) error {
 	if _, err := guestio.WriteRandomFile(mnt+"/D", 8*mib); err != nil {
 		return err
 	}
@@ -539,11 +539,11 @@ func (s *scenario) fstrim(ctx context.Context, srv *child, dev, sumA, sumB strin
 }
 
 // trimStats asks a server process for its backend's TRIM counters.
-func trimStats(ctx context.Context, srv *child) (n, bytes int64, err error) {
-	if err := srv.send("stats"); err != nil {
+func trimStats(ctx context.Context, srv *guestio.Child) (n, bytes int64, err error) {
+	if err := srv.Send("stats"); err != nil {
 		return 0, 0, err
 	}
-	f, err := srv.expect(ctx, "stats")
+	f, err := srv.Expect(ctx, "stats")
 	if err != nil {
 		return 0, 0, err
 	}

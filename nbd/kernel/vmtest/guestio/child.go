@@ -1,4 +1,4 @@
-package main
+package guestio
 
 import (
 	"bufio"
@@ -11,15 +11,18 @@ import (
 	"time"
 )
 
-// child is a server process started from this binary.
-type child struct {
+// Child is a process started from the guest program's own binary (a
+// server it kills and replaces), whose stdout lines it reads.
+type Child struct {
 	name  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
 }
 
-func startChild(name string, args ...string) (*child, error) {
+// StartChild starts the running binary again with args; name labels its
+// output lines.
+func StartChild(name string, args ...string) (*Child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -37,7 +40,7 @@ func startChild(name string, args ...string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
+	c := &Child{name: name, cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -49,8 +52,8 @@ func startChild(name string, args ...string) (*child, error) {
 	return c, nil
 }
 
-// expect waits for a line that starts with word and returns its fields.
-func (c *child) expect(ctx context.Context, word string) ([]string, error) {
+// Expect waits for a line that starts with word and returns its fields.
+func (c *Child) Expect(ctx context.Context, word string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -70,19 +73,20 @@ func (c *child) expect(ctx context.Context, word string) ([]string, error) {
 	}
 }
 
-func (c *child) send(cmd string) error {
+// Send writes a command line to the child's stdin.
+func (c *Child) Send(cmd string) error {
 	_, err := io.WriteString(c.stdin, cmd+"\n")
 	return err
 }
 
-// kill sends SIGKILL and reaps the process.
-func (c *child) kill() {
+// Kill sends SIGKILL and reaps the process.
+func (c *Child) Kill() {
 	c.cmd.Process.Kill()
 	c.cmd.Wait()
 }
 
-// wait reaps a process that is ending on its own.
-func (c *child) wait() error {
+// Wait reaps a process that is ending on its own.
+func (c *Child) Wait() error {
 	for range c.lines {
 	}
 	return c.cmd.Wait()

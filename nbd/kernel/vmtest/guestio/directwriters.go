@@ -1,4 +1,4 @@
-package main
+package guestio
 
 import (
 	"encoding/binary"
@@ -12,13 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// directWriters keep n O_DIRECT writes in flight on a block device, one
+// DirectWriters keep n O_DIRECT writes in flight on a block device, one
 // per goroutine, each cycling through its own region block by block.
-// Every block carries (writer, sequence) throughout, so that verify can
+// Every block carries (writer, sequence) throughout, so that Verify can
 // tell that each block holds the last write that completed there. They
 // measure the longest time any writer waited for one write: the stall a
 // writer sees.
-type directWriters struct {
+type DirectWriters struct {
 	path   string
 	base   int64
 	region int64 // bytes per writer
@@ -35,8 +35,8 @@ type directWriters struct {
 	last   [][]uint64 // per writer, per block: sequence of the last completed write (0: none)
 }
 
-func startDirectWriters(path string, n int, base, region int64, block int) *directWriters {
-	w := &directWriters{path: path, base: base, region: region, block: block, stop: make(chan struct{})}
+func StartDirectWriters(path string, n int, base, region int64, block int) *DirectWriters {
+	w := &DirectWriters{path: path, base: base, region: region, block: block, stop: make(chan struct{})}
 	w.last = make([][]uint64, n)
 	for i := range n {
 		w.last[i] = make([]uint64, region/int64(block))
@@ -46,7 +46,7 @@ func startDirectWriters(path string, n int, base, region int64, block int) *dire
 	return w
 }
 
-func (w *directWriters) fail(err error) {
+func (w *DirectWriters) fail(err error) {
 	w.mu.Lock()
 	if w.err == nil {
 		w.err = err
@@ -61,7 +61,7 @@ func fillBlock(buf []byte, writer int, seq uint64) {
 	}
 }
 
-func (w *directWriters) run(i int) {
+func (w *DirectWriters) run(i int) {
 	defer w.wg.Done()
 	buf, err := unix.Mmap(-1, 0, w.block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -99,29 +99,36 @@ func (w *directWriters) run(i int) {
 	}
 }
 
-// waitProgress waits until n more writes completed than now.
-func (w *directWriters) waitProgress(n int64, timeout time.Duration) bool {
+// WaitProgress waits until n more writes completed than now.
+func (w *DirectWriters) WaitProgress(n int64, timeout time.Duration) bool {
 	target := w.writes.Load() + n
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if w.writes.Load() >= target {
 			return true
 		}
-		if w.firstErr() != nil {
+		if w.FirstErr() != nil {
 			return false
 		}
 	}
 	return false
 }
 
-func (w *directWriters) firstErr() error {
+// Writes returns the number of writes completed so far.
+func (w *DirectWriters) Writes() int64 { return w.writes.Load() }
+
+// Bytes returns the number of bytes written so far.
+func (w *DirectWriters) Bytes() int64 { return w.bytes.Load() }
+
+// FirstErr returns the first write error, if any.
+func (w *DirectWriters) FirstErr() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
-// finish stops the writers, waits for their last writes and returns the
+// Finish stops the writers, waits for their last writes and returns the
 // longest wait for one write, or the first error.
-func (w *directWriters) finish() (time.Duration, error) {
+func (w *DirectWriters) Finish() (time.Duration, error) {
 	close(w.stop)
 	w.wg.Wait()
 	w.mu.Lock()
@@ -129,9 +136,9 @@ func (w *directWriters) finish() (time.Duration, error) {
 	return w.maxGap, w.err
 }
 
-// verify reads every block written (through readAt: the device, or the
+// Verify reads every block written (through readAt: the device, or the
 // backing file) and checks that it holds the last write that completed.
-func (w *directWriters) verify(readAt func(p []byte, off int64) error) error {
+func (w *DirectWriters) Verify(readAt func(p []byte, off int64) error) error {
 	buf := make([]byte, w.block)
 	want := make([]byte, w.block)
 	checked := 0
@@ -159,8 +166,8 @@ func (w *directWriters) verify(readAt func(p []byte, off int64) error) error {
 	return nil
 }
 
-// readDirect reads from a block device with O_DIRECT.
-func readDirect(path string) (func(p []byte, off int64) error, func(), error) {
+// ReadDirect reads from a block device with O_DIRECT.
+func ReadDirect(path string) (func(p []byte, off int64) error, func(), error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		return nil, nil, err

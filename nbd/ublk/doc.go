@@ -1,0 +1,22 @@
+// Package ublk serves an nbd.Backend to the Linux kernel as a ublk block
+// device (/dev/ublkbN), the userspace block driver that Linux 6.0 and
+// later drive through io_uring (ublk_drv): requests reach the server as
+// descriptors in memory it shares with the kernel, and their data is
+// copied between the kernel's pages and per-request buffers, with no
+// socket and no protocol in between, unlike the NBD path of package
+// nbd/kernel.
+//
+// A Control (from /dev/ublk-control) adds, parameterises, starts, stops
+// and deletes devices; Serve does all of that for a Backend and returns a
+// Device whose queues run until the device is stopped. Devices are
+// added with user recovery: when the serving process dies, the kernel
+// keeps the device and holds its I/O, and Recover, from a new process,
+// takes the same device over (START_USER_RECOVERY, new queues,
+// END_USER_RECOVERY); requests the dead process had taken are issued
+// again (UBLK_F_USER_RECOVERY_REISSUE where the kernel has it), so the
+// application sees a pause, not an error.
+//
+// Each queue is one OS thread that owns an io_uring (package
+// internal/uring) and is the only one to talk to the kernel about its
+// requests, as ublk requires; the backend runs in goroutines of its own.
+package ublk

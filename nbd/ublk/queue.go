@@ -1,0 +1,263 @@
+package ublk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/purerbd/purerbd/nbd"
+	"github.com/purerbd/purerbd/nbd/ublk/internal/uring"
+)
+
+// maxCmdBufSize is the stride of the queues' descriptor arrays in the
+// character device's mmap space: room for the deepest queue, in pages.
+const maxCmdBufSize = (maxQueueDepth*ioDescSize + 4095) &^ 4095
+
+// queue serves one hardware queue of a device: its thread owns the
+// ring through which requests are fetched and committed.
+type queue struct {
+	id      uint16
+	depth   int
+	maxIO   int
+	charFD  int
+	encoded bool
+	backend nbd.Backend
+	log     *slog.Logger
+
+	desc []byte // the kernel's descriptors, read-only
+	bufs []byte // depth buffers of maxIO bytes
+
+	handlers sync.WaitGroup // requests being served
+
+	mu   sync.Mutex
+	done []completion
+	ring *uring.Ring // set by run before ready closes
+}
+
+type completion struct {
+	tag uint16
+	res int32
+}
+
+func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, log *slog.Logger) (*queue, error) {
+	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, log: log}
+	descLen := (q.depth*ioDescSize + 4095) &^ 4095
+	var err error
+	q.desc, err = unix.Mmap(charFD, int64(id)*maxCmdBufSize, descLen, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("ublk queue %d: mmap descriptors: %w", id, err)
+	}
+	q.bufs, err = unix.Mmap(-1, 0, q.depth*q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		_ = unix.Munmap(q.desc)
+		return nil, fmt.Errorf("ublk queue %d: mmap buffers: %w", id, err)
+	}
+	return q, nil
+}
+
+// release unmaps the queue's memory once no request is being served
+// any more (after run returned).
+func (q *queue) release() {
+	q.handlers.Wait()
+	_ = unix.Munmap(q.desc)
+	_ = unix.Munmap(q.bufs)
+}
+
+func (q *queue) bufAddr(tag int) uint64 {
+	return uint64(uintptr(unsafe.Pointer(&q.bufs[tag*q.maxIO])))
+}
+
+// run serves the queue until every tag has been aborted by the kernel
+// (the device stopped) or ctx ends (the queue is abandoned: closing its
+// ring makes the kernel hold the device's I/O for a recovery). ready
+// gets nil once every FETCH_REQ is submitted, or the error that
+// prevented it.
+func (q *queue) run(ctx context.Context, ready chan<- error) error {
+	// ublk takes a queue's commands only from the thread that fetched
+	// them: this goroutine keeps its thread to the end, which then
+	// exits with it.
+	runtime.LockOSThread()
+	ring, err := uring.New(uint32(q.depth + 2))
+	if err != nil {
+		ready <- err
+		return err
+	}
+	defer func() {
+		q.mu.Lock()
+		q.ring = nil
+		q.mu.Unlock()
+		ring.Close()
+	}()
+	q.mu.Lock()
+	q.ring = ring
+	q.mu.Unlock()
+	var cmd [ioCmdSize]byte
+	for tag := 0; tag < q.depth; tag++ {
+		encodeIOCmd(cmd[:], q.id, uint16(tag), 0, q.bufAddr(tag))
+		if err := ring.URingCmd(q.charFD, ioOp(ioFetchReq, q.encoded), cmd[:], uint64(tag)); err != nil {
+			ready <- err
+			return err
+		}
+	}
+	if err := ring.ArmWake(); err != nil {
+		ready <- err
+		return err
+	}
+	if err := ring.Enter(false); err != nil {
+		ready <- err
+		return err
+	}
+	ready <- nil
+	stop := context.AfterFunc(ctx, ring.Wake)
+	defer stop()
+
+	closed := 0
+	var cqes []uring.CQE
+	var done []completion
+	for closed < q.depth {
+		// submit, then wait in Go's poller: a thread blocked in
+		// io_uring_enter would keep its P, and the goroutines serving
+		// the requests it just handed out could wait for the runtime to
+		// take that P back
+		if err := ring.Enter(false); err != nil {
+			return fmt.Errorf("ublk queue %d: %w", q.id, err)
+		}
+		if err := ring.Wait(); err != nil {
+			return fmt.Errorf("ublk queue %d: %w", q.id, err)
+		}
+		cqes = ring.Reap(cqes[:0])
+		for _, c := range cqes {
+			if c.UserData == uring.WakeUserData {
+				continue
+			}
+			tag := int(c.UserData)
+			if c.Res != 0 {
+				if c.Res != ioResAbort {
+					q.log.Warn("ublk io command failed", "queue", q.id, "tag", tag, "errno", unix.Errno(-c.Res))
+				}
+				closed++
+				continue
+			}
+			d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
+			q.handlers.Add(1)
+			go q.handle(ctx, tag, d)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		q.mu.Lock()
+		done, q.done = q.done, done[:0]
+		q.mu.Unlock()
+		for _, c := range done {
+			encodeIOCmd(cmd[:], q.id, c.tag, c.res, q.bufAddr(int(c.tag)))
+			if err := ring.URingCmd(q.charFD, ioOp(ioCommitAndFetch, q.encoded), cmd[:], uint64(c.tag)); err != nil {
+				return fmt.Errorf("ublk queue %d: %w", q.id, err)
+			}
+		}
+		if err := ring.ArmWake(); err != nil {
+			return fmt.Errorf("ublk queue %d: %w", q.id, err)
+		}
+	}
+	return nil
+}
+
+// handle serves one request and hands its result to the queue's thread.
+func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
+	defer q.handlers.Done()
+	res := q.serve(ctx, tag, d)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.done) == 0 && q.ring != nil {
+		q.ring.Wake()
+	}
+	q.done = append(q.done, completion{tag: uint16(tag), res: res})
+}
+
+// serve runs one request against the backend: the byte count for reads
+// and writes, 0 for the others, or a negative errno.
+func (q *queue) serve(ctx context.Context, tag int, d ioDesc) int32 {
+	if d.op == opFlush {
+		// a flush carries no range (its sector is whatever the block
+		// layer left there)
+		if f, ok := q.backend.(nbd.Flusher); ok {
+			if err := f.Flush(ctx); err != nil {
+				return errnoOf(err)
+			}
+		}
+		return 0
+	}
+	// in sectors first: the kernel's 64-bit sector would overflow bytes
+	size := uint64(q.backend.Size())
+	if d.startSector > size>>sectorShift || uint64(d.nrSectors) > size>>sectorShift {
+		return -int32(unix.EIO)
+	}
+	off := int64(d.startSector << sectorShift)
+	n := int64(d.nrSectors) << sectorShift
+	if uint64(off+n) > size {
+		return -int32(unix.EIO)
+	}
+	switch d.op {
+	case opRead, opWrite:
+		if n > int64(q.maxIO) {
+			return -int32(unix.EINVAL)
+		}
+		buf := q.bufs[tag*q.maxIO : tag*q.maxIO+int(n)]
+		if d.op == opRead {
+			got, err := q.backend.ReadAt(ctx, buf, off)
+			if err != nil && !(errors.Is(err, io.EOF) && got <= len(buf)) {
+				return errnoOf(err)
+			}
+			clear(buf[got:])
+			return int32(n)
+		}
+		if _, err := q.backend.WriteAt(ctx, buf, off); err != nil {
+			return errnoOf(err)
+		}
+		if d.flags&(ioFlagFUA>>8) != 0 {
+			if f, ok := q.backend.(nbd.Flusher); ok {
+				if err := f.Flush(ctx); err != nil {
+					return errnoOf(err)
+				}
+			}
+		}
+		return int32(n)
+	case opDiscard:
+		if t, ok := q.backend.(nbd.Trimmer); ok {
+			if err := t.Trim(ctx, off, n); err != nil {
+				return errnoOf(err)
+			}
+		}
+		return 0
+	case opWriteZeroes:
+		var flags nbd.ZeroFlags
+		if d.flags&(ioFlagNoUnmap>>8) != 0 {
+			flags |= nbd.ZeroNoHole
+		}
+		if z, ok := q.backend.(nbd.Zeroer); ok {
+			if err := z.Zero(ctx, off, n, flags); err != nil {
+				return errnoOf(err)
+			}
+			return 0
+		}
+		return -int32(unix.EOPNOTSUPP)
+	}
+	return -int32(unix.EOPNOTSUPP)
+}
+
+// errnoOf turns a backend error into the negative errno ublk completes
+// the request with: the error's own errno where it carries one, else EIO.
+func errnoOf(err error) int32 {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return -int32(errno)
+	}
+	return -int32(unix.EIO)
+}
