@@ -478,13 +478,14 @@ func (n *NodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 }
 
 func (n *NodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	resp := &csi.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: n.cfg.MaxVolumes}
-	if len(n.cfg.Topology) > 0 {
-		seg := make(map[string]string, len(n.cfg.Topology))
-		for k, v := range n.cfg.Topology {
-			seg[k] = v
-		}
-		resp.AccessibleTopology = &csi.Topology{Segments: seg}
+	// The topology is always there, empty without --domainlabels, as
+	// ceph-csi's: the plugin advertises accessibility constraints, and
+	// the spec's readers (csi-sanity among them) expect a node of such a
+	// plugin to say where it is.
+	seg := make(map[string]string, len(n.cfg.Topology))
+	for k, v := range n.cfg.Topology {
+		seg[k] = v
 	}
-	return resp, nil
+	return &csi.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: n.cfg.MaxVolumes,
+		AccessibleTopology: &csi.Topology{Segments: seg}}, nil
 }

@@ -149,6 +149,14 @@ func TestNodeInfoAndCapabilities(t *testing.T) {
 	assert.Equal(t, "node-1", info.GetNodeId())
 	assert.Equal(t, int64(8), info.GetMaxVolumesPerNode())
 	assert.Equal(t, map[string]string{"topology.purerbd.io/zone": "z1"}, info.GetAccessibleTopology().GetSegments())
+	// without topology the node still says where it is: nowhere in
+	// particular (csi-sanity checks it, the plugin advertising
+	// accessibility constraints)
+	n.cfg.Topology = nil
+	info, err = n.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+	require.NoError(t, err)
+	require.NotNil(t, info.GetAccessibleTopology())
+	assert.Empty(t, info.GetAccessibleTopology().GetSegments())
 
 	caps, err := n.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
 	require.NoError(t, err)
