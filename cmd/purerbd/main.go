@@ -6,8 +6,7 @@
 // the options all verbs take (globals.go), each group or verb lives in a
 // file named after it, and a new verb is a function returning its
 // *cli.Command, added to its group. A binary reached under another name
-// (rbd, rados) can start the tree at that group, newRoot().Find("rbd"):
-// it keeps the global options and names itself as the group.
+// (rbd, rados, rbd-nbd) runs that group's verbs (multicall.go).
 package main
 
 import (
@@ -22,7 +21,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, multiCallArgs(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
