@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestKernelInVM(t *testing.T) {
 	resize2fs := requireFile(t, "/sbin/resize2fs", "e2fsprogs")
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
 
-	runGuestScenario(t, host, vmtest.Config{
+	vmtest.RunScenario(t, host, vmtest.Config{
 		Modules:  []string{"nbd", "ext4", host.CRC32C()},
 		Programs: []string{mke2fs, resize2fs},
 		Files:    map[string]string{"/bin/nbdguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
@@ -35,31 +34,6 @@ func TestKernelInVM(t *testing.T) {
 		CPUs:    4,
 		Timeout: 6 * time.Minute,
 	})
-}
-
-// runGuestScenario boots the VM cfg describes, fails t unless the guest
-// scenario passed, and logs its figures (and the console with
-// NBD_VM_CONSOLE set).
-func runGuestScenario(t *testing.T, host vmtest.Host, cfg vmtest.Config) *vmtest.Scenario {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
-	defer cancel()
-	var out strings.Builder
-	cfg.Output = &out
-	res, err := vmtest.Run(ctx, t, host, cfg)
-	if res == nil {
-		t.Fatal(err)
-	}
-	sc, serr := res.Scenario()
-	if err != nil || res.ExitCode != 0 || serr != nil {
-		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
-	}
-	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
-	sc.Log(t)
-	if os.Getenv("NBD_VM_CONSOLE") != "" {
-		t.Logf("console:\n%s", res.Console)
-	}
-	return sc
 }
 
 func requireFile(t *testing.T, path, pkg string) string {
@@ -85,7 +59,7 @@ func TestAdaptiveTimeoutInVM(t *testing.T) {
 	if os.Getenv("PURERBD_VM_ADAPTIVE_STALL") == "1" {
 		scenario = "adaptive-stall"
 	}
-	runGuestScenario(t, host, vmtest.Config{
+	vmtest.RunScenario(t, host, vmtest.Config{
 		Modules: []string{"nbd"},
 		Files:   map[string]string{"/bin/nbdguest": guest},
 		Command: []string{"/bin/nbdguest", scenario},
@@ -105,7 +79,7 @@ func TestAdaptiveTimeoutInVM(t *testing.T) {
 func TestKernelSmokeInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
-	sc := runGuestScenario(t, host, vmtest.Config{
+	sc := vmtest.RunScenario(t, host, vmtest.Config{
 		Modules:         []string{"nbd"},
 		CompressModules: true,
 		Files:           map[string]string{"/bin/nbdguest": guest},

@@ -1,7 +1,6 @@
 package ublk_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -36,7 +35,7 @@ func TestUblkInVM(t *testing.T) {
 		if suite, _ := vmtest.KernelSuite(); suite != "" {
 			t.Fatalf("%s=%s: kernel %s has no ublk (CONFIG_BLK_DEV_UBLK=%q)", vmtest.KernelEnv, suite, host.Release, cfg["CONFIG_BLK_DEV_UBLK"])
 		}
-		sc := runGuest(t, host, vmtest.Config{
+		sc := vmtest.RunScenario(t, host, vmtest.Config{
 			Files:   map[string]string{"/bin/ublkguest": guest},
 			Command: []string{"/bin/ublkguest", "absent"},
 			Timeout: 3 * time.Minute,
@@ -48,7 +47,7 @@ func TestUblkInVM(t *testing.T) {
 	if _, err := os.Stat(mke2fs); err != nil {
 		t.Fatalf("%s not found: install the Debian package e2fsprogs (%v)", mke2fs, err)
 	}
-	sc := runGuest(t, host, vmtest.Config{
+	sc := vmtest.RunScenario(t, host, vmtest.Config{
 		Modules:  []string{"ublk_drv", "nbd", "ext4", host.CRC32C()},
 		Programs: []string{mke2fs},
 		Files:    map[string]string{"/bin/ublkguest": guest, "/etc/mke2fs.conf": "/etc/mke2fs.conf"},
@@ -64,28 +63,4 @@ func TestUblkInVM(t *testing.T) {
 	if f, _ := sc.Facts["module_file"].(string); !strings.HasPrefix(f, "ublk_drv.ko") {
 		t.Errorf("the guest loaded %q, want ublk_drv.ko*", f)
 	}
-}
-
-// runGuest boots the VM cfg describes and fails t unless the guest
-// scenario passed.
-func runGuest(t *testing.T, host vmtest.Host, cfg vmtest.Config) *vmtest.Scenario {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
-	defer cancel()
-	var out strings.Builder
-	cfg.Output = &out
-	res, err := vmtest.Run(ctx, t, host, cfg)
-	if res == nil {
-		t.Fatal(err)
-	}
-	sc, serr := res.Scenario()
-	if err != nil || res.ExitCode != 0 || serr != nil {
-		t.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
-	}
-	t.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
-	sc.Log(t)
-	if os.Getenv("NBD_VM_CONSOLE") != "" {
-		t.Logf("console:\n%s", res.Console)
-	}
-	return sc
 }

@@ -1,11 +1,14 @@
 package vmtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Scenario is what a guest scenario reports on its one result line,
@@ -49,4 +52,29 @@ func (s *Scenario) Log(tb testing.TB) {
 		tb.Logf("  %-*s %7.3fs", width, n, s.Timings[n])
 	}
 	tb.Logf("  facts: %v", s.Facts)
+}
+
+// RunScenario boots the VM cfg describes, fails tb unless the guest
+// scenario passed, logs its figures (and the console with NBD_VM_CONSOLE
+// set) and returns them.
+func RunScenario(tb testing.TB, h Host, cfg Config) *Scenario {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
+	defer cancel()
+	var out strings.Builder
+	cfg.Output = &out
+	res, err := Run(ctx, tb, h, cfg)
+	if res == nil {
+		tb.Fatal(err)
+	}
+	sc, serr := res.Scenario()
+	if err != nil || res.ExitCode != 0 || serr != nil {
+		tb.Fatalf("guest scenario failed (err %v, exit %d, %v); console:\n%s", err, res.ExitCode, serr, res.Console)
+	}
+	tb.Logf("VM: boot to init %.2fs, whole run %.1fs (wall)", res.Boot.Seconds(), res.Wall.Seconds())
+	sc.Log(tb)
+	if os.Getenv("NBD_VM_CONSOLE") != "" {
+		tb.Logf("console:\n%s", res.Console)
+	}
+	return sc
 }
