@@ -32,9 +32,6 @@ type Cluster struct {
 	Pool     string
 	CephUser string
 	CephKey  string
-	// ZonePool is a second pool the user may use, for the topology
-	// scenario's second zone.
-	ZonePool string
 	// ClusterID is the example ConfigMap's cluster ID.
 	ClusterID string
 
@@ -64,7 +61,7 @@ func Start(ctx context.Context, tb testing.TB, s Setup) (*Cluster, error) {
 	dir := tb.TempDir()
 	ns := netns.New(tb, netns.Options{})
 	c := &Cluster{NS: ns, Node: "e2e-node", NodeIP: ns.GuestIP(0), RepoRoot: s.RepoRoot, Dir: dir,
-		Pool: "kubernetes", ZonePool: "kubernetes-z2", CephUser: "kubernetes", vmDone: make(chan struct{})}
+		Pool: "kubernetes", CephUser: "kubernetes", vmDone: make(chan struct{})}
 
 	t0 := time.Now()
 	ceph, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP, Pool: c.Pool})
@@ -73,17 +70,9 @@ func Start(ctx context.Context, tb testing.TB, s Setup) (*Cluster, error) {
 	}
 	tb.Cleanup(func() { ceph.Close() })
 	c.Ceph = ceph
-	if _, err := ceph.Ceph(ctx, "osd", "pool", "create", c.ZonePool, "8", "8", "replicated"); err != nil {
-		return nil, err
-	}
-	if _, err := ceph.Rbd(ctx, "pool", "init", c.ZonePool); err != nil {
-		return nil, err
-	}
-	// the user the example Secret describes, with its caps (on the
-	// second pool too)
+	// the user the example Secret describes, with exactly its caps
 	if _, err := ceph.Ceph(ctx, "auth", "get-or-create", "client."+c.CephUser,
-		"mon", "profile rbd", "osd", "profile rbd pool="+c.Pool+", profile rbd pool="+c.ZonePool,
-		"mgr", "profile rbd pool="+c.Pool+", profile rbd pool="+c.ZonePool); err != nil {
+		"mon", "profile rbd", "osd", "profile rbd pool="+c.Pool, "mgr", "profile rbd pool="+c.Pool); err != nil {
 		return nil, err
 	}
 	key, err := ceph.Ceph(ctx, "auth", "get-key", "client."+c.CephUser)
