@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -95,6 +96,9 @@ type Ring struct {
 	tail     uint32
 	toSubmit uint32
 
+	// wakeMu orders Wake (any goroutine) against Close: a Wake after
+	// Close must not write to a descriptor number reused elsewhere.
+	wakeMu   sync.RWMutex
 	wakeFD   int
 	wakeBuf  []byte // 8 bytes the kernel reads the eventfd into
 	wakeLive bool   // a wake-up read is queued
@@ -195,10 +199,12 @@ func (r *Ring) Close() error {
 		err = unix.Close(r.fd)
 	}
 	r.fd, r.file = -1, nil
+	r.wakeMu.Lock()
 	if r.wakeFD >= 0 {
 		_ = unix.Close(r.wakeFD)
 		r.wakeFD = -1
 	}
+	r.wakeMu.Unlock()
 	return err
 }
 
@@ -260,11 +266,16 @@ func (r *Ring) ArmWake() error {
 }
 
 // Wake makes a pending or the next Enter that waits return (through the
-// armed wake-up read). Safe from any goroutine.
+// armed wake-up read). Safe from any goroutine, also during and after
+// Close (then it does nothing).
 func (r *Ring) Wake() {
 	var one [8]byte
 	binary.LittleEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(r.wakeFD, one[:])
+	r.wakeMu.RLock()
+	defer r.wakeMu.RUnlock()
+	if r.wakeFD >= 0 {
+		_, _ = unix.Write(r.wakeFD, one[:])
+	}
 }
 
 // Enter submits the queued entries and, with wait, blocks until at

@@ -119,3 +119,35 @@ func TestWaitInPoller(t *testing.T) {
 		t.Fatalf("completions %+v, want the wake-up", cqes)
 	}
 }
+
+// TestWakeDuringClose checks that Wake from other goroutines races
+// neither with Close nor writes after it (run under -race).
+func TestWakeDuringClose(t *testing.T) {
+	r, err := New(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.Wake()
+			}
+		}
+	}()
+	time.Sleep(5 * time.Millisecond)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.Wake() // after Close: nothing to write to
+	close(stop)
+	<-done
+	if r.wakeFD != -1 {
+		t.Fatalf("wake-up descriptor %d left after Close", r.wakeFD)
+	}
+}
