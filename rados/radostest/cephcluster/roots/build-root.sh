@@ -88,10 +88,17 @@ fi
 debootstrap=$(command -v debootstrap || true)
 if [ -z "$debootstrap" ]; then
   tooldir=$cache/tools/debootstrap
+  mkdir -p "$cache/tools"
+  # the suites' builds run side by side: one unpacks, the others wait,
+  # and the unpacked tree appears whole or not at all
+  exec 8>"$cache/tools/.debootstrap.lock"
+  flock 8
   if [ ! -x "$tooldir/usr/sbin/debootstrap" ]; then
-    rm -rf "$tooldir" && mkdir -p "$tooldir"
-    (cd "$tooldir" && apt-get download -q debootstrap && dpkg -x debootstrap_*.deb .)
+    unpack=$(mktemp -d "$cache/tools/.debootstrap.XXXXXX")
+    (cd "$unpack" && apt-get download -q debootstrap && dpkg -x debootstrap_*.deb .)
+    rm -rf "$tooldir" && mv "$unpack" "$tooldir"
   fi
+  flock -u 8
   export DEBOOTSTRAP_DIR=$tooldir/usr/share/debootstrap
   debootstrap=$tooldir/usr/sbin/debootstrap
 fi
