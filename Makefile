@@ -15,13 +15,17 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 pyth
 	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
 	containerd runc containernetworking-plugins nftables
 
-.PHONY: help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s matrix vm-kernels
+# the release the manifests and the Helm chart pin (the image's tag)
+RELEASE   := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' deploy/helm/purerbd-csi/Chart.yaml)
+
+.PHONY: image help build test unit test-short race fuzz fuzz-smoke lint bench demo deps clean chaos e2e e2e-k8s matrix vm-kernels
 
 help:
 	@echo "make demo   boot a throwaway Ceph cluster on 127.0.0.1, write an RBD image, export it over NBD, walk through CSI (Ctrl-C stops it)"
 	@echo "make test   everything CI runs: lint, all tests against real Ceph, the race detector, fuzz smoke"
 	@echo "make test-short  the unit tier (go test -short): only the Go toolchain, no Ceph, in seconds"
 	@echo "make build  static binaries into bin/"
+	@echo "make image  the FROM scratch image purerbd/purerbd-csi:$(RELEASE) (purerbd-csi and the purerbd CLI)"
 	@echo "make deps   install the Debian packages the tests need"
 	@echo "make matrix  the interop smoke against Ceph Reef and Tentacle (from Debian roots built once)"
 	@echo "make vm-kernels  the kernel smoke test and the ublk tests in a VM on Debian trixie's and sid's kernels [VM_KERNELS=...]"
@@ -30,9 +34,16 @@ help:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
+# the FROM scratch image with purerbd-csi and the purerbd CLI, tagged as
+# deploy/kubernetes and the Helm chart name it
+image: build
+	docker build -f deploy/Dockerfile -t purerbd/purerbd-csi:$(RELEASE) bin/
+
 # the developer tools (internal/cmd/purerbd-dev) link test machinery, so
 # they are neither in ./cmd/... nor in bin/ from `make build`
-demo:
+# demo and test install the Debian packages they need first (deps: a
+# no-op when they are present)
+demo: deps
 	$(GO) run -trimpath ./internal/cmd/purerbd-dev demo
 
 deps:
@@ -77,7 +88,7 @@ race:
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $(RACE_FULL)
 
-test: lint unit race fuzz-smoke matrix vm-kernels e2e-k8s
+test: deps lint unit race fuzz-smoke matrix vm-kernels e2e-k8s
 
 # the Ceph release matrix: `unit` runs every test against the host's Ceph
 # (Pacific); this runs the interop smoke against each release run from a

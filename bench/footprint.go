@@ -40,16 +40,18 @@ func (s *suite) footprint(ctx context.Context) *Footprint {
 		f.ImageNote = "no purerbd-csi binary was built"
 	case haveTools("docker") != "":
 		f.ImageNote = "docker is not installed"
+	case s.bins["purerbd"].Path == "":
+		f.ImageNote = "no purerbd binary was built"
 	default:
-		f.Image, f.ImageSize, f.ImageNote = s.buildImage(ctx, dockerfile, csi)
+		f.Image, f.ImageSize, f.ImageNote = s.buildImage(ctx, dockerfile, csi, s.bins["purerbd"])
 	}
 	return f
 }
 
-// buildImage builds deploy/Dockerfile with the directory holding the
-// purerbd-csi binary as its context (as deploy/Dockerfile says) and
-// returns the image's size.
-func (s *suite) buildImage(ctx context.Context, dockerfile string, csi Binary) (string, int64, string) {
+// buildImage builds deploy/Dockerfile with a directory holding the
+// purerbd-csi and purerbd binaries as its context (as deploy/Dockerfile
+// says) and returns the image's size.
+func (s *suite) buildImage(ctx context.Context, dockerfile string, bins ...Binary) (string, int64, string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	tag := "purerbd-bench/purerbd-csi:bench"
@@ -57,12 +59,14 @@ func (s *suite) buildImage(ctx context.Context, dockerfile string, csi Binary) (
 	if err := os.MkdirAll(bctx, 0o755); err != nil {
 		return "", 0, err.Error()
 	}
-	b, err := os.ReadFile(csi.Path)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(bctx, "purerbd-csi"), b, 0o755)
-	}
-	if err != nil {
-		return "", 0, err.Error()
+	for _, bin := range bins {
+		b, err := os.ReadFile(bin.Path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(bctx, filepath.Base(bin.Path)), b, 0o755)
+		}
+		if err != nil {
+			return "", 0, err.Error()
+		}
 	}
 	abs, _ := filepath.Abs(dockerfile)
 	if out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-f", abs, "-t", tag, bctx).CombinedOutput(); err != nil {

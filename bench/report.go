@@ -226,7 +226,7 @@ func (f *Footprint) write(b *bytes.Buffer) {
 		fmt.Fprintf(b, "| %s | %s |\n", bin.Name, bytesCell(bin.Size))
 	}
 	if f.Image != "" {
-		fmt.Fprintf(b, "\nContainer image from deploy/Dockerfile (FROM scratch, purerbd-csi only): %s.\n", bytesCell(f.ImageSize))
+		fmt.Fprintf(b, "\nContainer image from deploy/Dockerfile (FROM scratch, purerbd-csi and the purerbd CLI): %s.\n", bytesCell(f.ImageSize))
 	} else {
 		fmt.Fprintf(b, "\nContainer image: not built (%s).\n", f.ImageNote)
 	}

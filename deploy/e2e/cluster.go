@@ -214,3 +214,17 @@ func (s *syncFile) Close() error {
 	defer s.mu.Unlock()
 	return s.f.Close()
 }
+
+// Helm runs the helm binary bin against the cluster, as Kubectl runs
+// kubectl: in the test's network namespace, with the admin kubeconfig.
+func (c *Cluster) Helm(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := c.NS.Command(ctx, bin, append([]string{"--kubeconfig=" + c.cp.admin}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(c.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(c.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(c.Dir, "helm", "data"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.Bytes(), nil
+}

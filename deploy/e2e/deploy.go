@@ -27,8 +27,8 @@ const keyPlaceholder = `"<the output of: ceph auth get-key client.kubernetes>"`
 
 // Deploy installs purerbd as deploy/README.md tells a user: the
 // namespace, the example ConfigMap and Secrets edited where the README
-// says to edit them (the monitors, the keys), every manifest of
-// deploy/kubernetes, then the example StorageClass and
+// says to edit them (the monitors, the keys), the kustomization of
+// deploy/kubernetes (kubectl apply -k), then the example StorageClass and
 // VolumeSnapshotClass; the snapshot add-ons first. It returns when the
 // controller and the node plugin are rolled out and the kubelet lists
 // the driver on the node.
@@ -82,7 +82,7 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 	if _, err := c.KubectlInput(ctx, sec, "apply", "-f", "-"); err != nil {
 		return err
 	}
-	if err := apply(k); err != nil {
+	if _, err := c.Kubectl(ctx, "apply", "-k", k); err != nil {
 		return err
 	}
 	if err := apply(filepath.Join(ex, "storageclass.yaml"), filepath.Join(ex, "snapshotclass.yaml")); err != nil {
@@ -93,12 +93,12 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 			return fmt.Errorf("%w\n%s", err, c.describe(ctx, "purerbd"))
 		}
 	}
-	return c.waitDriverRegistered(ctx, "rbd.purerbd.io", 3*time.Minute)
+	return c.WaitDriverRegistered(ctx, "rbd.purerbd.io", 3*time.Minute)
 }
 
-// waitDriverRegistered waits until the node's CSINode lists driver: the
+// WaitDriverRegistered waits until the node's CSINode lists driver: the
 // kubelet took the plugin's registration.
-func (c *Cluster) waitDriverRegistered(ctx context.Context, driver string, limit time.Duration) error {
+func (c *Cluster) WaitDriverRegistered(ctx context.Context, driver string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var out []byte
 	for time.Now().Before(deadline) {

@@ -60,7 +60,7 @@ func TestKubernetes(t *testing.T) {
 	}
 	report(t, "deploy", "ok", "manifests applied as deploy/README.md says, plugin registered, in %v", time.Since(t2).Round(time.Second))
 
-	for _, sc := range scenarios {
+	for _, sc := range append(scenarios, packagingScenarios...) {
 		ok := t.Run(sc.name, func(t *testing.T) {
 			start := time.Now()
 			figures := sc.run(ctx, t, c)

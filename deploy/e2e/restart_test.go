@@ -56,6 +56,13 @@ func restartUnderWrite(ctx context.Context, t *testing.T, c *e2e.Cluster, how st
 
 	before, err := nodePluginPod(ctx, c)
 	must(t, err)
+	var vol string
+	var writtenBefore float64
+	if how == "sigkill" {
+		// the node plugin's metrics move as the pod writes
+		vol = volumeHandle(ctx, t, c, pv)
+		writtenBefore = volumeWritesGrow(ctx, t, c, before, vol)
+	}
 	td := time.Now()
 	switch how {
 	case "rollout":
@@ -99,6 +106,10 @@ func restartUnderWrite(ctx context.Context, t *testing.T, c *e2e.Cluster, how st
 	if _, err := c.Kubectl(ctx, "exec", writer.Name, "--", "/bin/kill", "-TERM", "1"); err != nil && !strings.Contains(err.Error(), "exit code 137") {
 		t.Fatal(err)
 	}
+	metrics := ""
+	if how == "sigkill" {
+		metrics = "; " + metricsAfterTakeover(ctx, t, c, after, vol, writtenBefore)
+	}
 	res := waitStreamResult(ctx, t, c, writer.Name)
 	if res.Errors != 0 {
 		t.Errorf("the writing pod saw %d I/O errors in %d writes (longest stall %.0f ms)", res.Errors, res.Writes, res.MaxStallMS)
@@ -119,8 +130,66 @@ func restartUnderWrite(ctx context.Context, t *testing.T, c *e2e.Cluster, how st
 		t.Fatalf("e2fsck -fn of the export: %v\n%s", err, out)
 	}
 	must(t, c.Delete(ctx, "pvc/"+name))
-	return fmt.Sprintf("plugin pod %s → %s back in %v; writer: %d synced writes, %d errors, longest stall %.0f ms; records verified, e2fsck -fn clean",
-		before, after, back.Round(time.Millisecond), res.Writes, res.Errors, res.MaxStallMS)
+	return fmt.Sprintf("plugin pod %s → %s back in %v; writer: %d synced writes, %d errors, longest stall %.0f ms; records verified, e2fsck -fn clean%s",
+		before, after, back.Round(time.Millisecond), res.Writes, res.Errors, res.MaxStallMS, metrics)
+}
+
+// nodeMetricsPort is the node plugin's --metrics-address port in
+// deploy/kubernetes/node.yaml.
+const nodeMetricsPort = 9810
+
+// volumeHandle is a PersistentVolume's CSI volume ID.
+func volumeHandle(ctx context.Context, t *testing.T, c *e2e.Cluster, pv string) string {
+	out, err := c.Kubectl(ctx, "get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}")
+	must(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// volumeWritesGrow scrapes the node plugin twice, three seconds apart,
+// while a pod writes to vol: the volume's written bytes must be there
+// and grow. It returns the second figure.
+func volumeWritesGrow(ctx context.Context, t *testing.T, c *e2e.Cluster, pod, vol string) float64 {
+	id := map[string]string{"volume_id": vol}
+	first, err := c.Scrape(ctx, "purerbd", pod, nodeMetricsPort)
+	must(t, err)
+	w1, ok := first.Sum("purerbd_volume_written_bytes_total", id)
+	if !ok {
+		t.Fatalf("the node plugin's metrics have no purerbd_volume_written_bytes_total for the staged volume %s", vol)
+	}
+	time.Sleep(3 * time.Second)
+	second, err := c.Scrape(ctx, "purerbd", pod, nodeMetricsPort)
+	must(t, err)
+	w2, _ := second.Sum("purerbd_volume_written_bytes_total", id)
+	if w2 <= w1 {
+		t.Fatalf("purerbd_volume_written_bytes_total of %s did not grow while the pod wrote: %.0f then %.0f", vol, w1, w2)
+	}
+	if n, _ := second.Sum("purerbd_volume_requests_total", map[string]string{"volume_id": vol, "op": "write"}); n <= 0 {
+		t.Fatalf("purerbd_volume_requests_total{op=write} of %s is %v while the pod writes", vol, n)
+	}
+	return w2
+}
+
+// metricsAfterTakeover checks the restarted plugin's metrics: the
+// takeover of the volume's device counted as a reattach and a stall,
+// and the writes after it counted afresh.
+func metricsAfterTakeover(ctx context.Context, t *testing.T, c *e2e.Cluster, pod, vol string, writtenBefore float64) string {
+	s, err := c.Scrape(ctx, "purerbd", pod, nodeMetricsPort)
+	must(t, err)
+	id := map[string]string{"volume_id": vol}
+	re, _ := s.Sum("purerbd_volume_reattaches_total", map[string]string{"volume_id": vol, "reason": "takeover"})
+	stalls, _ := s.Sum("purerbd_volume_stalls_total", id)
+	written, _ := s.Sum("purerbd_volume_written_bytes_total", id)
+	if re < 1 {
+		t.Errorf("purerbd_volume_reattaches_total{reason=takeover} of %s is %v after the restart, want 1", vol, re)
+	}
+	if stalls < 1 {
+		t.Errorf("purerbd_volume_stalls_total of %s is %v after the restart, want at least 1", vol, stalls)
+	}
+	if written <= 0 {
+		t.Errorf("purerbd_volume_written_bytes_total of %s is %v in the restarted plugin while the pod writes", vol, written)
+	}
+	return fmt.Sprintf("metrics: %.0f KiB written before the kill, after it reattaches{takeover}=%.0f stalls=%.0f and %.0f KiB written since",
+		writtenBefore/1024, re, stalls, written/1024)
 }
 
 // nodePluginPod is the name of the node plugin's pod.

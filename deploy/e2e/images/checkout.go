@@ -16,6 +16,7 @@ import (
 func checkoutPackages() map[string]string {
 	return map[string]string{
 		"purerbd-csi": "./cmd/purerbd-csi",
+		"purerbd":     "./cmd/purerbd",
 		"pause":       "./deploy/e2e/pause",
 		"workload":    "./deploy/e2e/workload",
 	}
@@ -57,9 +58,9 @@ func (b *builder) checkoutImages(ctx context.Context, pluginRef string) error {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return err
 	}
-	err := b.step("go build purerbd-csi pause workload", func() (bool, error) {
+	err := b.step("go build purerbd-csi purerbd pause workload", func() (bool, error) {
 		args := []string{"build", "-trimpath", "-ldflags", "-s -w -X " + versionVar + "=" + gitVersion(ctx, b.root), "-o", bin + "/"}
-		for _, p := range []string{"purerbd-csi", "pause", "workload"} {
+		for _, p := range []string{"purerbd-csi", "purerbd", "pause", "workload"} {
 			args = append(args, checkoutPackages()[p])
 		}
 		_, err := goCmd(ctx, b.root, args...)
@@ -72,7 +73,10 @@ func (b *builder) checkoutImages(ctx context.Context, pluginRef string) error {
 	plugin := Image{Ref: pluginRef, Tar: filepath.Join(dir, "purerbd-csi.tar")}
 	err = b.step("image "+plugin.Ref, func() (bool, error) {
 		ctxDir := filepath.Join(work, "purerbd-csi")
-		if err := writeContext(ctxDir, "", map[string]string{"purerbd-csi": filepath.Join(bin, "purerbd-csi")}); err != nil {
+		if err := writeContext(ctxDir, "", map[string]string{
+			"purerbd-csi": filepath.Join(bin, "purerbd-csi"),
+			"purerbd":     filepath.Join(bin, "purerbd"),
+		}); err != nil {
 			return false, err
 		}
 		return false, dockerImage(ctx, ctxDir, filepath.Join(b.root, "deploy", "Dockerfile"), plugin.Ref, plugin.Tar)

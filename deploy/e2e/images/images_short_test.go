@@ -3,7 +3,9 @@ package images
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,12 @@ func TestManifestsMatchSidecars(t *testing.T) {
 	root := repoRoot(t)
 	refs, err := manifestRefs(root)
 	require.NoError(t, err)
-	assert.Equal(t, "purerbd/purerbd-csi:latest", refs.plugin)
+	chart, err := os.ReadFile(filepath.Join(root, "deploy", "helm", "purerbd-csi", "Chart.yaml"))
+	require.NoError(t, err)
+	appVersion := regexp.MustCompile(`(?m)^appVersion:\s*"?([^"\s]+)"?\s*$`).FindSubmatch(chart)
+	require.NotNil(t, appVersion, "Chart.yaml has no appVersion")
+	assert.Equal(t, "purerbd/purerbd-csi:"+string(appVersion[1]), refs.plugin,
+		"the manifests pin the release the Helm chart is (Chart.yaml appVersion)")
 	assert.Equal(t, map[string]string{
 		"csi-provisioner": "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
 		"csi-snapshotter": "registry.k8s.io/sig-storage/csi-snapshotter:v8.6.0",
@@ -54,6 +61,34 @@ func TestManifestsMatchSidecars(t *testing.T) {
 	assert.ErrorContains(t, checkSidecarRefs(cmds, bad), "pins registry.k8s.io/sig-storage/csi-resizer:v2.2.0")
 	bad.others = map[string]string{"csi-attacher": "registry.k8s.io/sig-storage/csi-attacher:v4.0.0"}
 	assert.ErrorContains(t, checkSidecarRefs(cmds, bad), "does not build")
+}
+
+// TestKustomizationListsManifests checks that deploy/kubernetes's
+// kustomization holds exactly the manifests of the directory, so that
+// `kubectl apply -k` installs what the README's file table lists.
+func TestKustomizationListsManifests(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "deploy", "kubernetes")
+	k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	require.NoError(t, err)
+	_, res, ok := strings.Cut(string(k), "\nresources:\n")
+	require.True(t, ok, "kustomization.yaml has no resources list")
+	var listed []string
+	for _, l := range strings.Split(res, "\n") {
+		item, ok := strings.CutPrefix(strings.TrimSpace(l), "- ")
+		if !ok {
+			break
+		}
+		listed = append(listed, item)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	require.NoError(t, err)
+	var want []string
+	for _, f := range files {
+		if b := filepath.Base(f); b != "kustomization.yaml" {
+			want = append(want, b)
+		}
+	}
+	assert.ElementsMatch(t, want, listed)
 }
 
 func TestRequiredVersion(t *testing.T) {

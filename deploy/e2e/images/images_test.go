@@ -74,6 +74,9 @@ func TestBuild(t *testing.T) {
 				assert.Equal(t, []string{"/purerbd-csi"}, a.Config.Entrypoint)
 				out := runOK(t, filepath.Join(rootfs, "purerbd-csi"), "--version")
 				assert.Contains(t, out, "purerbd-csi")
+				assert.Contains(t, a.Config.Env, "PATH=/", "the CLI is on the PATH of kubectl exec")
+				out = runOK(t, filepath.Join(rootfs, "purerbd"), "version")
+				assert.Contains(t, out, "purerbd")
 			case PauseRef:
 				assert.Equal(t, []string{"/pause"}, a.Config.Entrypoint)
 				assert.Equal(t, "65535:65535", a.Config.User)

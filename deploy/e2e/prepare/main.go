@@ -1,6 +1,6 @@
 // Command prepare fills the cache the Kubernetes e2e run (package
 // deploy/e2e) needs, and times each part: the Kubernetes components
-// built from source and the sidecar images built from their Go modules.
+// built from source, helm, and the sidecar images built from their Go modules.
 // `.ci/run` calls it so that a fresh machine pays for them once, before
 // the tests; the tests would build what is missing themselves.
 //
@@ -41,6 +41,12 @@ func run() error {
 		return err
 	}
 	fmt.Printf("prepare: Kubernetes components %s (%v)\n", bin, time.Since(t0).Round(time.Second))
+	th := time.Now()
+	helm, err := e2e.HelmBinary(ctx, os.Stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("prepare: helm %s (%v)\n", helm, time.Since(th).Round(time.Second))
 	t1 := time.Now()
 	built, err := images.Build(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)), repo, images.DefaultCacheDir())
 	if err != nil {
