@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // clusterEntry is one element of the cluster configuration file, which
@@ -13,13 +14,15 @@ import (
 //	[{"clusterID": "...", "monitors": ["10.0.0.1:3300", ...],
 //	  "rbd": {"radosNamespace": "..."}}]
 //
-// Keys purerbd does not use (cephFS, nfs, readAffinity, rbd's
-// netNamespaceFilePath and mirrorDaemonCount) are accepted and ignored.
+// rbd's netNamespaceFilePath is the network namespace the node plugin
+// reaches the cluster from. Keys purerbd does not use (cephFS, nfs,
+// readAffinity, rbd's mirrorDaemonCount) are accepted and ignored.
 type clusterEntry struct {
 	ClusterID string   `json:"clusterID"`
 	Monitors  []string `json:"monitors"`
 	RBD       struct {
-		RadosNamespace string `json:"radosNamespace"`
+		RadosNamespace       string `json:"radosNamespace"`
+		NetNamespaceFilePath string `json:"netNamespaceFilePath"`
 	} `json:"rbd"`
 }
 
@@ -62,7 +65,11 @@ func ParseClusters(b []byte) (Clusters, error) {
 		if err := checkField("radosNamespace", e.RBD.RadosNamespace, true); err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", e.ClusterID, err)
 		}
-		cs = append(cs, Cluster{ID: e.ClusterID, Monitors: e.Monitors, Namespace: e.RBD.RadosNamespace})
+		if p := e.RBD.NetNamespaceFilePath; p != "" && !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("cluster %q: netNamespaceFilePath %q is not an absolute path", e.ClusterID, p)
+		}
+		cs = append(cs, Cluster{ID: e.ClusterID, Monitors: e.Monitors, Namespace: e.RBD.RadosNamespace,
+			NetNamespace: e.RBD.NetNamespaceFilePath})
 	}
 	return cs, nil
 }

@@ -97,6 +97,10 @@ type Cluster struct {
 	// Namespace is the RADOS namespace volumes go to unless a
 	// StorageClass names another ("rbd": {"radosNamespace": ...}).
 	Namespace string
+	// NetNamespace is a network namespace file ("rbd":
+	// {"netNamespaceFilePath": ...}, as ceph-csi's): the node plugin
+	// makes its connections to this cluster from inside it.
+	NetNamespace string
 }
 
 // ImageRef names an image: by Name, or by ID when Name is empty.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -55,6 +56,10 @@ type Config struct {
 	// it saves CPU where system calls and copies are costly, and costs
 	// throughput where they are not). Off by default.
 	SpliceWrites bool
+	// DialContext opens the TCP connections to monitors and OSDs (nil: a
+	// net.Dialer); netnsdial.Dialer makes them from another network
+	// namespace, as ceph-csi's netNamespaceFilePath does.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Conn is a connection to a cluster: a monitor session and the OSD
@@ -147,6 +152,9 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 		log = slog.Default()
 	}
 	mcfg.Logger = log
+	if cfg.DialContext != nil {
+		mcfg.DialContext = cfg.DialContext
+	}
 	// One nonce for the monitor and OSD sessions, as librados has one
 	// address: ClientAddr is then the address OSDs record for this
 	// client's locks and watches.
@@ -172,6 +180,7 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 		Logger:       log,
 		SpliceWrites: cfg.SpliceWrites,
 		Nonce:        mcfg.Nonce,
+		DialContext:  mcfg.DialContext,
 	})
 	if err != nil {
 		c.cancel()

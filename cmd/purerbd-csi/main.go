@@ -186,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// One store for both roles: the controller's sessions and the node's
 	// images share connections.
-	store, err := newStore(cfg.Logger, o.ceph, claim)
+	store, err := newStore(cfg.Logger, o.ceph, claim, cfg.Node)
 	if err != nil {
 		cfg.Logger.Error("cannot start", "error", err.Error())
 		return 1

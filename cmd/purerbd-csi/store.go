@@ -26,13 +26,19 @@ type store interface {
 }
 
 // newStore returns the store over RADOS and RBD (packages rados and rbd).
-func newStore(log *slog.Logger, o cephOptions, claim *predecessor.Claim) (store, error) {
+//
+// The node plugin (node) reaches a cluster from the network namespace
+// its config.json entry names (netNamespaceFilePath), as ceph-csi's
+// node plugin runs rbd map there; a process with both roles does so for
+// the controller's connections too.
+func newStore(log *slog.Logger, o cephOptions, claim *predecessor.Claim, node bool) (store, error) {
 	opts, err := storeOptions(o)
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger = log
 	opts.Predecessor = claim
+	opts.NetNamespaces = node
 	mon, osd := opts.Modes("")
 	conf := ""
 	if opts.Conf != nil {

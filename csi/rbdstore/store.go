@@ -22,6 +22,7 @@ import (
 	"github.com/purerbd/purerbd/internal/predecessor"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
+	"github.com/purerbd/purerbd/rados/netnsdial"
 )
 
 // Options tune a Store.
@@ -54,6 +55,10 @@ type Options struct {
 	// once (rbd.OpenOptions.FencedClients). Nil: no fencing, and a dead
 	// owner's lock is broken when its watch times out.
 	Predecessor *predecessor.Claim
+	// NetNamespaces makes the connections to a cluster with a
+	// NetNamespace from inside that network namespace (the node plugin,
+	// as ceph-csi's netNamespaceFilePath); otherwise it is ignored.
+	NetNamespaces bool
 }
 
 // Check reports connection modes that o sets and the client does not
@@ -98,6 +103,8 @@ type Store struct {
 	mu     sync.Mutex
 	conns  map[string]*entry
 	closed bool
+	// dialers are the network namespaces opened, by file path.
+	dialers map[string]*netnsdial.Dialer
 
 	// claimPause, when set (tests), pauses every attempt to claim a
 	// single-writer volume for a node.
@@ -140,8 +147,15 @@ func (s *Store) Close() error {
 	conns := s.conns
 	s.conns = map[string]*entry{}
 	s.closed = true
+	dialers := s.dialers
+	s.dialers = nil
 	s.mu.Unlock()
 	var errs []error
+	defer func() {
+		for _, d := range dialers {
+			d.Close()
+		}
+	}()
 	for _, e := range conns {
 		e.mu.Lock()
 		if e.conn != nil {
@@ -155,7 +169,29 @@ func (s *Store) Close() error {
 // cacheKey identifies a connection without holding the key itself.
 func cacheKey(c csi.Cluster, cred csi.Credentials) string {
 	sum := sha256.Sum256([]byte(cred.Key))
-	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
+	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + c.NetNamespace + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
+}
+
+// dialer returns how to open connections to c: nil for the process's
+// own network namespace, else c's NetNamespace, opened once.
+func (s *Store) dialer(c csi.Cluster) (func(ctx context.Context, network, address string) (net.Conn, error), error) {
+	if !s.opts.NetNamespaces || c.NetNamespace == "" {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dialers[c.NetNamespace]
+	if d == nil {
+		var err error
+		if d, err = netnsdial.Open(c.NetNamespace); err != nil {
+			return nil, fmt.Errorf("cluster %q: netNamespaceFilePath: %w: %w", c.ID, csi.ErrUnavailable, err)
+		}
+		if s.dialers == nil {
+			s.dialers = map[string]*netnsdial.Dialer{}
+		}
+		s.dialers[c.NetNamespace] = d
+	}
+	return d.DialContext, nil
 }
 
 func first(a, b string) string {
@@ -200,7 +236,13 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	cctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
 	monMode, mode := s.opts.Modes(cred.ID)
+	dial, err := s.dialer(c)
+	if err != nil {
+		s.forget(key, e)
+		return nil, nil, mapErr(err)
+	}
 	conn, err := rados.Connect(cctx, rados.Config{
+		DialContext:    dial,
 		MonHost:        monHost(c),
 		Name:           "client." + cred.ID,
 		Key:            cred.Key,
@@ -211,11 +253,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 		Logger:         s.log,
 	})
 	if err != nil {
-		s.mu.Lock()
-		if s.conns[key] == e {
-			delete(s.conns, key)
-		}
-		s.mu.Unlock()
+		s.forget(key, e)
 		if errors.Is(err, rados.ErrModeRefused) {
 			err = fmt.Errorf("the monitors refuse connection mode %q (ms_mon_client_mode in ceph.conf, or --ms-mode): %w", first(monMode, "secure crc"), err)
 		}
@@ -233,6 +271,15 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	}
 	e.conn, e.cluster, e.user = conn, c.ID, "client."+cred.ID
 	return conn, e, nil
+}
+
+// forget drops the cache entry e of key after a failed connect.
+func (s *Store) forget(key string, e *entry) {
+	s.mu.Lock()
+	if s.conns[key] == e {
+		delete(s.conns, key)
+	}
+	s.mu.Unlock()
 }
 
 // evictIdle closes connections idle for longer than IdleTimeout; s.mu
@@ -264,9 +311,16 @@ func (s *Store) Reachable(ctx context.Context, c csi.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("monitors of cluster %q: %w", c.ID, err)
 	}
+	dial, err := s.dialer(c)
+	if err != nil {
+		return err
+	}
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
 	var errs []error
 	for _, m := range mons {
-		err := banner(ctx, m)
+		err := banner(ctx, dial, m)
 		if err == nil {
 			return nil
 		}
@@ -277,11 +331,10 @@ func (s *Store) Reachable(ctx context.Context, c csi.Cluster) error {
 
 const msgr2Banner = "ceph v2\n"
 
-func banner(ctx context.Context, addr string) error {
+func banner(ctx context.Context, dial func(ctx context.Context, network, address string) (net.Conn, error), addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

@@ -278,6 +278,7 @@ func (c *Client) msgrConfig(prov auth.Provider) msgr.Config {
 		GlobalSeq:         c.seq.Add(1),
 		KeepaliveInterval: c.cfg.KeepaliveInterval,
 		LivenessTimeout:   c.cfg.LivenessTimeout,
+		DialContext:       c.cfg.DialContext,
 		Logger:            c.log,
 	}
 }

@@ -1,8 +1,10 @@
 package monc
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -60,6 +62,10 @@ type Config struct {
 	Nonce uint32
 	// Hostname is sent with subscriptions (empty: os.Hostname).
 	Hostname string
+	// DialContext opens the TCP connections to monitors (nil: a
+	// net.Dialer), e.g. from another network namespace (package
+	// rados/netnsdial).
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// Logger receives connection events (nil: slog.Default()). Keys are
 	// never logged.
 	Logger *slog.Logger

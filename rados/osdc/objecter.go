@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type Config struct {
 	LivenessTimeout   time.Duration
 	// Logger receives debug events (nil: slog.Default()).
 	Logger *slog.Logger
+	// DialContext opens the TCP connections to OSDs (nil: a net.Dialer).
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// SpliceWrites sends a request's data of 128 KiB or more to the
 	// socket by reference (msgr Message.SpliceData: vmsplice and splice,
 	// Linux, TCP, crc mode) instead of copying it. Off by default: it
@@ -467,6 +470,7 @@ func (o *Objecter) msgrConfig() msgr.Config {
 		Features:          o.cfg.Features,
 		KeepaliveInterval: o.cfg.KeepaliveInterval,
 		LivenessTimeout:   o.cfg.LivenessTimeout,
+		DialContext:       o.cfg.DialContext,
 		Logger:            o.log,
 	}
 }
