@@ -154,7 +154,7 @@ func (d *Driver) deleteCephCSIVolume(ctx context.Context, h volumeHandle, secret
 	if err != nil {
 		return storeError(err, cred, "volume %q", h.raw)
 	}
-	unlockImage, err := d.inFlight.lock(imageKey(cl.ID, vid.ref()))
+	unlockImage, err := d.lockImages(ctx, s, cl.ID, vid.ref())
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (d *Driver) deleteCephCSISnapshot(ctx context.Context, h snapshotHandle, se
 	case err != nil:
 		return err
 	}
-	unlockImage, err := d.inFlight.lock(imageKey(cl.ID, r.img.ref))
+	unlockImage, err := d.lockImages(ctx, s, cl.ID, r.img.ref)
 	if err != nil {
 		return err
 	}

@@ -147,17 +147,15 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	keys := []string{imageKey(cl.ID, img)}
+	imgs := []ImageRef{img}
 	source, err := d.resolveSource(ctx, s, cl, cred, src, img)
 	if err != nil {
 		return nil, err
 	}
-	if source != nil {
-		if k := imageKey(cl.ID, source.parent); k != keys[0] {
-			keys = append(keys, k)
-		}
+	if source != nil && imageKey(cl.ID, source.parent) != imageKey(cl.ID, img) {
+		imgs = append(imgs, source.parent)
 	}
-	unlockImages, err := d.inFlight.lock(keys...)
+	unlockImages, err := d.lockImages(ctx, s, cl.ID, imgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +212,11 @@ func (c *controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	unlockAcross, err := d.lockAcross(ctx, s, vid.ClusterID, img)
+	if err != nil {
+		return nil, err
+	}
+	defer unlockAcross()
 	if err := d.retireImage(ctx, s, cred, img); err != nil {
 		return nil, err
 	}
@@ -320,7 +323,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 		return nil, err
 	}
 	img := vid.ref()
-	unlockImage, err := d.inFlight.lock(imageKey(vid.ClusterID, img))
+	unlockImage, err := d.lockImages(ctx, s, vid.ClusterID, img)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +466,7 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 		return nil, storeError(err, cred, "source volume %q", req.GetSourceVolumeId())
 	}
 	src := vid.ref()
-	unlockImage, err := d.inFlight.lock(imageKey(vid.ClusterID, src))
+	unlockImage, err := d.lockImages(ctx, s, vid.ClusterID, src)
 	if err != nil {
 		return nil, err
 	}

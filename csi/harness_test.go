@@ -119,15 +119,22 @@ type harnessOpts struct {
 	// trash makes the fake remove snapshots that clones need as librbd
 	// does with clone v2 (snapshot trash) instead of refusing.
 	trash bool
+	// replicaOf makes the driver another replica of that harness's
+	// controller: a driver of its own on the same store.
+	replicaOf *harness
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, store: fakestore.New(), logs: &syncBuffer{}, faults: &faults{fail: map[string]int{}}}
-	h.store.TrashSnapshots = o.trash
-	h.store.AddCluster(testCluster, map[string]string{testUser: testKey})
-	h.pool = h.store.AddPool(testCluster, "rbd", 100<<30)
-	h.store.AddPool(testCluster, "ec-data", 100<<30)
+	if r := o.replicaOf; r != nil {
+		h.store, h.pool = r.store, r.pool
+	} else {
+		h.store.TrashSnapshots = o.trash
+		h.store.AddCluster(testCluster, map[string]string{testUser: testKey})
+		h.pool = h.store.AddPool(testCluster, "rbd", 100<<30)
+		h.store.AddPool(testCluster, "ec-data", 100<<30)
+	}
 	// Unix socket paths are limited to 108 bytes: keep them short.
 	dir, err := os.MkdirTemp("", "csi")
 	require.NoError(t, err)

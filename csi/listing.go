@@ -160,7 +160,7 @@ func (d *Driver) Sweep(ctx context.Context) error {
 			return nil
 		}
 		img := ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name}
-		unlock, err := d.inFlight.lock(imageKey(im.cluster.ID, img))
+		unlock, err := d.lockImages(ctx, s, im.cluster.ID, img)
 		if err != nil {
 			return nil // busy: next time
 		}

@@ -1,6 +1,8 @@
 package csi
 
 import (
+	"context"
+	"errors"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -47,4 +49,51 @@ func imageKey(cluster string, img ImageRef) string {
 		return "image " + cluster + "/" + itoa(img.Pool) + "/" + img.Namespace + "/#" + img.ID
 	}
 	return "image " + cluster + "/" + itoa(img.Pool) + "/" + img.Namespace + "/" + img.Name
+}
+
+// lockImages keeps the controller's operations on imgs (of cluster)
+// apart: in this process (inFlight), and across the replicas of the
+// controller (lockAcross).
+func (d *Driver) lockImages(ctx context.Context, s Session, cluster string, imgs ...ImageRef) (unlock func(), err error) {
+	keys := make([]string, len(imgs))
+	for i, img := range imgs {
+		keys[i] = imageKey(cluster, img)
+	}
+	local, err := d.inFlight.lock(keys...)
+	if err != nil {
+		return nil, err
+	}
+	across, err := d.lockAcross(ctx, s, cluster, imgs...)
+	if err != nil {
+		local()
+		return nil, err
+	}
+	return func() { across(); local() }, nil
+}
+
+// lockAcross takes the operation locks of imgs that every replica of
+// the controller sees: a lock in each image's pool namespace that
+// expires unless its holder renews it (Session.LockOperation). A lock
+// held elsewhere is ABORTED, as the spec asks for an operation already
+// in progress; the sidecar retries.
+func (d *Driver) lockAcross(ctx context.Context, s Session, cluster string, imgs ...ImageRef) (unlock func(), err error) {
+	var releases []func()
+	unlock = func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	for _, img := range imgs {
+		key := imageKey(cluster, img)
+		release, err := s.LockOperation(ctx, img.Pool, img.Namespace, key)
+		if err != nil {
+			unlock()
+			if errors.Is(err, ErrBusy) {
+				return nil, status.Errorf(codes.Aborted, "an operation on %s is already in progress in another controller replica", key)
+			}
+			return nil, status.Errorf(codes.Unavailable, "taking the operation lock of %s: %v", key, err)
+		}
+		releases = append(releases, release)
+	}
+	return unlock, nil
 }

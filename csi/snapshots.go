@@ -133,7 +133,7 @@ func (d *Driver) removeSnapshot(ctx context.Context, s Session, cred Credentials
 		return err
 	}
 	img := o.ref
-	unlock, err := d.inFlight.lock(imageKey(cluster.ID, img))
+	unlock, err := d.lockImages(ctx, s, cluster.ID, img)
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,12 @@ type Session interface {
 	// RenameSnapshot renames a snapshot.
 	RenameSnapshot(ctx context.Context, img ImageRef, oldName, newName string) error
 
+	// LockOperation takes the lock of one controller operation on key
+	// in a pool's namespace, shared by every replica of the controller:
+	// ErrBusy while another holds it. It lasts until release, renewed
+	// meanwhile, and expires soon after a holder that died.
+	LockOperation(ctx context.Context, pool int64, namespace, key string) (release func(), err error)
+
 	// Reservation reads key from the reservation table of a pool's
 	// namespace (one RADOS object holding string keys and values).
 	Reservation(ctx context.Context, pool int64, namespace, key string) (string, error)

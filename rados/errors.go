@@ -27,6 +27,7 @@ var (
 	ErrInvalid          error = syscall.EINVAL
 	ErrNoSpace          error = syscall.ENOSPC
 	ErrQuota            error = syscall.EDQUOT
+	ErrBusy             error = syscall.EBUSY // an advisory lock another locker holds
 )
 
 // ErrPoolNotFound is returned for a pool that does not exist.

@@ -40,6 +40,8 @@ type cluster struct {
 	pools   map[int64]*pool
 	nextPID int64
 	down    bool
+	// opLocks are the operation locks held, by pool, namespace and key
+	opLocks map[string]bool
 }
 
 type pool struct {
@@ -246,6 +248,27 @@ func (s *Store) Session(ctx context.Context, c csi.Cluster, cred csi.Credentials
 type session struct {
 	s       *Store
 	cluster string
+}
+
+// LockOperation holds key until release; every session of the Store
+// (every driver sharing it: replicas of a controller) sees the lock.
+func (ss *session) LockOperation(ctx context.Context, pool int64, ns, key string) (func(), error) {
+	ss.s.mu.Lock()
+	defer ss.s.mu.Unlock()
+	cl := ss.s.clusters[ss.cluster]
+	if cl.opLocks == nil {
+		cl.opLocks = map[string]bool{}
+	}
+	k := fmt.Sprintf("%d/%s/%s", pool, ns, key)
+	if cl.opLocks[k] {
+		return nil, fmt.Errorf("operation lock of %s: %w", key, csi.ErrBusy)
+	}
+	cl.opLocks[k] = true
+	return func() {
+		ss.s.mu.Lock()
+		defer ss.s.mu.Unlock()
+		delete(cl.opLocks, k)
+	}, nil
 }
 
 // with runs f under the store lock, failing when the cluster is down.
