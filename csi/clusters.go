@@ -15,12 +15,17 @@ import (
 //	  "rbd": {"radosNamespace": "..."}}]
 //
 // rbd's netNamespaceFilePath is the network namespace the node plugin
-// reaches the cluster from. Keys purerbd does not use (cephFS, nfs,
-// readAffinity, rbd's mirrorDaemonCount) are accepted and ignored.
+// reaches the cluster from; readAffinity localizes the node's reads.
+// Keys purerbd does not use (cephFS, nfs, rbd's mirrorDaemonCount) are
+// accepted and ignored.
 type clusterEntry struct {
-	ClusterID string   `json:"clusterID"`
-	Monitors  []string `json:"monitors"`
-	RBD       struct {
+	ClusterID    string   `json:"clusterID"`
+	Monitors     []string `json:"monitors"`
+	ReadAffinity struct {
+		Enabled             bool     `json:"enabled"`
+		CrushLocationLabels []string `json:"crushLocationLabels"`
+	} `json:"readAffinity"`
+	RBD struct {
 		RadosNamespace       string `json:"radosNamespace"`
 		NetNamespaceFilePath string `json:"netNamespaceFilePath"`
 	} `json:"rbd"`
@@ -69,7 +74,8 @@ func ParseClusters(b []byte) (Clusters, error) {
 			return nil, fmt.Errorf("cluster %q: netNamespaceFilePath %q is not an absolute path", e.ClusterID, p)
 		}
 		cs = append(cs, Cluster{ID: e.ClusterID, Monitors: e.Monitors, Namespace: e.RBD.RadosNamespace,
-			NetNamespace: e.RBD.NetNamespaceFilePath})
+			NetNamespace: e.RBD.NetNamespaceFilePath,
+			ReadAffinity: e.ReadAffinity.Enabled, CrushLocationLabels: e.ReadAffinity.CrushLocationLabels})
 	}
 	return cs, nil
 }

@@ -107,6 +107,12 @@ type Cluster struct {
 	// {"netNamespaceFilePath": ...}, as ceph-csi's): the node plugin
 	// makes its connections to this cluster from inside it.
 	NetNamespace string
+	// ReadAffinity and CrushLocationLabels are config.json's
+	// readAffinity (ceph-csi's): when enabled, the node reads from the
+	// OSD nearest to it in CRUSH, its location made from these node
+	// labels (overriding --crush-location-labels).
+	ReadAffinity        bool
+	CrushLocationLabels []string
 }
 
 // ImageRef names an image: by Name, or by ID when Name is empty.

@@ -56,6 +56,10 @@ type Config struct {
 	// it saves CPU where system calls and copies are costly, and costs
 	// throughput where they are not). Off by default.
 	SpliceWrites bool
+	// CrushLocation is this client's place in the CRUSH hierarchy (type
+	// name -> bucket name, as Ceph's crush_location option), for reads
+	// through IOContext.WithLocalizedReads.
+	CrushLocation map[string]string
 	// DialContext opens the TCP connections to monitors and OSDs (nil: a
 	// net.Dialer); netnsdial.Dialer makes them from another network
 	// namespace, as ceph-csi's netNamespaceFilePath does.
@@ -174,13 +178,14 @@ func connect(ctx context.Context, cfg Config, mcfg monc.Config) (*Conn, error) {
 	c := &Conn{mc: mc, opTimeout: cfg.OpTimeout}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.ob, err = osdc.New(osdc.Config{
-		Auth:         mc.Auth(),
-		Maps:         &monMaps{mc: mc, ctx: c.ctx, wg: &c.wg},
-		Mode:         mode,
-		Logger:       log,
-		SpliceWrites: cfg.SpliceWrites,
-		Nonce:        mcfg.Nonce,
-		DialContext:  mcfg.DialContext,
+		Auth:          mc.Auth(),
+		Maps:          &monMaps{mc: mc, ctx: c.ctx, wg: &c.wg},
+		Mode:          mode,
+		Logger:        log,
+		SpliceWrites:  cfg.SpliceWrites,
+		Nonce:         mcfg.Nonce,
+		DialContext:   mcfg.DialContext,
+		CrushLocation: cfg.CrushLocation,
 	})
 	if err != nil {
 		c.cancel()

@@ -24,6 +24,8 @@ type IOContext struct {
 	key      string // locator key
 	readSnap uint64 // 0: the live objects
 	snapc    denc.SnapContext
+	// readFlags are added to data reads (FlagLocalizeReads)
+	readFlags uint32
 }
 
 // Pool returns the pool's id.
@@ -70,6 +72,30 @@ func (io *IOContext) WithSnapContext(seq uint64, snaps []uint64) *IOContext {
 	return &c
 }
 
+// WithLocalizedReads returns a copy whose data reads (Read, ReadAll,
+// OperateRead without class calls) go to the acting OSD nearest to the
+// Conn's Config.CrushLocation rather than the primary, as librbd's
+// rbd_read_from_replica_policy=localize: a replica that cannot serve
+// one (writes to the object in flight) sends it back to the primary.
+// Without a CrushLocation reads stay with the primary.
+func (io *IOContext) WithLocalizedReads() *IOContext {
+	c := *io
+	c.readFlags |= osdc.FlagLocalizeReads
+	return &c
+}
+
+// dataReadFlags are the flags of a read of ops: FlagRead, with the
+// copy's readFlags unless an op is a class call (those stay with the
+// primary, as librbd's header reads do).
+func (io *IOContext) dataReadFlags(ops []osdc.OSDOp) uint32 {
+	for _, op := range ops {
+		if op.Code == osdc.OpCall {
+			return osdc.FlagRead
+		}
+	}
+	return osdc.FlagRead | io.readFlags
+}
+
 // request builds an objecter request on oid.
 func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) osdc.Request {
 	r := osdc.Request{
@@ -108,7 +134,8 @@ func (io *IOContext) Read(ctx context.Context, oid string, p []byte, off uint64)
 	if len(p) == 0 {
 		return 0, nil
 	}
-	req := io.request(oid, 0, []osdc.OSDOp{osdc.Read(off, uint64(len(p)))})
+	ops := []osdc.OSDOp{osdc.Read(off, uint64(len(p)))}
+	req := io.request(oid, io.dataReadFlags(ops), ops)
 	req.OutBuf = p
 	rep, err := io.doRequest(ctx, &req)
 	if err != nil {
@@ -124,7 +151,7 @@ func (io *IOContext) Read(ctx context.Context, oid string, p []byte, off uint64)
 
 // ReadAll reads a whole object.
 func (io *IOContext) ReadAll(ctx context.Context, oid string) ([]byte, error) {
-	rep, err := io.do(ctx, oid, 0, osdc.Read(0, 0))
+	rep, err := io.do(ctx, oid, io.dataReadFlags(nil), osdc.Read(0, 0))
 	if err != nil {
 		return nil, err
 	}

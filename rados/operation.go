@@ -468,7 +468,7 @@ func (r *ReadOp) String() string { return r.l.String() }
 // error is returned and the steps up to it hold their results.
 // Config.OpTimeout bounds it when ctx has no deadline.
 func (io *IOContext) OperateRead(ctx context.Context, oid string, r *ReadOp) error {
-	req := io.request(oid, osdc.FlagRead, r.l.ops)
+	req := io.request(oid, io.dataReadFlags(r.l.ops), r.l.ops)
 	if r.snapSet {
 		req.SnapID = r.snap
 	}

@@ -40,6 +40,10 @@ func main() {
 type options struct {
 	version      bool
 	domainLabels string
+	// readAffinity and crushLabels: ceph-csi's --enable-read-affinity
+	// and --crush-location-labels
+	readAffinity bool
+	crushLabels  string
 	secretsDir   string
 	logLevel     slog.Level
 	logFormat    string
@@ -96,6 +100,10 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.StringVar(&o.node.toolsDir, "tools-dir", "", "node: directory holding mkfs.ext4, mkfs.xfs, resize2fs and xfs_growfs (instead of --host-root)")
 	fs.StringVar(&o.domainLabels, "domainlabels", "",
 		"node: comma-separated node labels (e.g. topology.kubernetes.io/zone) whose values make this node's topology, as ceph-csi's flag: for topologyConstrainedPools; needs get on nodes")
+	fs.BoolVar(&o.readAffinity, "enable-read-affinity", false,
+		"node: read images from the OSD nearest to this node in CRUSH rather than the primary (librbd's read_from_replica=localize), its location from --crush-location-labels; config.json's readAffinity overrides it per cluster; needs get on nodes")
+	fs.StringVar(&o.crushLabels, "crush-location-labels", "",
+		"node: comma-separated node labels whose values make this node's CRUSH location, as ceph-csi's flag (topology.kubernetes.io/zone -> zone=VALUE, kubernetes.io/hostname -> host=VALUE)")
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
@@ -135,6 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	}
 	if o.domainLabels != "" && !cfg.Node {
 		return cfg, o, errors.New("--domainlabels is for the node service (--node)")
+	}
+	if (o.readAffinity || o.crushLabels != "") && !cfg.Node {
+		return cfg, o, errors.New("--enable-read-affinity and --crush-location-labels are for the node service (--node)")
 	}
 	if cfg.Node && cfg.NodeID == "" {
 		return cfg, o, errors.New("--node needs --nodeid")
@@ -184,9 +195,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			defer claim.Close()
 		}
 	}
+	// The node's labels, for its topology (--domainlabels) and its CRUSH
+	// location (read affinity), read once at start.
+	var labels map[string]string
+	if cfg.Node {
+		var err error
+		if labels, err = nodeLabelsAtStart(ctx, cfg.Logger, o, cfg.NodeID, cfg.ClusterConfigPath, kubeapi.ServiceAccountDir); err != nil {
+			cfg.Logger.Error("cannot start", "error", err.Error())
+			return 1
+		}
+	}
 	// One store for both roles: the controller's sessions and the node's
 	// images share connections.
-	store, err := newStore(cfg.Logger, o.ceph, claim, cfg.Node)
+	store, err := newStore(cfg.Logger, o, claim, cfg.Node, labels)
 	if err != nil {
 		cfg.Logger.Error("cannot start", "error", err.Error())
 		return 1
@@ -206,7 +227,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.kubelet.metrics = metricsHandler(reg, cfg.Logger)
 	}
 	if cfg.Node {
-		topo, err := nodeTopology(ctx, cfg.Logger, o.domainLabels, cfg.NodeID, cfg.DriverName, kubeapi.ServiceAccountDir)
+		topo, err := csi.TopologyFromLabels(o.domainLabels, labels, cfg.DriverName)
+		if err == nil && topo != nil {
+			cfg.Logger.Info("node topology from its labels", "domain_labels", o.domainLabels, "topology", topo)
+		}
 		if err != nil {
 			cfg.Logger.Error("cannot start", "error", err.Error())
 			return 1

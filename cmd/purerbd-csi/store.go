@@ -31,7 +31,12 @@ type store interface {
 // its config.json entry names (netNamespaceFilePath), as ceph-csi's
 // node plugin runs rbd map there; a process with both roles does so for
 // the controller's connections too.
-func newStore(log *slog.Logger, o cephOptions, claim *predecessor.Claim, node bool) (store, error) {
+//
+// With read affinity (--enable-read-affinity, or a cluster's
+// readAffinity in config.json) the node reads from the OSDs nearest to
+// the CRUSH location its labels make.
+func newStore(log *slog.Logger, all options, claim *predecessor.Claim, node bool, labels map[string]string) (store, error) {
+	o := all.ceph
 	opts, err := storeOptions(o)
 	if err != nil {
 		return nil, err
@@ -39,6 +44,14 @@ func newStore(log *slog.Logger, o cephOptions, claim *predecessor.Claim, node bo
 	opts.Logger = log
 	opts.Predecessor = claim
 	opts.NetNamespaces = node
+	if node {
+		opts.ReadAffinity = all.readAffinity
+		opts.CrushLocationLabels = splitList(all.crushLabels)
+		opts.NodeLabels = labels
+		if all.readAffinity {
+			log.Info("read affinity", "crush_location", csi.CrushLocation(opts.CrushLocationLabels, labels))
+		}
+	}
 	mon, osd := opts.Modes("")
 	conf := ""
 	if opts.Conf != nil {

@@ -39,6 +39,10 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		release()
 		return nil, err
 	}
+	if s.opts.crushLocation(c) != nil {
+		// reads from the nearest replica (read affinity)
+		io = io.WithLocalizedReads()
+	}
 	claim := opts.Exclusive && !opts.ReadOnly && opts.Node != ""
 	img, err := rbd.Open(ctx, io, vol.Image, rbd.OpenOptions{
 		ReadOnly:    opts.ReadOnly,

@@ -59,6 +59,27 @@ type Options struct {
 	// NetNamespace from inside that network namespace (the node plugin,
 	// as ceph-csi's netNamespaceFilePath); otherwise it is ignored.
 	NetNamespaces bool
+	// ReadAffinity and CrushLocationLabels localize the node's image
+	// reads (--enable-read-affinity, --crush-location-labels): they go
+	// to the OSD nearest to the node's CRUSH location, made from these
+	// of NodeLabels (csi.CrushLocation). A cluster's own readAffinity in
+	// config.json, when enabled, overrides them, as in ceph-csi.
+	ReadAffinity        bool
+	CrushLocationLabels []string
+	NodeLabels          map[string]string
+}
+
+// crushLocation is where the node sits in c's CRUSH map for localized
+// reads; nil reads from the primaries.
+func (o Options) crushLocation(c csi.Cluster) map[string]string {
+	var labels []string
+	if o.ReadAffinity {
+		labels = o.CrushLocationLabels
+	}
+	if c.ReadAffinity {
+		labels = c.CrushLocationLabels
+	}
+	return csi.CrushLocation(labels, o.NodeLabels)
 }
 
 // Check reports connection modes that o sets and the client does not
@@ -169,7 +190,8 @@ func (s *Store) Close() error {
 // cacheKey identifies a connection without holding the key itself.
 func cacheKey(c csi.Cluster, cred csi.Credentials) string {
 	sum := sha256.Sum256([]byte(cred.Key))
-	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + c.NetNamespace + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
+	return c.ID + "\x00" + strings.Join(c.Monitors, ",") + "\x00" + c.NetNamespace + "\x00" +
+		strings.Join(c.CrushLocationLabels, ",") + fmt.Sprint(c.ReadAffinity) + "\x00" + cred.ID + "\x00" + hex.EncodeToString(sum[:8])
 }
 
 // dialer returns how to open connections to c: nil for the process's
@@ -243,6 +265,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	}
 	conn, err := rados.Connect(cctx, rados.Config{
 		DialContext:    dial,
+		CrushLocation:  s.opts.crushLocation(c),
 		MonHost:        monHost(c),
 		Name:           "client." + cred.ID,
 		Key:            cred.Key,

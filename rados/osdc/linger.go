@@ -153,7 +153,7 @@ func (l *linger) mapChanged(m *osdmap.OSDMap) {
 		l.mu.Unlock()
 		return
 	}
-	t, err := calcTarget(m, &l.b, l.o.mappings(m))
+	t, err := calcTarget(m, &l.b, l.o.mappings(m), nil)
 	moved := err == nil && l.t.needsResend(&t)
 	l.mu.Unlock()
 	if err != nil {

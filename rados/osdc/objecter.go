@@ -55,6 +55,11 @@ type Config struct {
 	LivenessTimeout   time.Duration
 	// Logger receives debug events (nil: slog.Default()).
 	Logger *slog.Logger
+	// CrushLocation is this client's place in the CRUSH hierarchy (type
+	// name -> bucket name, Ceph's crush_location: "host": "node-a",
+	// "zone": "z1"). Reads flagged FlagLocalizeReads go to the acting
+	// OSD nearest to it (Ceph's rbd_read_from_replica_policy=localize).
+	CrushLocation map[string]string
 	// DialContext opens the TCP connections to OSDs (nil: a net.Dialer).
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// SpliceWrites sends a request's data of 128 KiB or more to the

@@ -50,7 +50,7 @@ func (o *Objecter) placeLocked(op *op, m *osdmap.OSDMap) outgoing {
 		o.requestMap()
 		return outgoing{}
 	}
-	t, err := calcTarget(m, &op.b, o.mappings(m))
+	t, err := calcTarget(m, &op.b, o.mappings(m), o.cfg.CrushLocation)
 	if err != nil {
 		firstMiss := op.tErr == nil
 		op.tErr = err

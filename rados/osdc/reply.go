@@ -26,6 +26,13 @@ func (o *Objecter) handleReply(s *session, r *MOSDOpReply) {
 	case op.finished || op.sess != s:
 	case r.RetryAttempt >= 0 && r.RetryAttempt != op.attempts-1:
 		o.log.Debug("osdc: reply to an earlier attempt", "tid", r.Tid, "attempt", r.RetryAttempt, "attempts", op.attempts)
+	case r.Result == -int32(EAGAIN) && op.b.flags&(FlagLocalizeReads|FlagBalanceReads) != 0:
+		// a replica that cannot serve the read (an object with writes
+		// in flight): the primary, at once, as Ceph's objecter does
+		o.stats.eagain.Add(1)
+		op.b.flags &^= FlagLocalizeReads | FlagBalanceReads
+		op.hasTarget = false
+		sends.add(op, o.placeLocked(op, o.osdmap.Load()))
 	case r.Result == -int32(EAGAIN) && !op.noResend:
 		o.stats.eagain.Add(1)
 		op.sentConn = nil

@@ -71,8 +71,8 @@ func (o *Objecter) mappings(m *osdmap.OSDMap) *mappingCache {
 
 // calcTarget computes b's target under m. An error means the pool does
 // not exist (ErrPoolNotFound) or is flagged EIO (ErrPoolEIO). cache may
-// be nil.
-func calcTarget(m *osdmap.OSDMap, b *base, cache *mappingCache) (target, error) {
+// be nil. loc is the client's CRUSH location, for localized reads.
+func calcTarget(m *osdmap.OSDMap, b *base, cache *mappingCache, loc map[string]string) (target, error) {
 	t := target{epoch: m.Epoch, osd: -1, oloc: b.oloc}
 	pool := m.Pool(b.oloc.Pool)
 	if pool == nil {
@@ -123,6 +123,10 @@ func calcTarget(m *osdmap.OSDMap, b *base, cache *mappingCache) (target, error) 
 		}
 	}
 	t.osd = t.mapping.ActingPrimary
+	if isRead && !isWrite && b.flags&FlagLocalizeReads != 0 && len(loc) > 0 &&
+		pool.Type != osdmap.PoolTypeErasure && len(t.mapping.Acting) > 1 {
+		t.osd = nearestReplica(m, t.mapping.Acting, loc)
+	}
 	pauseRead := m.Flags&MapFlagPauseRead != 0
 	full := m.Flags&MapFlagFull != 0 || pool.Flags&osdmap.PoolFlagFull != 0
 	respectsFull := isWrite && b.flags&(FlagFullTry|FlagFullForce) == 0
@@ -179,9 +183,30 @@ func (o *Objecter) Locate(pool int64, ns, key, oid string) (Location, error) {
 		return Location{}, errors.New("osdc: no OSD map yet")
 	}
 	b := base{oloc: denc.ObjectLocator{Pool: pool, Namespace: ns, Key: key, Hash: -1}, oid: oid, flags: FlagRead | FlagIgnoreOverlay}
-	t, err := calcTarget(m, &b, o.mappings(m))
+	t, err := calcTarget(m, &b, o.mappings(m), nil)
 	if err != nil {
 		return Location{}, err
 	}
 	return Location{Epoch: t.epoch, RawPG: t.rawPG, PG: t.pgid, Mapping: t.mapping}, nil
+}
+
+// nearestReplica is the acting OSD to read from for a client at loc, as
+// Ceph's objecter picks it for CEPH_OSD_FLAG_LOCALIZE_READS: the one
+// whose lowest common CRUSH ancestor with loc is of the lowest type,
+// the first of the acting set (the primary) on a tie or when none
+// shares an ancestor with loc.
+func nearestReplica(m *osdmap.OSDMap, acting []int32, loc map[string]string) int32 {
+	best, bestDist, bestOK := acting[0], int32(0), false
+	cm := m.Crush
+	for i, osd := range acting {
+		var dist int32
+		ok := false
+		if cm != nil {
+			dist, ok = cm.CommonAncestorDistance(osd, loc)
+		}
+		if i == 0 || (ok && bestOK && dist < bestDist) || (!bestOK && ok) {
+			best, bestDist, bestOK = osd, dist, ok
+		}
+	}
+	return best
 }

@@ -26,7 +26,7 @@ func TestWireWithRealOSD(t *testing.T) {
 	const oid = "wire-obj"
 	m := tc.ob.Map()
 	b := base{oloc: denc.ObjectLocator{Pool: tc.pool, Hash: -1}, oid: oid, flags: FlagWrite}
-	tg, err := calcTarget(m, &b, nil)
+	tg, err := calcTarget(m, &b, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
