@@ -30,10 +30,8 @@ func TestLocalizedReads(t *testing.T) {
 		}
 		return out
 	}
-	for i, h := range []string{"hA", "hB", "hC"} {
-		ceph("osd", "crush", "add-bucket", h, "host")
-		ceph("osd", "crush", "move", h, "root=default")
-		ceph("osd", "crush", "set", fmt.Sprintf("osd.%d", i), "1.0", "root=default", "host="+h)
+	if err := c.PlaceOSDsInHosts(ctx, "hA", "hB", "hC"); err != nil {
+		t.Fatal(err)
 	}
 	ceph("osd", "pool", "create", "loc", "32", "32", "replicated")
 	ceph("osd", "pool", "set", "loc", "size", "3")

@@ -33,10 +33,8 @@ func TestReadAffinity(t *testing.T) {
 		out, err := cl.Ceph(ctx, args...)
 		require.NoError(t, err, "ceph %v: %s", args, out)
 	}
-	for i, h := range []string{"hA", "hB", "hC"} {
-		ceph("osd", "crush", "add-bucket", h, "host")
-		ceph("osd", "crush", "move", h, "root=default")
-		ceph("osd", "crush", "set", fmt.Sprintf("osd.%d", i), "1.0", "root=default", "host="+h)
+	if err := cl.PlaceOSDsInHosts(ctx, "hA", "hB", "hC"); err != nil {
+		t.Fatal(err)
 	}
 	ceph("osd", "pool", "create", "ra", "32", "32", "replicated")
 	ceph("osd", "pool", "set", "ra", "size", "3")

@@ -340,23 +340,15 @@ func (in *injector) healthy(ctx context.Context, clean bool) error {
 			return fmt.Errorf("osd.%d up=%d in=%d", o.OSD, o.Up, o.In)
 		}
 	}
-	var st struct {
-		PGMap struct {
-			NumPGs  int `json:"num_pgs"`
-			ByState []struct {
-				Name string `json:"state_name"`
-				Num  int    `json:"count"`
-			} `json:"pgs_by_state"`
-		} `json:"pgmap"`
-	}
+	var st cephcluster.PGMapStatus
 	if err := in.command(ctx, &st, "prefix", "status"); err != nil {
 		return err
 	}
+	if st.Clean() {
+		return nil
+	}
 	desc, active := "", 0
 	for _, s := range st.PGMap.ByState {
-		if s.Name == "active+clean" && s.Num == st.PGMap.NumPGs {
-			return nil
-		}
 		desc += fmt.Sprintf(" %s=%d", s.Name, s.Num)
 		if strings.HasPrefix(s.Name, "active") && !strings.Contains(s.Name, "peering") {
 			active += s.Num

@@ -42,7 +42,7 @@ func runPlugin(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	// The scenario learns of the watchdog's reattaches on stdout.
-	log := slog.New(announce{logger("plugin").Handler()})
+	log := slog.New(announce{Handler: logger("plugin").Handler()})
 	n, err := csi.NewNodeServer(csi.NodeConfig{
 		NodeID:            "vm-node",
 		Topology:          map[string]string{"topology.purerbd.io/zone": "vm"},
@@ -93,23 +93,49 @@ func runPlugin(ctx context.Context, args []string) error {
 	return nil
 }
 
-// announce passes records on and prints "reattached" on stdout for the
-// node's "device reattached" record, "replaced" for a device's
-// kernel.MsgConnectionReplaced.
-type announce struct{ slog.Handler }
+// announce passes records on and prints "reattached VOLUME" on stdout
+// for the node's "device reattached" record, "replaced VOLUME" for a
+// device's kernel.MsgConnectionReplaced (VOLUME: the record's volumeID,
+// "-" when it has none).
+type announce struct {
+	slog.Handler
+	volume string // the volumeID of the logger's attributes
+}
 
 func (a announce) Handle(ctx context.Context, r slog.Record) error {
+	word := ""
 	switch r.Message {
 	case "device reattached":
-		fmt.Println("reattached")
+		word = "reattached"
 	case kernel.MsgConnectionReplaced:
-		fmt.Println("replaced")
+		word = "replaced"
+	}
+	if word != "" {
+		vol := a.volume
+		r.Attrs(func(at slog.Attr) bool {
+			if at.Key == "volumeID" {
+				vol = at.Value.String()
+			}
+			return true
+		})
+		if vol == "" {
+			vol = "-"
+		}
+		fmt.Println(word, vol)
 	}
 	return a.Handler.Handle(ctx, r)
 }
 
 func (a announce) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return announce{a.Handler.WithAttrs(attrs)}
+	vol := a.volume
+	for _, at := range attrs {
+		if at.Key == "volumeID" {
+			vol = at.Value.String()
+		}
+	}
+	return announce{Handler: a.Handler.WithAttrs(attrs), volume: vol}
 }
 
-func (a announce) WithGroup(name string) slog.Handler { return announce{a.Handler.WithGroup(name)} }
+func (a announce) WithGroup(name string) slog.Handler {
+	return announce{Handler: a.Handler.WithGroup(name), volume: a.volume}
+}

@@ -730,9 +730,12 @@ func (s *scenario) stallAndRecover(ctx context.Context) error {
 	// either the device replaced them at the kernel's LINK_DEAD
 	// notices, or, when every connection's session had ended first, the
 	// node's watchdog reattached the device.
-	ev, err := s.p.expect(ctx, "replaced", "reattached")
-	if err != nil {
-		return err
+	// (the file system volume, stalled too, announces its own)
+	var ev []string
+	for len(ev) < 2 || ev[1] != blockVol {
+		if ev, err = s.p.expect(ctx, "replaced", "reattached"); err != nil {
+			return err
+		}
 	}
 	s.Facts["stall_recovered_by"] = ev[0]
 	// The metrics count what mended it.
