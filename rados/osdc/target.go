@@ -43,6 +43,34 @@ type target struct {
 type mappingCache struct {
 	m   *osdmap.OSDMap
 	pgs sync.Map // denc.PG -> osdmap.Mapping
+	// near remembers each OSD's CRUSH distance from the objecter's
+	// crush location (localized reads): int32 OSD -> locality
+	near sync.Map
+}
+
+// locality is an OSD's lowest common CRUSH ancestor type with the
+// client's location; ok false when they share none.
+type locality struct {
+	dist int32
+	ok   bool
+}
+
+// localityOf returns osd's locality under m for the client at loc,
+// computed once per map (loc is the objecter's, fixed).
+func (c *mappingCache) localityOf(m *osdmap.OSDMap, osd int32, loc map[string]string) locality {
+	if c != nil && c.m == m {
+		if v, ok := c.near.Load(osd); ok {
+			return v.(locality)
+		}
+	}
+	var l locality
+	if m.Crush != nil {
+		l.dist, l.ok = m.Crush.CommonAncestorDistance(osd, loc)
+	}
+	if c != nil && c.m == m {
+		c.near.Store(osd, l)
+	}
+	return l
 }
 
 // mapping returns the placement of pg under m.
@@ -125,7 +153,7 @@ func calcTarget(m *osdmap.OSDMap, b *base, cache *mappingCache, loc map[string]s
 	t.osd = t.mapping.ActingPrimary
 	if isRead && !isWrite && b.flags&FlagLocalizeReads != 0 && len(loc) > 0 &&
 		pool.Type != osdmap.PoolTypeErasure && len(t.mapping.Acting) > 1 {
-		t.osd = nearestReplica(m, t.mapping.Acting, loc)
+		t.osd = nearestReplica(m, cache, t.mapping.Acting, loc)
 	}
 	pauseRead := m.Flags&MapFlagPauseRead != 0
 	full := m.Flags&MapFlagFull != 0 || pool.Flags&osdmap.PoolFlagFull != 0
@@ -195,17 +223,12 @@ func (o *Objecter) Locate(pool int64, ns, key, oid string) (Location, error) {
 // whose lowest common CRUSH ancestor with loc is of the lowest type,
 // the first of the acting set (the primary) on a tie or when none
 // shares an ancestor with loc.
-func nearestReplica(m *osdmap.OSDMap, acting []int32, loc map[string]string) int32 {
+func nearestReplica(m *osdmap.OSDMap, cache *mappingCache, acting []int32, loc map[string]string) int32 {
 	best, bestDist, bestOK := acting[0], int32(0), false
-	cm := m.Crush
 	for i, osd := range acting {
-		var dist int32
-		ok := false
-		if cm != nil {
-			dist, ok = cm.CommonAncestorDistance(osd, loc)
-		}
-		if i == 0 || (ok && bestOK && dist < bestDist) || (!bestOK && ok) {
-			best, bestDist, bestOK = osd, dist, ok
+		l := cache.localityOf(m, osd, loc)
+		if i == 0 || (l.ok && bestOK && l.dist < bestDist) || (!bestOK && l.ok) {
+			best, bestDist, bestOK = osd, l.dist, l.ok
 		}
 	}
 	return best
