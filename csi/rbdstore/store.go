@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,8 +126,11 @@ type Store struct {
 	mu     sync.Mutex
 	conns  map[string]*entry
 	closed bool
-	// dialers are the network namespaces opened, by file path.
+	// dialers are the network namespaces opened, by file path; retired
+	// those whose path came to name another namespace (their
+	// connections may still use them)
 	dialers map[string]*netnsdial.Dialer
+	retired []*netnsdial.Dialer
 
 	// claimPause, when set (tests), pauses every attempt to claim a
 	// single-writer volume for a node.
@@ -168,8 +173,8 @@ func (s *Store) Close() error {
 	conns := s.conns
 	s.conns = map[string]*entry{}
 	s.closed = true
-	dialers := s.dialers
-	s.dialers = nil
+	dialers := append(s.retired, slices.Collect(maps.Values(s.dialers))...)
+	s.dialers, s.retired = nil, nil
 	s.mu.Unlock()
 	var errs []error
 	defer func() {
@@ -195,7 +200,9 @@ func cacheKey(c csi.Cluster, cred csi.Credentials) string {
 }
 
 // dialer returns how to open connections to c: nil for the process's
-// own network namespace, else c's NetNamespace, opened once.
+// own network namespace, else c's NetNamespace, opened again when its
+// path names another namespace than before (as ceph-csi enters the path
+// anew for every map).
 func (s *Store) dialer(c csi.Cluster) (func(ctx context.Context, network, address string) (net.Conn, error), error) {
 	if !s.opts.NetNamespaces || c.NetNamespace == "" {
 		return nil, nil
@@ -203,6 +210,10 @@ func (s *Store) dialer(c csi.Cluster) (func(ctx context.Context, network, addres
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dialers[c.NetNamespace]
+	if d != nil && !d.Current() {
+		s.retired = append(s.retired, d)
+		d = nil
+	}
 	if d == nil {
 		var err error
 		if d, err = netnsdial.Open(c.NetNamespace); err != nil {

@@ -53,6 +53,16 @@ func Open(path string) (*Dialer, error) {
 // Path is the namespace file the Dialer was opened with.
 func (d *Dialer) Path() string { return d.path }
 
+// Current reports whether Path still names the namespace the Dialer
+// holds: a pod recreated behind a bind-mounted path brings a new one.
+func (d *Dialer) Current() bool {
+	var held, now unix.Stat_t
+	if unix.Fstat(int(d.ns.Fd()), &held) != nil || unix.Stat(d.path, &now) != nil {
+		return false
+	}
+	return held.Dev == now.Dev && held.Ino == now.Ino
+}
+
 // Close releases the namespace file.
 func (d *Dialer) Close() error { return d.ns.Close() }
 

@@ -80,6 +80,9 @@ for _ in range(int(sys.argv[2])):
 		t.Fatal(err)
 	}
 	defer d.Close()
+	if !d.Current() {
+		t.Fatal("a freshly opened namespace is not current")
+	}
 	for i := range rounds {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -116,6 +119,9 @@ func TestOpenRefusesOtherFiles(t *testing.T) {
 	d, err := Open("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !d.Current() {
+		t.Error("the process's own namespace is not current")
 	}
 	d.Close()
 }
@@ -165,5 +171,39 @@ func TestRadosThroughNamespace(t *testing.T) {
 	out, err := cl.Rados(ctx, "-p", cl.Pool, "get", "netnsdial", "-")
 	if err != nil || string(out) != string(want) {
 		t.Fatalf("rados get: %q, %v", out, err)
+	}
+}
+
+// TestCurrentFollowsThePath: a Dialer opened through a path (here a
+// symlink) stops being current once the path names another namespace,
+// as when the pod behind a bind-mounted path is recreated.
+func TestCurrentFollowsThePath(t *testing.T) {
+	ns := netns.New(t, netns.Options{})
+	link := filepath.Join(t.TempDir(), "net")
+	if err := os.Symlink("/proc/self/ns/net", link); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.Current() {
+		t.Fatal("not current right after Open")
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("/run/netns", ns.Name), link); err != nil {
+		t.Fatal(err)
+	}
+	if d.Current() {
+		t.Fatal("still current after its path came to name another namespace")
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if d.Current() {
+		t.Fatal("current with its path gone")
 	}
 }
