@@ -160,7 +160,7 @@ func (d *Driver) Sweep(ctx context.Context) error {
 			return nil
 		}
 		img := ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name}
-		unlock, err := d.lockImages(ctx, s, im.cluster.ID, img)
+		unlock, err := d.inFlight.lock(imageKey(im.cluster.ID, img))
 		if err != nil {
 			return nil // busy: next time
 		}
@@ -174,12 +174,19 @@ func (d *Driver) Sweep(ctx context.Context) error {
 			return nil // removed since the listing
 		case err != nil:
 		case o.tomb:
-			err = d.retire(ctx, s, cred, o)
+			err = d.sweepAcross(ctx, s, im.cluster.ID, img, func() error { return d.retire(ctx, s, cred, o) })
 		default:
-			// Holding the image's lock means no CreateVolume is
+			// Holding the image's locks means no CreateVolume is
 			// cloning from it right now, so an internal snapshot
-			// without clones is a leftover.
-			_, err = d.purgeSnapshots(ctx, s, o.ref)
+			// without clones is a leftover. The replicas' lock is
+			// taken only for an image that has one: most have none.
+			var collect bool
+			if collect, err = hasCollectableSnap(ctx, s, img); collect {
+				err = d.sweepAcross(ctx, s, im.cluster.ID, img, func() error {
+					_, err := d.purgeSnapshots(ctx, s, o.ref)
+					return err
+				})
+			}
 		}
 		if err != nil && firstErr == nil {
 			firstErr = err
@@ -190,6 +197,31 @@ func (d *Driver) Sweep(ctx context.Context) error {
 		return err
 	}
 	return firstErr
+}
+
+// sweepAcross runs the sweep's work on img under the operation lock the
+// controller's replicas share; an image another replica is working on
+// is left for the next sweep.
+func (d *Driver) sweepAcross(ctx context.Context, s Session, cluster string, img ImageRef, work func() error) error {
+	unlock, err := d.lockAcross(ctx, s, cluster, img)
+	if status.Code(err) == codes.Aborted {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return work()
+}
+
+// hasCollectableSnap reports whether img has a snapshot purgeSnapshots
+// would remove.
+func hasCollectableSnap(ctx context.Context, s Session, img ImageRef) (bool, error) {
+	snaps, err := s.ListSnapshots(ctx, img)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(snaps, isCollectableSnap), nil
 }
 
 var errNoCredentials = errors.New("no plugin credentials")
