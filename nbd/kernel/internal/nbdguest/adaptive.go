@@ -201,6 +201,9 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 	dev := "/dev/nbd" + f[1]
 	ws := guestio.StartDirectWriters(dev, 4, 0, 8*mib, 256<<10)
 	if !ws.WaitProgress(20, 30*time.Second) {
+		// seen once under load, right after the previous step detached
+		// the same device: show where the writes wait
+		dumpWedge(fmt.Sprintf("%s: %d writes on a fresh %s in 30 s", mode, ws.Writes(), dev))
 		srv.Kill()
 		ws.Finish()
 		return fmt.Errorf("the writers do not progress: %v", ws.FirstErr())
