@@ -227,15 +227,13 @@ func findCephCSISnapshot(ctx context.Context, s Session, cl Cluster, c CephCSIID
 		return r, storeError(err, cred, "image %s of ceph-csi snapshot %s", e.Image, c)
 	}
 	r.img = o
-	snaps, err := s.ListSnapshots(ctx, o.ref)
+	sn, ok, err := cephCSISnapOf(ctx, s, o)
 	if err != nil {
 		return r, storeError(err, cred, "snapshots of %s", e.Image)
 	}
-	for _, sn := range snaps {
-		if sn.Name == e.Image {
-			r.snap = sn
-			return r, nil
-		}
+	if ok {
+		r.snap = sn
+		return r, nil
 	}
 	return r, status.Errorf(codes.NotFound, "ceph-csi snapshot %s: image %s has no snapshot %s", c, e.Image, e.Image)
 }

@@ -175,3 +175,86 @@ func TestNodeStageCephCSIVolumes(t *testing.T) {
 	}
 	assert.Len(t, op.opened, 3, "nothing refused reached the opener")
 }
+
+// snapshot makes a ceph-csi snapshot of the volume image src as ceph-csi's
+// CreateSnapshot does (doSnapshotClone: the snapshot's own image, a clone
+// of src, carrying one RBD snapshot named like it) with its journal
+// entry, and returns its handle.
+func (a adoptHarness) snapshot(reqName, uuid, src string) string {
+	t := a.t
+	ctx := context.Background()
+	image := "csi-snap-" + uuid
+	s, err := a.store.Session(ctx, csi.Cluster{ID: testCluster}, csi.Credentials{ID: testUser, Key: testKey})
+	require.NoError(t, err)
+	srcRef := csi.ImageRef{Pool: a.pool, Namespace: a.ns, Name: src}
+	ref := csi.ImageRef{Pool: a.pool, Namespace: a.ns, Name: image}
+	require.NoError(t, s.CreateSnapshot(ctx, srcRef, image))
+	require.NoError(t, s.CloneImage(ctx, srcRef, image, ref, csi.ImageOptions{}))
+	require.NoError(t, s.CreateSnapshot(ctx, ref, image))
+	require.NoError(t, a.store.SetOmap(testCluster, a.pool, a.ns, "csi.snaps.default", map[string]string{"csi.snap." + reqName: uuid}))
+	require.NoError(t, a.store.SetOmap(testCluster, a.pool, a.ns, "csi.snap."+uuid,
+		map[string]string{"csi.snapname": reqName, "csi.imagename": image, "csi.source": src}))
+	return csi.CephCSIID{ClusterID: testCluster, Pool: a.pool, UUID: uuid}.String()
+}
+
+// TestListCephCSIVolumes lists ceph-csi's volumes and snapshots by their
+// handles beside purerbd's own: ListVolumes, ListSnapshots unfiltered
+// and by source, across pages, and after the ceph-csi volume is deleted
+// while a purerbd snapshot keeps its image as a tombstone. Entries
+// outside the cluster's radosNamespace (their handles would not find
+// them) and encrypted volumes are not listed.
+func TestListCephCSIVolumes(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{trash: true, configJSON: `[{"clusterID": "` + testCluster + `", "monitors": ["127.0.0.1:3300"], "rbd": {"radosNamespace": "team-a"}}]`})
+	h.store.AddNamespace(testCluster, h.pool, "team-a")
+	a := adoptHarness{harness: h, ns: "team-a"}
+	vol, volImage := a.volume("default", "pvc-l", "a1111111-2222-4333-8444-555555555555", h.pool, nil)
+	a.volume("default", "pvc-enc", "a2111111-2222-4333-8444-555555555555", h.pool, map[string]string{"csi.volume.encryptKMS": "vault"})
+	adoptHarness{harness: h}.volume("default", "pvc-elsewhere", "a3111111-2222-4333-8444-555555555555", h.pool, nil)
+	snap := a.snapshot("snapshot-l", "b1111111-2222-4333-8444-555555555555", volImage)
+	own := h.createVolume("pvc-own", 1<<20)
+	psnap := h.createSnapshot("snapshot-own", vol)
+	ownSnap := h.createSnapshot("snapshot-of-own", own.GetVolumeId())
+
+	listVolumes := func() map[string]int64 {
+		got := map[string]int64{}
+		tok := ""
+		for {
+			r, err := h.ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{MaxEntries: 1, StartingToken: tok})
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(r.GetEntries()), 1)
+			for _, e := range r.GetEntries() {
+				got[e.GetVolume().GetVolumeId()] = e.GetVolume().GetCapacityBytes()
+			}
+			if tok = r.GetNextToken(); tok == "" {
+				return got
+			}
+		}
+	}
+	listSnapshots := func(source string) map[string]string {
+		r, err := h.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SourceVolumeId: source, Secrets: secrets()})
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, e := range r.GetEntries() {
+			got[e.GetSnapshot().GetSnapshotId()] = e.GetSnapshot().GetSourceVolumeId()
+		}
+		return got
+	}
+
+	assert.Equal(t, map[string]int64{vol: 1 << 20, own.GetVolumeId(): 1 << 20}, listVolumes())
+	assert.Equal(t, map[string]string{snap: vol, psnap.GetSnapshotId(): vol, ownSnap.GetSnapshotId(): own.GetVolumeId()}, listSnapshots(""))
+	assert.Equal(t, map[string]string{snap: vol, psnap.GetSnapshotId(): vol}, listSnapshots(vol))
+	gs, err := h.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SnapshotId: snap, Secrets: secrets()})
+	require.NoError(t, err)
+	require.Len(t, gs.GetEntries(), 1)
+	assert.Equal(t, vol, gs.GetEntries()[0].GetSnapshot().GetSourceVolumeId())
+
+	// Deleted while purerbd's snapshot and ceph-csi's clone hang from
+	// it: no longer a volume; the snapshots are still listed, the
+	// purerbd one with the handle the CO knows as its source.
+	require.NoError(t, h.deleteVolume(vol))
+	assert.Equal(t, map[string]int64{own.GetVolumeId(): 1 << 20}, listVolumes())
+	assert.Equal(t, map[string]string{snap: vol, psnap.GetSnapshotId(): vol, ownSnap.GetSnapshotId(): own.GetVolumeId()}, listSnapshots(""))
+	require.NoError(t, h.deleteSnapshot(snap))
+	assert.Equal(t, map[string]string{psnap.GetSnapshotId(): vol, ownSnap.GetSnapshotId(): own.GetVolumeId()}, listSnapshots(""))
+}

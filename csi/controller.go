@@ -392,13 +392,21 @@ func (c *controller) ListVolumes(ctx context.Context, req *csi.ListVolumesReques
 	if req.GetMaxEntries() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "max entries is negative")
 	}
-	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := ParseVolumeID(s); return err == nil })
+	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := parseVolumeHandle(s); return err == nil })
 	if err != nil {
 		return nil, err
 	}
 	var pg page[*csi.ListVolumesResponse_Entry]
 	err = d.scanImages(ctx, d.pluginCredentials, func(s Session, cred Credentials, im scanned) error {
 		if !isManagedName(im.name) {
+			o, ok, err := listedCephCSI(ctx, s, im)
+			if err != nil {
+				return storeError(err, cred, "image %s", im.name)
+			}
+			if ok && !o.tomb && !o.cephcsi.Snapshot {
+				id := o.cephcsi.handle(im.cluster)
+				pg.add(id, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: id, CapacityBytes: int64(o.info.Size)}})
+			}
 			return nil
 		}
 		id, err := VolumeID{ClusterID: im.cluster.ID, Pool: im.pool, Namespace: im.ns, Image: im.name}.Encode()
@@ -554,7 +562,7 @@ func (d *Driver) snapshotByID(ctx context.Context, id string, secrets map[string
 	if e := o.cephcsi; e != nil && !e.Snapshot && e.Namespace == cl.Namespace {
 		// A snapshot of a ceph-csi volume: its source is known to the CO
 		// by its ceph-csi handle.
-		snap.SourceVolumeId = CephCSIID{ClusterID: cl.ID, Pool: e.Pool, UUID: e.UUID}.String()
+		snap.SourceVolumeId = e.handle(cl)
 	}
 	return snap, nil
 }
@@ -564,7 +572,7 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 	if req.GetMaxEntries() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "max entries is negative")
 	}
-	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := ParseSnapshotID(s); return err == nil })
+	after, err := decodeToken(req.GetStartingToken(), func(s string) bool { _, err := parseSnapshotHandle(s); return err == nil })
 	if err != nil {
 		return nil, err
 	}
@@ -597,6 +605,11 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 			if err := d.addSnapshots(ctx, s, cred, cl, vid.Pool, vid.Namespace, info, addFrom); err != nil {
 				return nil, err
 			}
+			if h, _ := parseVolumeHandle(req.GetSourceVolumeId()); h.cephcsi != nil {
+				if err := d.addCephCSISnapshotsOf(ctx, s, cred, cl, vid, add); err != nil {
+					return nil, err
+				}
+			}
 		}
 	default:
 		credFor := func(cl Cluster) (Credentials, error) {
@@ -607,7 +620,14 @@ func (c *controller) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRe
 		}
 		err := d.scanImages(ctx, credFor, func(s Session, cred Credentials, im scanned) error {
 			if !hasManagedShape(im.name) {
-				return nil
+				o, ok, err := listedCephCSI(ctx, s, im)
+				if err != nil {
+					return storeError(err, cred, "image %s", im.name)
+				}
+				if !ok {
+					return nil
+				}
+				return d.addCephCSISnapshots(ctx, s, cred, im, o, add)
 			}
 			o, err := ownedImage(ctx, s, ImageRef{Pool: im.pool, Namespace: im.ns, Name: im.name})
 			if errors.Is(err, ErrNotFound) {

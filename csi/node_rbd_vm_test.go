@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,13 +125,15 @@ func TestNodeRBDInVM(t *testing.T) {
 	if poolID == 0 {
 		t.Fatalf("pool %s not in %s", cluster.Pool, out)
 	}
+	const clusterID = "vm-cluster" // as in nodeguest
+	// A volume ceph-csi provisioned and filled, for TestCephCSIVolumeGuest.
+	cephCSI := layOutCephCSIVolume(ctx, t, cluster, clusterID, poolID)
 	// The key goes into the initramfs, never onto the kernel command
 	// line: a keyring for the scenario, the plugin's secrets directory
 	// for purerbd-csi.
 	files := map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin, "/bin/purerbd": cli,
 		"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
 	etc := t.TempDir()
-	const clusterID = "vm-cluster" // as in nodeguest
 	for name, c := range map[string]string{
 		"/etc/ceph/keyring":            "[client.admin]\n\tkey = " + cluster.AdminKey + "\n",
 		"/etc/purerbd/secrets/userID":  "admin",
@@ -149,8 +152,8 @@ func TestNodeRBDInVM(t *testing.T) {
 	// failed; the exit status is 0 only if both passed.
 	scenario := fmt.Sprintf("/bin/nodeguest rbd-scenario -mon %s -pool %s -pool-id %d -image %s -block-image %s -xfs-image %s -map-image %s -keyring /etc/ceph/keyring -krbd -kills %d",
 		cluster.MonAddrs[0], cluster.Pool, poolID, image, blockImage, xfsImage, mapImage, restartKills)
-	binaryTests := fmt.Sprintf("/bin/nodeguest.test -test.run '^(%s)$' -test.v -test.timeout 20m -guest -cluster-id %s -pool %s -pool-id %d",
-		strings.Join(guestBinaryTests, "|"), clusterID, cluster.Pool, poolID)
+	binaryTests := fmt.Sprintf("/bin/nodeguest.test -test.run '^(%s)$' -test.v -test.timeout 20m -guest -cluster-id %s -pool %s -pool-id %d %s",
+		strings.Join(guestBinaryTests, "|"), clusterID, cluster.Pool, poolID, cephCSI.guestArgs())
 
 	var console strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{
@@ -183,9 +186,12 @@ func TestNodeRBDInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(strings.Fields(string(ls)), " "); got != strings.Join([]string{blockImage, image, xfsImage, mapImage}, " ") {
-		t.Errorf("images in the pool after the guest's tests: %q, want the scenario's four", got)
+	poolImages := []string{blockImage, image, cephCSI.image, xfsImage, mapImage}
+	slices.Sort(poolImages)
+	if got := strings.Join(strings.Fields(string(ls)), " "); got != strings.Join(poolImages, " ") {
+		t.Errorf("images in the pool after the guest's tests: %q, want the scenario's four and the ceph-csi volume", got)
 	}
+	cephCSI.check(ctx, t, cluster, res)
 
 	// The host's view: rbd export inside the namespace, e2fsck, debugfs.
 	t2 := time.Now()
@@ -344,7 +350,7 @@ func checkZeroedBlock(ctx context.Context, t *testing.T, cluster *cephcluster.Cl
 
 // guestBinaryTests are the tests of nodeguest's test binary that the
 // guest runs against the purerbd-csi binary.
-var guestBinaryTests = []string{"TestLifecycleGuest", "TestTwoNodesGuest", "TestSanityGuest"}
+var guestBinaryTests = []string{"TestLifecycleGuest", "TestTwoNodesGuest", "TestCephCSIVolumeGuest", "TestSanityGuest"}
 
 // checkBinaryTests checks that each of guestBinaryTests passed in the
 // guest and logs their step timings and the sanity suite's summary.

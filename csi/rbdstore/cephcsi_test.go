@@ -2,9 +2,6 @@ package rbdstore_test
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,59 +13,34 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/internal/cephcsifixture"
 	"github.com/purerbd/purerbd/csi/rbdstore"
 )
 
-// cephCSIJournal lays out ceph-csi's RBD journal with Ceph's rados tool,
-// key by key as ceph-csi writes it (ceph/ceph-csi
-// internal/journal/voljournal.go: reserveOMapName creates the per-entry
-// object, ReserveName sets the directory key and then the entry's keys,
-// StoreImageID adds csi.imageid once the image exists; the journal pool
-// is the image pool, so neither csi.journalpool nor a pool prefix on the
-// directory value is written).
+// cephCSIJournal lays out ceph-csi's RBD journal in the test cluster's
+// pool (package cephcsifixture), failing the test on an error.
 type cephCSIJournal struct {
 	t    *testing.T
 	pool string
 }
 
-func newUUID() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := fmt.Sprintf("%x", b)
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+func (j cephCSIJournal) fixture() cephcsifixture.Journal {
+	return cephcsifixture.Journal{Rados: cluster.Rados, Rbd: cluster.Rbd, Pool: j.pool}
 }
+
+func newUUID() string { return cephcsifixture.NewUUID() }
 
 // reserve writes the entry of a volume (snapshot: source image set) for
 // CO name reqName and returns its UUID and image name.
 func (j cephCSIJournal) reserve(reqName, source string, extra map[string]string) (uuid, image string) {
-	uuid = newUUID()
-	dir, keyPrefix, nameKey, obj, image := "csi.volumes.default", "csi.volume.", "csi.volname", "csi.volume."+uuid, "csi-vol-"+uuid
-	if source != "" {
-		dir, keyPrefix, nameKey, obj, image = "csi.snaps.default", "csi.snap.", "csi.snapname", "csi.snap."+uuid, "csi-snap-"+uuid
-	}
-	rbdRados(j.t, "-p", j.pool, "create", obj)
-	rbdRados(j.t, "-p", j.pool, "setomapval", dir, keyPrefix+reqName, uuid)
-	rbdRados(j.t, "-p", j.pool, "setomapval", obj, nameKey, reqName)
-	rbdRados(j.t, "-p", j.pool, "setomapval", obj, "csi.imagename", image)
-	if source != "" {
-		rbdRados(j.t, "-p", j.pool, "setomapval", obj, "csi.source", source)
-	}
-	for k, v := range extra {
-		rbdRados(j.t, "-p", j.pool, "setomapval", obj, k, v)
-	}
+	uuid, image, err := j.fixture().Reserve(testCtx(j.t), reqName, source, extra)
+	require.NoError(j.t, err)
 	return uuid, image
 }
 
 // storeImageID records the image's ID as ceph-csi does after creating it.
 func (j cephCSIJournal) storeImageID(obj, image string) {
-	var info struct {
-		ID string `json:"id"`
-	}
-	require.NoError(j.t, json.Unmarshal([]byte(rbdCLI(j.t, "info", "--format", "json", j.pool+"/"+image)), &info))
-	require.NotEmpty(j.t, info.ID)
-	rbdRados(j.t, "-p", j.pool, "setomapval", obj, "csi.imageid", info.ID)
+	require.NoError(j.t, j.fixture().StoreImageID(testCtx(j.t), obj, image))
 }
 
 func (j cephCSIJournal) omapKeys(obj string) string {
@@ -173,11 +145,24 @@ func TestCephCSIVolumesOnCeph(t *testing.T) {
 	gps, err := p.ctrl.GetSnapshot(ctx, &csipb.GetSnapshotRequest{SnapshotId: ps.GetSnapshotId(), Secrets: userSecrets()})
 	require.NoError(t, err)
 	assert.Equal(t, volHandle, gps.GetSnapshot().GetSourceVolumeId())
-	ls, err := p.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SourceVolumeId: volHandle, Secrets: userSecrets()})
+	// Listed by their handles: the volume, and both snapshots of it
+	// (ceph-csi's and purerbd's) with the volume's handle as source.
+	lv, err := p.ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{})
 	require.NoError(t, err)
-	require.Len(t, ls.GetEntries(), 1)
-	assert.Equal(t, ps.GetSnapshotId(), ls.GetEntries()[0].GetSnapshot().GetSnapshotId())
-	assert.Equal(t, volHandle, ls.GetEntries()[0].GetSnapshot().GetSourceVolumeId())
+	var listed []string
+	for _, e := range lv.GetEntries() {
+		listed = append(listed, e.GetVolume().GetVolumeId())
+	}
+	assert.Equal(t, []string{volHandle}, listed)
+	for _, req := range []*csipb.ListSnapshotsRequest{{SourceVolumeId: volHandle, Secrets: userSecrets()}, {Secrets: userSecrets()}} {
+		ls, err := p.ctrl.ListSnapshots(ctx, req)
+		require.NoError(t, err)
+		sources := map[string]string{}
+		for _, e := range ls.GetEntries() {
+			sources[e.GetSnapshot().GetSnapshotId()] = e.GetSnapshot().GetSourceVolumeId()
+		}
+		assert.Equal(t, map[string]string{snapHandle: volHandle, ps.GetSnapshotId(): volHandle}, sources, "ListSnapshots %v", req.GetSourceVolumeId())
+	}
 	restored, err := p.create(t, "adopted-restored", size, &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
 		Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: snapHandle}}})
 	require.NoError(t, err)
