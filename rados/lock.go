@@ -27,28 +27,59 @@ type LockOptions struct {
 	Ephemeral bool
 }
 
+// LockRequest is the input of the lock class's `lock` method
+// (cls_lock_lock_op).
+type LockRequest struct {
+	Name        string
+	Type        uint8 // 1 exclusive, 2 shared, 3 exclusive-ephemeral
+	Cookie      string
+	Tag         string
+	Description string
+	Duration    denc.UTime // zero: never expires
+	Flags       uint8      // 1: LOCK_FLAG_MAY_RENEW
+}
+
+// Encode writes the request as the OSD's lock class reads it.
+func (r LockRequest) Encode(e *denc.Encoder) {
+	e.Versioned(1, 1, func(e *denc.Encoder) {
+		e.String(r.Name)
+		e.U8(r.Type)
+		e.String(r.Cookie)
+		e.String(r.Tag)
+		e.String(r.Description)
+		r.Duration.Encode(e)
+		e.U8(r.Flags)
+	})
+}
+
+// UnlockRequest is the input of the lock class's `unlock` method
+// (cls_lock_unlock_op).
+type UnlockRequest struct {
+	Name, Cookie string
+}
+
+// Encode writes the request as the OSD's lock class reads it.
+func (r UnlockRequest) Encode(e *denc.Encoder) {
+	e.Versioned(1, 1, func(e *denc.Encoder) {
+		e.String(r.Name)
+		e.String(r.Cookie)
+	})
+}
+
 // LockExclusive takes the exclusive lock name on object oid with
 // cookie. A lock held by another client or cookie is ErrBusy; one
 // already held by this one, without Renew, is ErrExists.
 func (io *IOContext) LockExclusive(ctx context.Context, oid, name, cookie, description string, o LockOptions) error {
-	var flags uint8
+	r := LockRequest{Name: name, Type: 1, Cookie: cookie, Description: description,
+		Duration: denc.UTime{Sec: uint32(o.Duration / time.Second), Nsec: uint32(o.Duration % time.Second)}}
 	if o.Renew {
-		flags = 1 // LOCK_FLAG_MAY_RENEW
+		r.Flags = 1
 	}
-	typ := uint8(1) // LOCK_EXCLUSIVE
 	if o.Ephemeral {
-		typ = 3 // LOCK_EXCLUSIVE_EPHEMERAL
+		r.Type = 3
 	}
 	e := denc.NewEncoder(nil)
-	e.Versioned(1, 1, func(e *denc.Encoder) {
-		e.String(name)
-		e.U8(typ)
-		e.String(cookie)
-		e.String("") // tag
-		e.String(description)
-		denc.UTime{Sec: uint32(o.Duration / time.Second), Nsec: uint32(o.Duration % time.Second)}.Encode(e)
-		e.U8(flags)
-	})
+	r.Encode(e)
 	if err := io.writeExec(ctx, oid, "lock", "lock", e.Bytes()); err != nil {
 		return fmt.Errorf("rados: lock %q on %s: %w", name, oid, err)
 	}
@@ -59,10 +90,7 @@ func (io *IOContext) LockExclusive(ctx context.Context, oid, name, cookie, descr
 // (expired, or broken) is ErrNotFound.
 func (io *IOContext) Unlock(ctx context.Context, oid, name, cookie string) error {
 	e := denc.NewEncoder(nil)
-	e.Versioned(1, 1, func(e *denc.Encoder) {
-		e.String(name)
-		e.String(cookie)
-	})
+	UnlockRequest{Name: name, Cookie: cookie}.Encode(e)
 	if err := io.writeExec(ctx, oid, "lock", "unlock", e.Bytes()); err != nil {
 		return fmt.Errorf("rados: unlock %q on %s: %w", name, oid, err)
 	}

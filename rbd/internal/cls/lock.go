@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -39,24 +40,13 @@ func lockMethod(name string, in []byte) Method { return Method{Class: "lock", Na
 
 // Lock is lock.lock.
 func Lock(name string, typ LockType, cookie, tag, description string, duration denc.UTime, flags uint8) Method {
-	return lockMethod("lock", args(func(e *denc.Encoder) {
-		e.Versioned(1, 1, func(e *denc.Encoder) {
-			e.String(name)
-			e.U8(uint8(typ))
-			e.String(cookie)
-			e.String(tag)
-			e.String(description)
-			duration.Encode(e)
-			e.U8(flags)
-		})
-	}))
+	return lockMethod("lock", args(rados.LockRequest{Name: name, Type: uint8(typ), Cookie: cookie, Tag: tag,
+		Description: description, Duration: duration, Flags: flags}.Encode))
 }
 
 // Unlock is lock.unlock.
 func Unlock(name, cookie string) Method {
-	return lockMethod("unlock", args(func(e *denc.Encoder) {
-		e.Versioned(1, 1, func(e *denc.Encoder) { e.String(name); e.String(cookie) })
-	}))
+	return lockMethod("unlock", args(rados.UnlockRequest{Name: name, Cookie: cookie}.Encode))
 }
 
 // BreakLock is lock.break_lock: remove another client's lock.
