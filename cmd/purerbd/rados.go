@@ -36,8 +36,8 @@ type radosCommand struct {
 	offset    uint64
 	inputFile string
 	out       outputFormat
-	indent    bool   // --format json-pretty
-	target    string // cp: --target-pool
+	indent    bool // --format json-pretty
+	target    copyTarget
 	lockOpt   lockOptions
 	bench     benchOptions
 	conn      *rados.Conn
@@ -65,7 +65,9 @@ func newRadosCommand(g *globals) *cli.Command {
 	c.out.format = "plain"
 	group.String(&c.out.format, "-f, --format FORMAT", "json, or plain text (df, ls, lock)")
 	group.Bool(&c.out.pretty, "--pretty-format", "indent the JSON output")
-	group.String(&c.target, "--target-pool POOL", "cp: the pool to copy into")
+	group.String(&c.target.pool, "--target-pool POOL", "cp: the pool to copy into")
+	group.String(&c.target.ns, "--target-nspace NS", "cp: the namespace to copy into (default: the default namespace)")
+	group.String(&c.target.locator, "--target-locator KEY", "cp: the locator key of the copy")
 	c.lockOpt.register(group)
 	group.Int(&c.bench.threads, "-t, --concurrent-ios N", "bench: concurrent operations")
 	group.Func("-b, --block-size SIZE", "bench write: object size (default 4M)", func(v []string) error {

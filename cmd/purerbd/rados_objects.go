@@ -43,15 +43,22 @@ func (c *radosCommand) appendFile(ctx context.Context, oid, path string) error {
 	}
 }
 
+// copyTarget is where cp copies to: --target-pool, --target-nspace and
+// --target-locator.
+type copyTarget struct {
+	pool, ns, locator string
+}
+
 // cp copies an object, its data, xattrs, omap header and omap, into the
-// same pool (under another name) or into --target-pool. The copy is
-// read here and written in one operation, so the target never shows
-// half of it.
+// same pool (under another name) or into --target-pool. As with the
+// rados tool, the copy goes to the target's default namespace unless
+// --target-nspace names one, whatever -N says. The copy is read here and
+// written in one operation, so the target never shows half of it.
 func (c *radosCommand) cp(ctx context.Context, args []string) error {
 	if len(args) > 2 {
 		return fmt.Errorf("too many arguments")
 	}
-	target := c.target
+	target := c.target.pool
 	if target == "" {
 		target = c.pool
 	}
@@ -64,9 +71,12 @@ func (c *radosCommand) cp(ctx context.Context, args []string) error {
 	fail := func(err error) error {
 		return fmt.Errorf("error copying %s/%s => %s/%s: %s", c.pool, args[0], target, targetObj, errnoText(err))
 	}
-	dst, err := c.conn.IOContext(ctx, target, c.ns)
+	dst, err := c.conn.IOContext(ctx, target, c.target.ns)
 	if err != nil {
 		return fmt.Errorf("error opening target pool %s: %s", target, errnoText(err))
+	}
+	if c.target.locator != "" {
+		dst = dst.WithLocatorKey(c.target.locator)
 	}
 	data, err := c.io.ReadAll(ctx, args[0])
 	if err != nil {

@@ -235,7 +235,7 @@ func TestRadosObjectVerbsAgainstRadosCLI(t *testing.T) {
 	// ls in JSON, compact and pretty, one namespace and all of them
 	ours("", "-N", "ns1", "create", "in-ns")
 	for _, args := range [][]string{
-		{"ls", "--format", "json"}, {"ls", "--format", "json-pretty"}, {"ls", "-f", "json", "--pretty-format"},
+		{"ls"}, {"ls", "--all"}, {"ls", "--format", "json"}, {"ls", "--format", "json-pretty"}, {"ls", "-f", "json", "--pretty-format"},
 		{"-N", "ns1", "ls", "--format", "json"}, {"ls", "--all", "--format", "json"}, {"ls", "--format", "xml2"},
 		// Pacific's rados prints these as plain text whatever the format
 		{"stat", "a", "--format", "json"}, {"listomapkeys", "src", "-f", "json"}, {"listomapvals", "src", "--format", "json"},
