@@ -91,7 +91,10 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("get", "OBJ OUTFILE", 2, "read an object into a file (- for stdout)", func(ctx context.Context, a []string) error {
 			return c.get(ctx, a[0], a[1])
 		}),
-		verb("stat", "OBJ", 1, "size and modification time", func(ctx context.Context, a []string) error { return c.stat(ctx, a[0]) }),
+		verb("stat", "OBJ", 1, "size and modification time", func(ctx context.Context, a []string) error { return c.stat(ctx, a[0], false) }),
+		verb("stat2", "OBJ", 1, "size and modification time to the microsecond", func(ctx context.Context, a []string) error {
+			return c.stat(ctx, a[0], true)
+		}),
 		verb("rm", "OBJ...", 1, "remove objects", c.rm),
 		verb("create", "OBJ", 1, "create an object (fails if it exists)", func(ctx context.Context, a []string) error {
 			return c.wrap("creating", a[0], c.io.Create(ctx, a[0], true))
@@ -120,6 +123,7 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("getomapval", "OBJ KEY [OUTFILE]", 2, "print (hexdump) or save an omap value", c.getomapval),
 		verb("listomapkeys", "OBJ", 1, "list omap keys", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], false) }),
 		verb("listomapvals", "OBJ", 1, "list omap keys and values", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], true) }),
+		verb("clearomap", "OBJ...", 1, "remove every omap key of the objects", c.clearomap),
 		verb("rmomapkey", "OBJ KEY", 2, "remove an omap key", func(ctx context.Context, a []string) error {
 			return c.wrap("removing omap key", a[0]+"/"+a[1], c.io.OmapRm(ctx, a[0], []string{a[1]}))
 		}),
@@ -134,6 +138,7 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
 		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
 		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
+		verb("rollback", "OBJ SNAP", 2, "restore an object to its state at a pool snapshot", c.rollback),
 		verb("getomapheader", "OBJ [OUTFILE]", 1, "print (hexdump) or save an object's omap header", c.getomapheader),
 		verb("setomapheader", "OBJ VALUE", 2, "set an object's omap header", func(ctx context.Context, a []string) error {
 			return c.wrap("setting omap value", a[0], c.io.OmapSetHeader(ctx, a[0], []byte(a[1])))
@@ -361,13 +366,18 @@ func (c *radosCommand) get(ctx context.Context, oid, path string) error {
 	return nil
 }
 
-func (c *radosCommand) stat(ctx context.Context, oid string) error {
+// stat prints an object's size and modification time: in whole seconds
+// as stat does, or to the microsecond as stat2 does.
+func (c *radosCommand) stat(ctx context.Context, oid string, precise bool) error {
 	st, err := c.io.Stat(ctx, oid)
 	if err != nil {
 		return fmt.Errorf("error stat-ing %s/%s: %s", c.pool, oid, errnoText(err))
 	}
-	fmt.Fprintf(c.stdout, "%s/%s mtime %s, size %d\n", c.pool, oid,
-		st.ModTime.Local().Truncate(1e9).Format("2006-01-02T15:04:05.000000-0700"), st.Size)
+	mtime := st.ModTime.Local()
+	if !precise {
+		mtime = mtime.Truncate(1e9)
+	}
+	fmt.Fprintf(c.stdout, "%s/%s mtime %s, size %d\n", c.pool, oid, mtime.Format("2006-01-02T15:04:05.000000-0700"), st.Size)
 	return nil
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/purerbd/purerbd/rados"
 )
 
-// Object verbs beyond put and get: append, cp, touch, listwatchers and
-// the omap header.
+// Object verbs beyond put and get: append, cp, touch, listwatchers,
+// the omap header and clearomap.
 
 // appendFile appends a file (or stdin) to an object in op-size chunks;
 // empty input still creates the object, as the rados tool's empty
@@ -164,5 +164,16 @@ func (c *radosCommand) getomapheader(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "header (%d bytes) :\n", len(h))
 	hexdump(c.stdout, h)
 	fmt.Fprintln(c.stdout)
+	return nil
+}
+
+// clearomap removes every omap key (and the header) of each object,
+// stopping at the first that fails.
+func (c *radosCommand) clearomap(ctx context.Context, oids []string) error {
+	for _, oid := range oids {
+		if err := c.io.OmapClear(ctx, oid); err != nil {
+			return fmt.Errorf("error clearing omap keys %s/%s: %s", c.pool, oid, errnoText(err))
+		}
+	}
 	return nil
 }

@@ -60,3 +60,12 @@ func (c *radosCommand) rmsnap(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "removed pool %s snap %s\n", c.pool, args[0])
 	return nil
 }
+
+// rollback restores an object to its state at a pool snapshot.
+func (c *radosCommand) rollback(ctx context.Context, args []string) error {
+	if err := c.io.Rollback(ctx, args[0], args[1]); err != nil {
+		return fmt.Errorf("error rolling back pool %s to snapshot %s: %s", c.pool, args[1], errnoText(err))
+	}
+	fmt.Fprintf(c.stdout, "rolled back pool %s to snapshot %s\n", c.pool, args[1])
+	return nil
+}

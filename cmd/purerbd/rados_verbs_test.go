@@ -61,6 +61,18 @@ func TestRadosPoolVerbsAgainstRadosCLI(t *testing.T) {
 	}
 	waitSnaps(t, ctx, c, "snappool", 1)
 	sameAsRados(t, ctx, c, append(p, "lssnap")...)
+	// rollback to s2, taken before this write
+	before := mustRados(t, ctx, c, append(p, "get", "o", "-")...)
+	mustRados(t, ctx, c, append(p, "setomapheader", "o", "after s2")...)
+	mustRados(t, ctx, c, append(p, "truncate", "o", "1")...)
+	if r := pureTool(ctx, c, "rados", nil, append(p, "rollback", "o", "s2")...); r.code != 0 || r.stdout != "rolled back pool snappool to snapshot s2\n" {
+		t.Fatalf("rollback: %+v", r)
+	}
+	if got := mustRados(t, ctx, c, append(p, "get", "o", "-")...); got != before {
+		t.Errorf("after rollback: %q, want %q", got, before)
+	}
+	sameAsRados(t, ctx, c, append(p, "getomapheader", "o")...)
+	sameAsRados(t, ctx, c, append(p, "rollback", "o", "nosnap")...)
 	sameAsRados(t, ctx, c, "-p", c.Pool, "lssnap")
 	// an RBD snapshot puts the pool in self-managed mode: no pool snapshots
 	if _, err := c.Rbd(ctx, "create", "--size", "1M", c.Pool+"/img"); err != nil {
@@ -177,6 +189,20 @@ func TestRadosObjectVerbsAgainstRadosCLI(t *testing.T) {
 	ours("", "touch", "a", "1500000000")
 	same("stat", "a")
 	same("touch", "t3", "notanumber")
+	theirs("put", "fresh", in)
+	same("stat2", "fresh") // microseconds
+	same("stat2", "t")
+	same("stat2", "missing")
+
+	// clearomap: keys and header gone, a missing object fails
+	theirs("setomapval", "cl", "k", "v")
+	theirs("setomapheader", "cl", "h")
+	theirs("setomapval", "cl2", "k", "v")
+	ours("", "clearomap", "cl", "cl2")
+	same("listomapvals", "cl")
+	same("getomapheader", "cl")
+	same("listomapkeys", "cl2")
+	same("clearomap", "missing")
 
 	// listwatchers: none, a missing object, two watches of ours
 	same("listwatchers", "a")
