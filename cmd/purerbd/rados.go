@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode"
 
 	"github.com/purerbd/purerbd/internal/cli"
@@ -33,6 +35,10 @@ type radosCommand struct {
 	all       bool
 	offset    uint64
 	inputFile string
+	out       outputFormat
+	indent    bool // --format json-pretty
+	target    copyTarget
+	lockOpt   lockOptions
 	bench     benchOptions
 	conn      *rados.Conn
 	io        *rados.IOContext
@@ -46,7 +52,7 @@ func newRadosCommand(g *globals) *cli.Command {
 	c := &radosCommand{g: g, bench: defaultBenchOptions()}
 	group := &cli.Command{
 		Name:    "rados",
-		Summary: "object operations like the rados tool (put, get, ls, stat, xattrs, omap, bench)",
+		Summary: "pool and object operations like the rados tool (ls, put, get, omap, locks, snapshots, df, bench)",
 		// the rados tool exits 1 on every mistake in its command line
 		UsageStatus: func(cli.ErrorKind) int { return 1 },
 		Before:      c.connect,
@@ -56,6 +62,13 @@ func newRadosCommand(g *globals) *cli.Command {
 	group.Bool(&c.all, "--all", "ls: objects of every namespace, as \"NS<TAB>NAME\"")
 	group.Uint64(&c.offset, "--offset N", "put: write at this offset instead of replacing the object")
 	group.String(&c.inputFile, "--input-file FILE", "setxattr, setomapval: the value from FILE")
+	c.out.format = "plain"
+	group.String(&c.out.format, "-f, --format FORMAT", "json, or plain text (df, ls, lock)")
+	group.Bool(&c.out.pretty, "--pretty-format", "indent the JSON output")
+	group.String(&c.target.pool, "--target-pool POOL", "cp: the pool to copy into")
+	group.String(&c.target.ns, "--target-nspace NS", "cp: the namespace to copy into (default: the default namespace)")
+	group.String(&c.target.locator, "--target-locator KEY", "cp: the locator key of the copy")
+	c.lockOpt.register(group)
 	group.Int(&c.bench.threads, "-t, --concurrent-ios N", "bench: concurrent operations")
 	group.Func("-b, --block-size SIZE", "bench write: object size (default 4M)", func(v []string) error {
 		n, err := radosSize(v[0])
@@ -69,6 +82,8 @@ func newRadosCommand(g *globals) *cli.Command {
 			Run: func(ctx context.Context, inv *cli.Invocation) error { return run(ctx, inv.Args) }}
 	}
 	return group.Add(
+		verb("lspools", "", 0, "list pools", func(ctx context.Context, _ []string) error { return c.lspools(ctx) }),
+		verb("df", "", 0, "usage per pool (-p: one pool) and in total", func(ctx context.Context, _ []string) error { return c.df(ctx) }),
 		verb("ls", "", 0, "list objects (--all: every namespace)", func(ctx context.Context, _ []string) error { return c.ls(ctx) }),
 		verb("put", "OBJ INFILE", 2, "write an object from a file (- for stdin)", func(ctx context.Context, a []string) error {
 			return c.put(ctx, a[0], a[1])
@@ -76,7 +91,10 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("get", "OBJ OUTFILE", 2, "read an object into a file (- for stdout)", func(ctx context.Context, a []string) error {
 			return c.get(ctx, a[0], a[1])
 		}),
-		verb("stat", "OBJ", 1, "size and modification time", func(ctx context.Context, a []string) error { return c.stat(ctx, a[0]) }),
+		verb("stat", "OBJ", 1, "size and modification time", func(ctx context.Context, a []string) error { return c.stat(ctx, a[0], false) }),
+		verb("stat2", "OBJ", 1, "size and modification time to the microsecond", func(ctx context.Context, a []string) error {
+			return c.stat(ctx, a[0], true)
+		}),
 		verb("rm", "OBJ...", 1, "remove objects", c.rm),
 		verb("create", "OBJ", 1, "create an object (fails if it exists)", func(ctx context.Context, a []string) error {
 			return c.wrap("creating", a[0], c.io.Create(ctx, a[0], true))
@@ -105,9 +123,27 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("getomapval", "OBJ KEY [OUTFILE]", 2, "print (hexdump) or save an omap value", c.getomapval),
 		verb("listomapkeys", "OBJ", 1, "list omap keys", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], false) }),
 		verb("listomapvals", "OBJ", 1, "list omap keys and values", func(ctx context.Context, a []string) error { return c.listomap(ctx, a[0], true) }),
+		verb("clearomap", "OBJ...", 1, "remove every omap key of the objects", c.clearomap),
 		verb("rmomapkey", "OBJ KEY", 2, "remove an omap key", func(ctx context.Context, a []string) error {
 			return c.wrap("removing omap key", a[0]+"/"+a[1], c.io.OmapRm(ctx, a[0], []string{a[1]}))
 		}),
+		verb("append", "OBJ INFILE", 2, "append a file (- for stdin) to an object", func(ctx context.Context, a []string) error {
+			return c.appendFile(ctx, a[0], a[1])
+		}),
+		verb("cp", "OBJ [TARGET-OBJ]", 1, "copy an object (--target-pool: into another pool)", c.cp),
+		verb("touch", "OBJ [TIMESTAMP]", 1, "create an object if missing and set its modification time", c.touch),
+		verb("listwatchers", "OBJ", 1, "list the watchers of an object", func(ctx context.Context, a []string) error {
+			return c.listwatchers(ctx, a[0])
+		}),
+		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
+		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
+		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
+		verb("rollback", "OBJ SNAP", 2, "restore an object to its state at a pool snapshot", c.rollback),
+		verb("getomapheader", "OBJ [OUTFILE]", 1, "print (hexdump) or save an object's omap header", c.getomapheader),
+		verb("setomapheader", "OBJ VALUE", 2, "set an object's omap header", func(ctx context.Context, a []string) error {
+			return c.wrap("setting omap value", a[0], c.io.OmapSetHeader(ctx, a[0], []byte(a[1])))
+		}),
+		c.lockCommand(),
 		verb("bench", "SECONDS write|seq|rand", 2, "the rados tool's benchmark (-t, -b, --no-cleanup, --run-name)", c.runBench),
 		verb("cleanup", "", 0, "remove what 'bench write --no-cleanup' left", func(ctx context.Context, _ []string) error { return c.cleanup(ctx) }),
 	)
@@ -134,11 +170,24 @@ func radosSize(s string) (int, error) {
 	return v * mult, nil
 }
 
+// poolless says whether a verb runs without -p, as the rados tool's
+// lspools and df do.
+func poolless(verb string) bool { return verb == "lspools" || verb == "df" }
+
 // connect opens the pool (and namespace) before any verb runs; the
 // connection closes after it.
 func (c *radosCommand) connect(ctx context.Context, inv *cli.Invocation) (func(), error) {
 	c.stdin, c.stdout, c.stderr = inv.Stdin, inv.Stdout, inv.Stderr
-	if c.pool == "" {
+	switch c.out.format {
+	case "plain", "json":
+	case "json-pretty":
+		c.out.format, c.indent = "json", true
+	default:
+		// the rados tool exits with -EINVAL here, as a byte
+		fmt.Fprintf(c.stderr, "unrecognized format: %s\n", c.out.format)
+		return nil, cli.ExitStatus(256 - int(syscall.EINVAL))
+	}
+	if c.pool == "" && !poolless(inv.Command.Name) {
 		return nil, errors.New("pool name was not specified (-p POOL)")
 	}
 	conn, err := c.g.connectRados(ctx)
@@ -146,6 +195,9 @@ func (c *radosCommand) connect(ctx context.Context, inv *cli.Invocation) (func()
 		return nil, err
 	}
 	c.conn = conn
+	if c.pool == "" {
+		return func() { _ = conn.Close() }, nil
+	}
 	ns := c.ns
 	if c.all {
 		ns = rados.AllNamespaces
@@ -170,7 +222,11 @@ func (c *radosCommand) wrap(what, obj string, err error) error {
 // or directory", when it carries an errno.
 func errnoText(err error) string {
 	var e rados.Errno
-	if errors.As(err, &e) {
+	var se syscall.Errno
+	if !errors.As(err, &e) && errors.As(err, &se) {
+		e = rados.Errno(se)
+	}
+	if e != 0 {
 		s := e.Error()
 		r := []rune(s)
 		if len(r) > 0 {
@@ -184,18 +240,58 @@ func errnoText(err error) string {
 	return err.Error()
 }
 
+// writeJSON writes v as the rados tool's formatter does: compact
+// without a newline (--pretty-format adds one where the verb says so),
+// or indented by four spaces and ending in a newline for json-pretty.
+func (c *radosCommand) writeJSON(v any, newlineIfPretty bool) error {
+	var b []byte
+	var err error
+	if c.indent {
+		b, err = json.MarshalIndent(v, "", "    ")
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	if c.indent || (newlineIfPretty && c.out.pretty) {
+		b = append(b, '\n')
+	}
+	_, err = c.stdout.Write(b)
+	return err
+}
+
+// lsObject is one object of `rados ls --format json`.
+type lsObject struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Locator   string `json:"locator,omitempty"`
+}
+
 func (c *radosCommand) ls(ctx context.Context) error {
 	w := bufio.NewWriter(c.stdout)
 	defer w.Flush()
+	objs := []lsObject{}
 	for o, err := range c.io.Objects(ctx) {
 		if err != nil {
 			return fmt.Errorf("error listing pool %s: %s", c.pool, errnoText(err))
 		}
+		if c.out.json() {
+			objs = append(objs, lsObject{Namespace: o.Namespace, Name: o.Name, Locator: o.Locator})
+			continue
+		}
 		if c.all {
-			fmt.Fprintf(w, "%s\t%s\n", o.Namespace, o.Name)
+			fmt.Fprintf(w, "%s\t", o.Namespace)
+		}
+		if o.Locator != "" {
+			fmt.Fprintf(w, "%s\t%s\n", o.Name, o.Locator)
 		} else {
 			fmt.Fprintln(w, o.Name)
 		}
+	}
+	if c.out.json() {
+		w.Flush()
+		return c.writeJSON(objs, true)
 	}
 	return nil
 }
@@ -270,13 +366,18 @@ func (c *radosCommand) get(ctx context.Context, oid, path string) error {
 	return nil
 }
 
-func (c *radosCommand) stat(ctx context.Context, oid string) error {
+// stat prints an object's size and modification time: in whole seconds
+// as stat does, or to the microsecond as stat2 does.
+func (c *radosCommand) stat(ctx context.Context, oid string, precise bool) error {
 	st, err := c.io.Stat(ctx, oid)
 	if err != nil {
 		return fmt.Errorf("error stat-ing %s/%s: %s", c.pool, oid, errnoText(err))
 	}
-	fmt.Fprintf(c.stdout, "%s/%s mtime %s, size %d\n", c.pool, oid,
-		st.ModTime.Local().Truncate(1e9).Format("2006-01-02T15:04:05.000000-0700"), st.Size)
+	mtime := st.ModTime.Local()
+	if !precise {
+		mtime = mtime.Truncate(1e9)
+	}
+	fmt.Fprintf(c.stdout, "%s/%s mtime %s, size %d\n", c.pool, oid, mtime.Format("2006-01-02T15:04:05.000000-0700"), st.Size)
 	return nil
 }
 

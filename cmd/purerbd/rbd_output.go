@@ -41,11 +41,13 @@ func (f *outputFormat) writeJSON(w io.Writer, v any) error {
 
 // textTable prints rows as Ceph's TextTable does: every column as wide
 // as its widest cell, two spaces between columns, headers left-aligned
-// (padded too), cells aligned as their column says.
+// (padded too) unless alignHeaders aligns them as their column, cells
+// aligned as their column says.
 type textTable struct {
-	headers []string
-	right   []bool // cells right-aligned
-	rows    [][]string
+	headers      []string
+	right        []bool // cells right-aligned
+	alignHeaders bool   // headers aligned as their cells (rados df)
+	rows         [][]string
 }
 
 func (t *textTable) add(cells ...string) { t.rows = append(t.rows, cells) }
@@ -67,7 +69,7 @@ func (t *textTable) write(w io.Writer) error {
 				b.WriteString("  ")
 			}
 			pad := strings.Repeat(" ", widths[i]-len(c))
-			if t.right[i] && !header {
+			if t.right[i] && (!header || t.alignHeaders) {
 				b.WriteString(pad + c)
 			} else {
 				b.WriteString(c + pad)

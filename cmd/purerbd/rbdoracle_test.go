@@ -16,9 +16,9 @@ import (
 	"github.com/purerbd/purerbd/rbd/diffstream"
 )
 
-// Running one command line through Ceph's rbd (the oracle) and through
-// purerbd rbd on the same cluster, for the verbs whose output and exit
-// codes must agree.
+// Running one command line through Ceph's rbd or rados (the oracle) and
+// through purerbd rbd or rados on the same cluster, for the verbs whose
+// output and exit codes must agree.
 
 // cmdResult is what a command line produced.
 type cmdResult struct {
@@ -43,7 +43,14 @@ func cephRbdTo(t *testing.T, ctx context.Context, c *radostest.Cluster, out io.W
 
 func runCephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin io.Reader, out io.Writer, args ...string) cmdResult {
 	t.Helper()
-	cmd := c.ToolCommand(ctx, "rbd", args...)
+	return runCephTool(t, ctx, c, "rbd", stdin, out, args...)
+}
+
+// runCephTool runs one of Ceph's tools (rbd, rados) with args, its
+// standard output into out.
+func runCephTool(t *testing.T, ctx context.Context, c *radostest.Cluster, tool string, stdin io.Reader, out io.Writer, args ...string) cmdResult {
+	t.Helper()
+	cmd := c.ToolCommand(ctx, tool, args...)
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, &errb, stdin
 	err := cmd.Run()
@@ -53,7 +60,7 @@ func runCephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin i
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("rbd %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", tool, strings.Join(args, " "), err)
 	}
 	return r
 }
@@ -61,8 +68,14 @@ func runCephRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, stdin i
 // pureRbd runs purerbd rbd with args (and stdin, if not nil) in this
 // process.
 func pureRbd(ctx context.Context, c *radostest.Cluster, stdin io.Reader, args ...string) cmdResult {
+	return pureTool(ctx, c, "rbd", stdin, args...)
+}
+
+// pureTool runs purerbd's verb group tool (rbd, rados) with args (and
+// stdin, if not nil) in this process.
+func pureTool(ctx context.Context, c *radostest.Cluster, tool string, stdin io.Reader, args ...string) cmdResult {
 	var out, errb bytes.Buffer
-	err := execute(ctx, []string{"rbd"}, append([]string{"-c", c.Conf}, args...), stdin, &out, &errb)
+	err := execute(ctx, []string{tool}, append([]string{"-c", c.Conf}, args...), stdin, &out, &errb)
 	return cmdResult{stdout: out.String(), stderr: errb.String(), code: cli.Report(err, io.Discard)}
 }
 
@@ -70,11 +83,27 @@ func pureRbd(ctx context.Context, c *radostest.Cluster, stdin io.Reader, args ..
 // codes and standard outputs agree; it returns purerbd's result.
 func sameAsRbd(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...string) cmdResult {
 	t.Helper()
-	want := cephRbd(t, ctx, c, nil, args...)
-	got := pureRbd(ctx, c, nil, args...)
+	return sameAsTool(t, ctx, c, "rbd", args...)
+}
+
+// sameAsRados is sameAsRbd for the rados tool.
+func sameAsRados(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...string) cmdResult {
+	t.Helper()
+	return sameAsTool(t, ctx, c, "rados", args...)
+}
+
+// sameAsTool runs args through Ceph's tool and purerbd's verb group of
+// the same name and fails the test unless the exit codes and standard
+// outputs agree; it returns purerbd's result.
+func sameAsTool(t *testing.T, ctx context.Context, c *radostest.Cluster, tool string, args ...string) cmdResult {
+	t.Helper()
+	var out bytes.Buffer
+	want := runCephTool(t, ctx, c, tool, nil, &out, args...)
+	want.stdout = out.String()
+	got := pureTool(ctx, c, tool, nil, args...)
 	if got.code != want.code || got.stdout != want.stdout {
-		t.Errorf("rbd %s:\n purerbd exit %d, stdout:\n%s stderr: %s\n rbd exit %d, stdout:\n%s stderr: %s",
-			strings.Join(args, " "), got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+		t.Errorf("%s %s:\n purerbd exit %d, stdout:\n%s stderr: %s\n %s exit %d, stdout:\n%s stderr: %s",
+			tool, strings.Join(args, " "), got.code, got.stdout, got.stderr, tool, want.code, want.stdout, want.stderr)
 	}
 	return got
 }

@@ -1,9 +1,6 @@
 package cls
 
 import (
-	"sort"
-	"strings"
-
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -11,26 +8,14 @@ import (
 // The `lock` class: advisory locks kept in an object's xattrs.
 
 // LockType is ClsLockType.
-type LockType uint8
+type LockType = rados.LockType
 
 // Lock types.
 const (
-	LockNone      LockType = 0
-	LockExclusive LockType = 1
-	LockShared    LockType = 2
+	LockNone      = rados.LockNone
+	LockExclusive = rados.LockExclusive
+	LockShared    = rados.LockShared
 )
-
-func (t LockType) String() string {
-	switch t {
-	case LockNone:
-		return "none"
-	case LockExclusive:
-		return "exclusive"
-	case LockShared:
-		return "shared"
-	}
-	return "<unknown>"
-}
 
 // LockFlagMayRenew lets the same locker take a lock it already holds
 // (LOCK_FLAG_MAY_RENEW).
@@ -51,9 +36,7 @@ func Unlock(name, cookie string) Method {
 
 // BreakLock is lock.break_lock: remove another client's lock.
 func BreakLock(name string, locker denc.EntityName, cookie string) Method {
-	return lockMethod("break_lock", args(func(e *denc.Encoder) {
-		e.Versioned(1, 1, func(e *denc.Encoder) { e.String(name); locker.Encode(e); e.String(cookie) })
-	}))
+	return lockMethod("break_lock", args(rados.BreakLockRequest{Name: name, Locker: locker, Cookie: cookie}.Encode))
 }
 
 // AssertLocked is lock.assert_locked: fail the operation (with EBUSY)
@@ -71,78 +54,17 @@ func AssertLocked(name string, typ LockType, cookie, tag string) Method {
 
 // GetInfo is lock.get_info.
 func GetInfo(name string) Method {
-	return lockMethod("get_info", args(func(e *denc.Encoder) {
-		e.Versioned(1, 1, func(e *denc.Encoder) { e.String(name) })
-	}))
+	return lockMethod("get_info", args(rados.GetLockInfoRequest{Name: name}.Encode))
 }
 
 // ListLocks is lock.list_locks.
 func ListLocks() Method { return lockMethod("list_locks", nil) }
 
 // Locker is one holder of a lock.
-type Locker struct {
-	Entity      denc.EntityName
-	Cookie      string
-	Expiration  denc.UTime
-	Addr        denc.EntityAddr
-	Description string
-}
+type Locker = rados.Locker
 
 // LockInfo is cls_lock_get_info_reply.
-type LockInfo struct {
-	Lockers []Locker // sorted by entity, then cookie
-	Type    LockType
-	Tag     string
-}
-
-// Decode reads a cls_lock_get_info_reply.
-func (l *LockInfo) Decode(d *denc.Decoder) {
-	*l = LockInfo{}
-	d.Versioned("cls_lock_get_info_reply", 1, func(d *denc.Decoder, _ uint8) {
-		l.Lockers = denc.List(d, "lockers", 12, func(d *denc.Decoder) Locker {
-			var k Locker
-			d.Versioned("locker_id_t", 1, func(d *denc.Decoder, _ uint8) {
-				k.Entity.Decode(d)
-				k.Cookie = d.String("cookie")
-			})
-			d.Versioned("locker_info_t", 1, func(d *denc.Decoder, _ uint8) {
-				k.Expiration.Decode(d)
-				k.Addr.Decode(d)
-				k.Description = d.String("description")
-			})
-			return k
-		})
-		l.Type = LockType(d.U8("lock_type"))
-		l.Tag = d.String("tag")
-	})
-	sort.Slice(l.Lockers, func(i, j int) bool {
-		a, b := l.Lockers[i], l.Lockers[j]
-		if a.Entity != b.Entity {
-			if a.Entity.Type != b.Entity.Type {
-				return a.Entity.Type < b.Entity.Type
-			}
-			return a.Entity.Num < b.Entity.Num
-		}
-		return strings.Compare(a.Cookie, b.Cookie) < 0
-	})
-}
-
-// Encode writes a cls_lock_get_info_reply (addresses in the modern
-// encoding).
-func (l LockInfo) Encode(e *denc.Encoder) {
-	e.Versioned(1, 1, func(e *denc.Encoder) {
-		denc.PutList(e, l.Lockers, func(e *denc.Encoder, k Locker) {
-			e.Versioned(1, 1, func(e *denc.Encoder) { k.Entity.Encode(e); e.String(k.Cookie) })
-			e.Versioned(1, 1, func(e *denc.Encoder) {
-				k.Expiration.Encode(e)
-				k.Addr.Encode(e)
-				e.String(k.Description)
-			})
-		})
-		e.U8(uint8(l.Type))
-		e.String(l.Tag)
-	})
-}
+type LockInfo = rados.LockInfo
 
 // DecodeGetInfo parses get_info's reply.
 func DecodeGetInfo(out []byte) (info LockInfo, err error) {
@@ -153,9 +75,7 @@ func DecodeGetInfo(out []byte) (info LockInfo, err error) {
 // DecodeListLocks parses list_locks' reply.
 func DecodeListLocks(out []byte) (names []string, err error) {
 	err = reply("lock.list_locks", out, func(d *denc.Decoder) {
-		d.Versioned("cls_lock_list_locks_reply", 1, func(d *denc.Decoder, _ uint8) {
-			names = denc.List(d, "locks", 4, str)
-		})
+		names = rados.DecodeLockNames(d)
 	})
 	return
 }
