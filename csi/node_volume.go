@@ -75,13 +75,19 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 	if size <= 0 {
 		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
 	}
+	cfg := n.deviceConfig(rec)
+	cfg.Backend, cfg.Size = rbdnbd.New(img), size
+	return cfg, nil
+}
+
+// deviceConfig is attachConfig without the image: what kernel.Hold
+// needs to take a volume's device over before its image is open.
+func (n *NodeServer) deviceConfig(rec *nodestate.Record) kernel.AttachConfig {
 	t := n.nbdTimeouts(rec)
 	obs := n.cfg.Metrics.volume(rec.VolumeID)
 	return kernel.AttachConfig{
 		Server:             nbd.Config{Observer: obs.nbdObserver()},
 		ConnectionReplaced: obs.connectionReplaced,
-		Backend:            rbdnbd.New(img),
-		Size:               size,
 		Conns:              rec.Conns,
 		Timeout:            t.timeout,
 		MinTimeout:         t.min,
@@ -91,7 +97,7 @@ func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.
 		ReadOnly:           rec.ReadOnly,
 		Index:              kernel.AnyIndex,
 		Logger:             n.log.With("volumeID", rec.VolumeID),
-	}, nil
+	}
 }
 
 // nbdTimeouts are a volume's NBD timeouts.
@@ -194,6 +200,18 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	if len(creds) == 0 {
 		return status.Error(codes.Unavailable, errWaitingForSecrets.Error())
 	}
+	// The device first: the kernel's sockets to the dead process are
+	// replaced with held ones at once, so that its resend of what that
+	// process held runs while the image opens (kernel.HeldDevice). As
+	// many sockets as the device was configured with: the record's count
+	// (sysfs shows the kernel's hardware queues, which blk-mq caps at the
+	// CPU count, so more connections than CPUs would stay dead). Older
+	// records without it fall back on sysfs.
+	start := time.Now()
+	held, err := kernel.Hold(ctx, n.deviceConfig(&rec))
+	if err != nil {
+		return takeoverError(rec.VolumeID, err)
+	}
 	var img NodeImage
 	var cred Credentials
 	for i, c := range creds {
@@ -204,30 +222,19 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 		}
 	}
 	if err != nil {
+		held.Abandon()
 		return err
 	}
 	cfg, err := n.attachConfig(img, &rec)
 	if err != nil {
+		held.Abandon()
 		closeImage(ctx, img)
 		return err
 	}
-	// As many sockets as the device was configured with: the record's
-	// count (sysfs shows the kernel's hardware queues, which blk-mq caps
-	// at the CPU count, so more connections than CPUs would stay dead).
-	// Older records without it fall back on sysfs.
-	cfg.Conns = rec.Conns
-	start := time.Now()
-	dev, err := kernel.Reattach(ctx, cfg)
+	dev, err := held.Serve(ctx, cfg.Backend, cfg.Size, cfg.ReadOnly)
 	if err != nil {
 		closeImage(context.WithoutCancel(ctx), img)
-		code := codes.Internal
-		switch {
-		case errors.Is(err, kernel.ErrNoSuchDevice), errors.Is(err, kernel.ErrNotConnected):
-			code = codes.FailedPrecondition // the device is gone: unstage
-		case errors.Is(err, kernel.ErrNoDeadConnection):
-			code = codes.FailedPrecondition // another process serves it
-		}
-		return status.Errorf(code, "taking over the device of volume %q: %v", rec.VolumeID, err)
+		return takeoverError(rec.VolumeID, err)
 	}
 	n.mu.Lock()
 	v.img, v.dev, v.broken = img, dev, nil
@@ -253,6 +260,18 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	n.log.Info("volume taken over", "volumeID", rec.VolumeID, "device", dev.Path(), "conns", dev.Conns(),
 		"duration", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// takeoverError is the status of a failed takeover of a volume's device.
+func takeoverError(volumeID string, err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, kernel.ErrNoSuchDevice), errors.Is(err, kernel.ErrNotConnected):
+		code = codes.FailedPrecondition // the device is gone: unstage
+	case errors.Is(err, kernel.ErrNoDeadConnection):
+		code = codes.FailedPrecondition // another process serves it
+	}
+	return status.Errorf(code, "taking over the device of volume %q: %v", volumeID, err)
 }
 
 // release stops serving a volume's device without disconnecting it, for

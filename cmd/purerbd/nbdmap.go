@@ -63,6 +63,17 @@ type mapFlags struct {
 	releaseOnExit   bool
 }
 
+// what names what is mapped, for messages.
+func (m mapFlags) what() string {
+	switch {
+	case m.memory > 0:
+		return "memory disk"
+	case m.file != "":
+		return m.file
+	}
+	return m.spec.String()
+}
+
 // mapOptions are map's options as given; check turns them into
 // mapFlags.
 type mapOptions struct {
@@ -210,52 +221,56 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 	if err := loadNBDModule(ctx); err != nil {
 		return err
 	}
-	var (
-		backend  nbd.Backend
-		readOnly = m.readOnly
-		what     string
-	)
-	switch {
-	case m.memory > 0:
-		if backend, err = nbd.NewMemory(m.memory); err != nil {
-			return err
-		}
-		what = "memory disk"
-	case m.file != "":
-		f, err := nbd.OpenFile(m.file, m.readOnly)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		backend, what = f, m.file
-	default:
-		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive})
-		if err != nil {
-			return err
-		}
-		defer ie.close(stderr)
-		backend, what = ie.backend, ie.spec.String()
-		readOnly = readOnly || ie.img.ReadOnly()
-	}
 	log := g.logger(slog.LevelWarn)
 	cfg := kernel.AttachConfig{
-		Backend:         backend,
 		Conns:           m.conns,
 		Timeout:         m.timeout,
 		MinTimeout:      m.minTimeout,
 		ResendInterval:  m.resend,
 		DeadConnTimeout: m.deadConnTimeout,
 		Cookie:          m.cookie,
-		ReadOnly:        readOnly,
+		ReadOnly:        m.readOnly,
 		Index:           m.index,
 		Server:          nbd.Config{Logger: log},
 		Logger:          log,
 	}
-	attach := kernel.Attach
+	// A reattach holds the device first: the kernel's resend of what the
+	// dead server held runs while the image opens (kernel.HeldDevice).
+	var held *kernel.HeldDevice
 	if m.reattach {
-		attach = kernel.Reattach
+		if held, err = kernel.Hold(ctx, cfg); err != nil {
+			return fmt.Errorf("mapping %s: %w", m.what(), err)
+		}
+		defer held.Abandon() // unless served
 	}
-	dev, err := attach(ctx, cfg)
+	what := m.what()
+	switch {
+	case m.memory > 0:
+		if cfg.Backend, err = nbd.NewMemory(m.memory); err != nil {
+			return err
+		}
+	case m.file != "":
+		f, err := nbd.OpenFile(m.file, m.readOnly)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.Backend = f
+	default:
+		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive})
+		if err != nil {
+			return err
+		}
+		defer ie.close(stderr)
+		cfg.Backend, what = ie.backend, ie.spec.String()
+		cfg.ReadOnly = cfg.ReadOnly || ie.img.ReadOnly()
+	}
+	var dev *kernel.Device
+	if held != nil {
+		dev, err = held.Serve(ctx, cfg.Backend, cfg.Backend.Size(), cfg.ReadOnly)
+	} else {
+		dev, err = kernel.Attach(ctx, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("mapping %s: %w", what, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -329,6 +330,18 @@ func Reattach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 }
 
 func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, error) {
+	h, err := hold(ctx, client, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return h.serve(cfg.Backend)
+}
+
+// hold finds the device by cookie and replaces its dead connections with
+// fresh sockets whose server ends it keeps unread. With setSize, a device
+// whose size differs from cfg.Size is given cfg.Size in the same
+// RECONFIGURE. cfg.Backend may be nil: nothing reads it before serve.
+func hold(ctx context.Context, client *Client, cfg AttachConfig, setSize bool) (*HeldDevice, error) {
 	if !client.BackendIdentifierSupported() {
 		return nil, ErrReattachUnsupported
 	}
@@ -357,12 +370,13 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 			cfg.ResendInterval, cfg.Timeout = 0, kernelDefaultTimeout
 		}
 	}
-	flags := serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)
-	if cfg.Conns > 1 && flags&FlagCanMultiConn == 0 {
-		return nil, fmt.Errorf("%d connections need a backend coherent across connections (nbd.MultiConnCoherent)", cfg.Conns)
+	if cfg.Backend != nil {
+		if err := checkMultiConn(cfg); err != nil {
+			return nil, err
+		}
 	}
 	var newSize uint64
-	if cur, err := client.DeviceSize(index); err == nil && cur != cfg.Size {
+	if cur, err := client.DeviceSize(index); setSize && err == nil && cur != cfg.Size {
 		if cfg.Size <= 0 || cfg.Size%int64(cfg.BlockSize) != 0 {
 			return nil, fmt.Errorf("size %d is not a positive multiple of the block size %d", cfg.Size, cfg.BlockSize)
 		}
@@ -375,17 +389,31 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 	}
 	d.index = index
 	d.log = d.log.With("device", d.Path())
+	h := &HeldDevice{d: d, cfg: cfg}
+	if d.resend > 0 {
+		// The timeout first, alone: a RECONFIGURE that turns the request
+		// timeout off also gives the queue the kernel's default 30 s,
+		// and the requests that the new sockets wake would start with it
+		// and keep it (resent 30 s late if their socket died again). So
+		// the resend interval goes in before any socket does.
+		if err := client.Reconfigure(ctx, ReconfigureRequest{Index: index, NoTimeout: true, BackendIdentifier: cfg.Cookie}); err != nil {
+			d.abort()
+			return nil, err
+		}
+		d.applyResendInterval()
+	}
 	deadline := time.Now().Add(reattachRetry)
 	for {
-		accepted, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
-			Size: newSize, Timeout: d.Timeout(), NoTimeout: d.resend > 0, DeadConnTimeout: cfg.DeadConnTimeout,
+		conns, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
+			Size: newSize, Timeout: d.Timeout(), DeadConnTimeout: cfg.DeadConnTimeout,
 		})
 		if err != nil {
 			d.abort()
 			return nil, err
 		}
-		if accepted > 0 {
-			break
+		if len(conns) > 0 {
+			h.conns = conns
+			return h, nil
 		}
 		// The kernel may not have seen the old connections die yet.
 		if time.Now().After(deadline) {
@@ -400,28 +428,33 @@ func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, e
 		}
 		newSize = 0
 	}
-	d.applyResendInterval()
-	d.start()
-	d.log.Info("nbd: reattached", "conns", d.Conns(), "offered", cfg.Conns, "cookie", cfg.Cookie, d.timeoutAttrs())
-	return d, nil
+}
+
+// checkMultiConn refuses several connections to a backend that is not
+// coherent across them.
+func checkMultiConn(cfg AttachConfig) error {
+	if cfg.Conns > 1 && serverFlags(cfg.Backend, cfg.ReadOnly, cfg.Rotational)&FlagCanMultiConn == 0 {
+		return fmt.Errorf("%d connections need a backend coherent across connections (nbd.MultiConnCoherent)", cfg.Conns)
+	}
+	return nil
 }
 
 // offerSockets sends one RECONFIGURE of the device, with req's settings
-// and n fresh sockets, and serves those the kernel kept (one per dead
-// connection); it returns how many that was.
-func (d *Device) offerSockets(ctx context.Context, n int, req ReconfigureRequest) (int, error) {
+// and n fresh sockets, and returns the server ends of those the kernel
+// kept (one per dead connection), unread.
+func (d *Device) offerSockets(ctx context.Context, n int, req ReconfigureRequest) ([]net.Conn, error) {
 	pairs, err := newSocketPairs(n)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	req.Index, req.Sockets, req.BackendIdentifier = d.index, kernelEnds(pairs), d.cookie
 	err = d.client.Reconfigure(ctx, req)
 	closeKernelEnds(pairs)
 	if err != nil {
 		closePairs(pairs)
-		return 0, err
+		return nil, err
 	}
-	accepted := 0
+	var conns []net.Conn
 	for i := range pairs {
 		gone, err := pairs[i].peerGone()
 		if err != nil || gone {
@@ -430,13 +463,15 @@ func (d *Device) offerSockets(ctx context.Context, n int, req ReconfigureRequest
 		c, err := pairs[i].serverConn()
 		if err != nil {
 			closePairs(pairs)
-			return accepted, err
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, err
 		}
-		d.serve(c)
-		accepted++
+		conns = append(conns, c)
 	}
 	closePairs(pairs)
-	return accepted, nil
+	return conns, nil
 }
 
 // attachIoctl attaches through the nbd driver's ioctls: on a free

@@ -82,7 +82,11 @@ func (d *Device) replaceDead(ctx context.Context) {
 	if d.policy != nil {
 		req.Timeout, raised = d.policy.onDrop(time.Now())
 	}
-	n, err := d.offerSockets(ctx, 1, req)
+	conns, err := d.offerSockets(ctx, 1, req)
+	for _, c := range conns {
+		d.serve(c)
+	}
+	n := len(conns)
 	if raised && err == nil {
 		d.curTimeout.Store(int64(req.Timeout))
 		d.log.Info("nbd: request timeout raised: the kernel dropped a connection, a request outlived the timeout",

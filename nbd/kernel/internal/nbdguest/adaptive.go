@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ const (
 	adaptDead   = time.Minute
 	// adaptStall is how long the backend stops answering.
 	adaptStall = 8 * time.Second
+	// heldFor is how long the "resend-held" step's successor holds the
+	// device before serving it, standing in for opening its backend.
+	heldFor = 2 * time.Second
 	// resendEvery is the resend interval of the devices without a
 	// request timeout (kernel.AttachConfig.ResendInterval).
 	resendEvery = time.Second
@@ -63,6 +67,11 @@ func runAdaptive(ctx context.Context, stall bool) error {
 	}
 	if err == nil {
 		err = s.Step("kill and reattach: no timeout, resend every second (one connection)", func() error { return s.killReattach(ctx, "resend", 0) })
+	}
+	if err == nil {
+		err = s.Step("kill and reattach: no timeout, the device held while the backend opens, a first hold abandoned", func() error {
+			return s.killReattach(ctx, "resend-held", 0)
+		})
 	}
 	if err == nil {
 		err = s.Step("kill and reattach: fixed 30 s timeout", func() error { return s.killReattach(ctx, "fixed", 0) })
@@ -185,10 +194,15 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 	args := []string{"-file", file, "-cookie", "adapt-kill-" + mode, "-dead", adaptDead.String(),
 		"-timeout", adaptMax.String(), "-min-timeout", minTimeout.String()}
 	conns := fileConns
-	if mode == "resend" {
+	resend := strings.HasPrefix(mode, "resend")
+	if resend {
 		args = []string{"-file", file, "-cookie", "adapt-kill-" + mode, "-dead", adaptDead.String(),
 			"-timeout", "0s", "-resend", resendEvery.String()}
 		conns = 1
+	}
+	reattachArgs := args
+	if mode == "resend-held" {
+		reattachArgs = append(slices.Clone(args), "-hold", heldFor.String(), "-abandon-first")
 	}
 	srv, err := guestio.StartChild("serve-"+mode, append([]string{"serve", "-conns", strconv.Itoa(conns)}, args...)...)
 	if err != nil {
@@ -211,9 +225,31 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 	before := ws.Writes()
 	killed := time.Now()
 	srv.Kill()
-	srv2, err := guestio.StartChild("reattach-"+mode, append([]string{"reattach"}, args...)...)
+	srv2, err := guestio.StartChild("reattach-"+mode, append([]string{"reattach"}, reattachArgs...)...)
 	if err != nil {
 		return err
+	}
+	var atHeld int64
+	if mode == "resend-held" {
+		// Held, abandoned, held again: nothing is answered before the
+		// backend serves (the old server is dead by the first hold), and
+		// nothing fails.
+		for i, want := range []string{"held", "abandoned", "held"} {
+			if _, err := srv2.Expect(ctx, want); err != nil {
+				return err
+			}
+			if i == 0 {
+				atHeld = ws.Writes()
+			}
+		}
+		// The server waits heldFor before serving: what completed by now
+		// was answered by the held or abandoned connections.
+		if n := ws.Writes(); n != atHeld {
+			return fmt.Errorf("%d writes completed while the device was held, before it was served", n-atHeld)
+		}
+		if err := ws.FirstErr(); err != nil {
+			return fmt.Errorf("a write failed while the device was held: %w", err)
+		}
 	}
 	if _, err := srv2.Expect(ctx, "ready"); err != nil {
 		return err
@@ -252,7 +288,7 @@ func (s *scenario) killReattach(ctx context.Context, mode string, minTimeout tim
 	if minTimeout > 0 && gap > 4*time.Second {
 		return fmt.Errorf("with an adaptive timeout from %v a writer waited %v across the restart", minTimeout, gap)
 	}
-	if mode == "resend" {
+	if resend {
 		if b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%s/queue/io_timeout", f[1])); err != nil || strings.TrimSpace(string(b)) != "1000" {
 			return fmt.Errorf("io_timeout %q (%v), want 1000", b, err)
 		}

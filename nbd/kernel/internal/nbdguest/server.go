@@ -29,6 +29,8 @@ func runServer(ctx context.Context, mode string, args []string) error {
 	timeout := fs.Duration("timeout", time.Minute, "request timeout (with -min-timeout: its ceiling)")
 	minTimeout := fs.Duration("min-timeout", 0, "floor of an adaptive request timeout (0: fixed)")
 	resend := fs.Duration("resend", 0, "no request timeout; requests in flight at a restart are resent this often once reattached (one connection)")
+	holdFor := fs.Duration("hold", 0, "reattach: hold the device's connections this long before serving them (kernel.Hold), as a successor opening its backend does; says \"held <index>\" when they are")
+	abandonFirst := fs.Bool("abandon-first", false, "with -hold: abandon the first hold and hold again, as a successor whose backend failed to open and that tries again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,9 +55,12 @@ func runServer(ctx context.Context, mode string, args []string) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	var dev *kernel.Device
-	if mode == "serve" {
+	switch {
+	case mode == "serve":
 		dev, err = kernel.Attach(actx, cfg)
-	} else {
+	case *holdFor > 0:
+		dev, err = holdAndServe(actx, cfg, *holdFor, *abandonFirst)
+	default:
 		dev, err = kernel.Reattach(actx, cfg)
 	}
 	cancel()
@@ -143,4 +148,28 @@ func (c *countingFile) Trim(ctx context.Context, off, length int64) error {
 	c.trims.Add(1)
 	c.trimBytes.Add(length)
 	return c.File.Trim(ctx, off, length)
+}
+
+// holdAndServe takes a device over in two steps (kernel.Hold, Serve),
+// waiting d between them; with abandonFirst it abandons a first hold and
+// holds again.
+func holdAndServe(ctx context.Context, cfg kernel.AttachConfig, d time.Duration, abandonFirst bool) (*kernel.Device, error) {
+	backend := cfg.Backend
+	cfg.Backend = nil
+	h, err := kernel.Hold(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("held %d\n", h.Index())
+	if abandonFirst {
+		time.Sleep(d / 2)
+		h.Abandon()
+		fmt.Printf("abandoned %d\n", h.Index())
+		if h, err = kernel.Hold(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("holding again after abandoning: %w", err)
+		}
+		fmt.Printf("held %d\n", h.Index())
+	}
+	time.Sleep(d)
+	return h.Serve(ctx, backend, backend.Size(), cfg.ReadOnly)
 }
