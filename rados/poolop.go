@@ -28,9 +28,7 @@ const (
 // encodePoolOp builds the front of an MPoolOp, version 4.
 func encodePoolOp(fsid denc.UUID, pool int64, op uint32, snap uint64) []byte {
 	e := denc.NewEncoder(make([]byte, 0, 64))
-	e.U64(0)  // paxos version
-	e.I16(-1) // session_mon
-	e.U64(0)  // session_mon_tid
+	denc.EncodePaxosHeader(e, 0)
 	fsid.Encode(e)
 	e.U32(uint32(pool))
 	e.U32(op)
@@ -52,9 +50,7 @@ type poolOpReply struct {
 func decodePoolOpReply(b []byte) (poolOpReply, error) {
 	var r poolOpReply
 	d := denc.NewDecoder(b)
-	d.U64("paxos version")
-	d.I16("paxos session_mon")
-	d.U64("paxos session_mon_tid")
+	denc.DecodePaxosHeader(d)
 	var fsid denc.UUID
 	fsid.Decode(d)
 	r.code = d.I32("MPoolOpReply replyCode")

@@ -51,7 +51,7 @@ type ClusterStat struct {
 // it out.
 func (c *Conn) PoolStats(ctx context.Context, pools []string) (map[string]PoolStat, error) {
 	e := denc.NewEncoder(nil)
-	encodePaxosHeader(e)
+	denc.EncodePaxosHeader(e, 0)
 	c.mc.FSID().Encode(e)
 	e.U32(uint32(len(pools)))
 	for _, p := range pools {
@@ -68,7 +68,7 @@ func (c *Conn) PoolStats(ctx context.Context, pools []string) (map[string]PoolSt
 // ClusterStat returns the cluster's capacity, usage and object count.
 func (c *Conn) ClusterStat(ctx context.Context) (ClusterStat, error) {
 	e := denc.NewEncoder(nil)
-	encodePaxosHeader(e)
+	denc.EncodePaxosHeader(e, 0)
 	c.mc.FSID().Encode(e)
 	e.U8(0) // no data pool: the whole cluster
 	m := &msgr.Message{Type: msgStatfs, Version: 2, CompatVersion: 1, Front: e.Bytes()}
@@ -77,14 +77,6 @@ func (c *Conn) ClusterStat(ctx context.Context) (ClusterStat, error) {
 		return ClusterStat{}, fmt.Errorf("rados: cluster stat: %w", err)
 	}
 	return decodeStatfsReply(rep.Front)
-}
-
-// encodePaxosHeader writes the PaxosServiceMessage header of a client
-// request: no version seen, no session.
-func encodePaxosHeader(e *denc.Encoder) {
-	e.U64(0)
-	e.I16(-1)
-	e.U64(0)
 }
 
 func decodeStatfsReply(b []byte) (ClusterStat, error) {
@@ -103,9 +95,7 @@ func decodeStatfsReply(b []byte) (ClusterStat, error) {
 // figures as librados does.
 func decodePoolStatsReply(b []byte, version uint16) (map[string]PoolStat, error) {
 	d := denc.NewDecoder(b)
-	d.U64("paxos version")
-	d.I16("paxos session_mon")
-	d.U64("paxos session_mon_tid")
+	denc.DecodePaxosHeader(d)
 	var fsid denc.UUID
 	fsid.Decode(d)
 	n := d.Count("pool stats", 4)

@@ -43,7 +43,7 @@ func encodePoolStat(e *denc.Encoder, sum, store func(i int) uint64) {
 // encodePoolStatsReply encodes an MGetPoolStatsReply (version 2).
 func encodePoolStatsReply(perPool bool, pools ...string) []byte {
 	e := denc.NewEncoder(nil)
-	encodePaxosHeader(e)
+	denc.EncodePaxosHeader(e, 0)
 	denc.UUID{1, 2, 3}.Encode(e)
 	e.U32(uint32(len(pools)))
 	for _, p := range pools {

@@ -28,7 +28,7 @@ func TestEncodeCommand(t *testing.T) {
 	if hex.EncodeToString(got) != want {
 		t.Errorf("MMonCommand\n got %x\nwant %s", got, want)
 	}
-	if a, err := decodeCommandAck(append(got[:paxosHeaderLen:paxosHeaderLen], 0xfe, 0xff, 0xff, 0xff, 1, 0, 0, 0, 'x', 0, 0, 0, 0)); err != nil ||
+	if a, err := decodeCommandAck(append(got[:denc.PaxosHeaderLen:denc.PaxosHeaderLen], 0xfe, 0xff, 0xff, 0xff, 1, 0, 0, 0, 'x', 0, 0, 0, 0)); err != nil ||
 		a.r != -2 || a.rs != "x" || len(a.cmd) != 0 {
 		t.Errorf("ack: %+v, %v", a, err)
 	}
@@ -147,7 +147,7 @@ func TestDecodeRejects(t *testing.T) {
 			_ = d.dec(c) // must not panic or allocate what the input cannot hold
 		}
 	}
-	_, err := decodeCommandAck(append(make([]byte, paxosHeaderLen+4), huge...))
+	_, err := decodeCommandAck(append(make([]byte, denc.PaxosHeaderLen+4), huge...))
 	check("MMonCommandAck", err, "a huge status length")
 	_, err = decodeConfigMessage(huge)
 	check("MConfig", err, "a huge count")

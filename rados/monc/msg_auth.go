@@ -9,8 +9,8 @@ import (
 // encodeAuth builds the front of an MAuth carrying an auth payload (a
 // cephx ticket renewal) over an established monitor session.
 func encodeAuth(protocol uint32, payload []byte, monmapEpoch uint32) []byte {
-	e := denc.NewEncoder(make([]byte, 0, paxosHeaderLen+12+len(payload)))
-	encodePaxosHeader(e, 0)
+	e := denc.NewEncoder(make([]byte, 0, denc.PaxosHeaderLen+12+len(payload)))
+	denc.EncodePaxosHeader(e, 0)
 	e.U32(protocol)
 	e.Blob(payload)
 	e.U32(monmapEpoch)

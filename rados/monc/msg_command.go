@@ -10,12 +10,12 @@ import (
 // the cluster fsid (the monitor refuses others) and the command strings.
 // The input buffer travels in the message's data segment.
 func encodeCommand(fsid denc.UUID, cmd []string) []byte {
-	n := paxosHeaderLen + 16 + 4
+	n := denc.PaxosHeaderLen + 16 + 4
 	for _, s := range cmd {
 		n += 4 + len(s)
 	}
 	e := denc.NewEncoder(make([]byte, 0, n))
-	encodePaxosHeader(e, 0)
+	denc.EncodePaxosHeader(e, 0)
 	fsid.Encode(e)
 	encodeStrings(e, cmd)
 	return e.Bytes()
@@ -34,7 +34,7 @@ type commandAck struct {
 func decodeCommandAck(b []byte) (commandAck, error) {
 	var a commandAck
 	d := denc.NewDecoder(b)
-	decodePaxosHeader(d)
+	denc.DecodePaxosHeader(d)
 	a.r = d.I32("MMonCommandAck r")
 	a.rs = d.String("MMonCommandAck rs")
 	a.cmd = decodeStrings(d, "MMonCommandAck cmd")

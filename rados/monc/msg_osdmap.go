@@ -10,8 +10,8 @@ import (
 // full maps [fullFirst, fullLast] and the incrementals [incFirst,
 // incLast] (0, 0 for none).
 func encodeGetOSDMap(fullFirst, fullLast, incFirst, incLast uint32) []byte {
-	e := denc.NewEncoder(make([]byte, 0, paxosHeaderLen+16))
-	encodePaxosHeader(e, 0)
+	e := denc.NewEncoder(make([]byte, 0, denc.PaxosHeaderLen+16))
+	denc.EncodePaxosHeader(e, 0)
 	e.U32(fullFirst)
 	e.U32(fullLast)
 	e.U32(incFirst)

@@ -25,7 +25,7 @@ const (
 // poolOpMessage builds an MPoolOp v4.
 func poolOpMessage(fsid denc.UUID, pool int64, op uint32) *msgr.Message {
 	e := denc.NewEncoder(nil)
-	encodePaxosHeader(e, 0)
+	denc.EncodePaxosHeader(e, 0)
 	fsid.Encode(e)
 	e.U32(uint32(pool))
 	e.U32(op)
@@ -43,7 +43,7 @@ func poolOpCode(m *msgr.Message) (int32, error) {
 		return 0, fmt.Errorf("reply of type %d, want %d", m.Type, testMsgPoolOpReply)
 	}
 	d := denc.NewDecoder(m.Front)
-	decodePaxosHeader(d)
+	denc.DecodePaxosHeader(d)
 	var fsid denc.UUID
 	fsid.Decode(d)
 	code := d.I32("MPoolOpReply replyCode")
