@@ -117,19 +117,10 @@ func TestCephCSIVolumeGuest(t *testing.T) {
 		return err
 	})
 	timed(t, "ControllerExpandVolume + NodeExpandVolume (64 -> 128 MiB, online)", func() error {
-		r, err := p.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
-			VolumeId: id, CapacityRange: &csipb.CapacityRange{RequiredBytes: grown}, Secrets: g.secrets, VolumeCapability: c,
-		})
-		if err != nil {
+		if err := controllerExpand(ctx, p, g, id, c, grown); err != nil {
 			return err
 		}
-		if r.GetCapacityBytes() != grown || !r.GetNodeExpansionRequired() {
-			return fmt.Errorf("expand answered %v", r)
-		}
-		if _, err := p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
-			VolumeId: id, VolumePath: target, StagingTargetPath: stagePath, VolumeCapability: c,
-			CapacityRange: &csipb.CapacityRange{RequiredBytes: grown},
-		}); err != nil {
+		if err := nodeExpand(ctx, p, id, c, target, stagePath, grown); err != nil {
 			return err
 		}
 		total, err := checkStats(ctx, p, id, target, 4*mib)

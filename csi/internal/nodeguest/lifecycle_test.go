@@ -98,27 +98,11 @@ func TestLifecycleGuest(t *testing.T) {
 		return err
 	})
 	timed(t, "ControllerExpandVolume (64 -> 128 MiB)", func() error {
-		r, err := p.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
-			VolumeId: id, CapacityRange: &csipb.CapacityRange{RequiredBytes: grown}, Secrets: g.secrets, VolumeCapability: c,
-		})
-		if err != nil {
-			return err
-		}
-		if r.GetCapacityBytes() != grown || !r.GetNodeExpansionRequired() {
-			return fmt.Errorf("expand answered %v", r)
-		}
-		return nil
+		return controllerExpand(ctx, p, g, id, c, grown)
 	})
 	timed(t, "NodeExpandVolume (online: NBD resize, resize2fs)", func() error {
-		r, err := p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
-			VolumeId: id, VolumePath: target, StagingTargetPath: stagePath, VolumeCapability: c,
-			CapacityRange: &csipb.CapacityRange{RequiredBytes: grown},
-		})
-		if err != nil {
+		if err := nodeExpand(ctx, p, id, c, target, stagePath, grown); err != nil {
 			return err
-		}
-		if r.GetCapacityBytes() != grown {
-			return fmt.Errorf("capacity %d", r.GetCapacityBytes())
 		}
 		if b, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", dev)); strings.TrimSpace(string(b)) != strconv.Itoa(grown/512) {
 			return fmt.Errorf("nbd%d has %s sectors", dev, strings.TrimSpace(string(b)))
@@ -177,6 +161,37 @@ func TestLifecycleGuest(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// controllerExpand grows a volume to size with ControllerExpandVolume,
+// which must ask for the node's expansion.
+func controllerExpand(ctx context.Context, p *binaryPlugin, g *guestCluster, id string, c *csipb.VolumeCapability, size int64) error {
+	r, err := p.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
+		VolumeId: id, CapacityRange: &csipb.CapacityRange{RequiredBytes: size}, Secrets: g.secrets, VolumeCapability: c,
+	})
+	if err != nil {
+		return err
+	}
+	if r.GetCapacityBytes() != size || !r.GetNodeExpansionRequired() {
+		return fmt.Errorf("expand answered %v", r)
+	}
+	return nil
+}
+
+// nodeExpand grows a published volume's device and file system to size
+// with NodeExpandVolume.
+func nodeExpand(ctx context.Context, p *binaryPlugin, id string, c *csipb.VolumeCapability, target, stagePath string, size int64) error {
+	r, err := p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
+		VolumeId: id, VolumePath: target, StagingTargetPath: stagePath, VolumeCapability: c,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: size},
+	})
+	if err != nil {
+		return err
+	}
+	if r.GetCapacityBytes() != size {
+		return fmt.Errorf("capacity %d", r.GetCapacityBytes())
+	}
+	return nil
 }
 
 // checkStats checks NodeGetVolumeStats of a file system volume: bytes
