@@ -133,6 +133,10 @@ func (h *HeldDevice) Abandon() {
 // has none yet.
 type sizeOnly int64
 
-func (s sizeOnly) ReadAt(context.Context, []byte, int64) (int, error)  { return 0, errors.New("no backend") }
-func (s sizeOnly) WriteAt(context.Context, []byte, int64) (int, error) { return 0, errors.New("no backend") }
-func (s sizeOnly) Size() int64                                         { return int64(s) }
+func (s sizeOnly) ReadAt(context.Context, []byte, int64) (int, error) {
+	return 0, errors.New("no backend")
+}
+func (s sizeOnly) WriteAt(context.Context, []byte, int64) (int, error) {
+	return 0, errors.New("no backend")
+}
+func (s sizeOnly) Size() int64 { return int64(s) }
