@@ -311,37 +311,21 @@ func Reattach(ctx context.Context, cfg AttachConfig) (*Device, error) {
 	if err := cfg.check(true); err != nil {
 		return nil, fmt.Errorf("nbd reattach: %w", err)
 	}
-	if cfg.Cookie == "" {
-		return nil, errors.New("nbd reattach: no cookie")
+	if cfg.Size <= 0 || cfg.Size%int64(cfg.BlockSize) != 0 {
+		return nil, fmt.Errorf("nbd reattach: size %d is not a positive multiple of the block size %d", cfg.Size, cfg.BlockSize)
 	}
-	client, err := Open(ctx, cfg.Client)
-	if err != nil {
-		if useIoctl(&cfg, err) {
-			err = fmt.Errorf("%w (%s)", ErrReattachUnsupported, MissingFamilyCause(CurrentNetns("")))
-		}
-		return nil, fmt.Errorf("nbd reattach: %w", err)
-	}
-	d, err := reattach(ctx, client, cfg)
-	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("nbd reattach %q: %w", cfg.Cookie, err)
-	}
-	return d, nil
-}
-
-func reattach(ctx context.Context, client *Client, cfg AttachConfig) (*Device, error) {
-	h, err := hold(ctx, client, cfg, true)
+	h, err := Hold(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return h.serve(cfg.Backend)
+	return h.Serve(ctx, cfg.Backend, cfg.Size, cfg.ReadOnly)
 }
 
 // hold finds the device by cookie and replaces its dead connections with
-// fresh sockets whose server ends it keeps unread. With setSize, a device
-// whose size differs from cfg.Size is given cfg.Size in the same
-// RECONFIGURE. cfg.Backend may be nil: nothing reads it before serve.
-func hold(ctx context.Context, client *Client, cfg AttachConfig, setSize bool) (*HeldDevice, error) {
+// fresh sockets whose server ends it keeps unread (HeldDevice). A
+// backend, if cfg has one, is checked for the connections first;
+// nothing reads it before Serve.
+func hold(ctx context.Context, client *Client, cfg AttachConfig) (*HeldDevice, error) {
 	if !client.BackendIdentifierSupported() {
 		return nil, ErrReattachUnsupported
 	}
@@ -375,14 +359,6 @@ func hold(ctx context.Context, client *Client, cfg AttachConfig, setSize bool) (
 			return nil, err
 		}
 	}
-	var newSize uint64
-	if cur, err := client.DeviceSize(index); setSize && err == nil && cur != cfg.Size {
-		if cfg.Size <= 0 || cfg.Size%int64(cfg.BlockSize) != 0 {
-			return nil, fmt.Errorf("size %d is not a positive multiple of the block size %d", cfg.Size, cfg.BlockSize)
-		}
-		newSize = uint64(cfg.Size)
-	}
-
 	d, err := newDevice(client, cfg, cfg.Cookie)
 	if err != nil {
 		return nil, err
@@ -405,7 +381,7 @@ func hold(ctx context.Context, client *Client, cfg AttachConfig, setSize bool) (
 	deadline := time.Now().Add(reattachRetry)
 	for {
 		conns, err := d.offerSockets(ctx, cfg.Conns, ReconfigureRequest{
-			Size: newSize, Timeout: d.Timeout(), DeadConnTimeout: cfg.DeadConnTimeout,
+			Timeout: d.Timeout(), DeadConnTimeout: cfg.DeadConnTimeout,
 		})
 		if err != nil {
 			d.abort()
@@ -426,7 +402,6 @@ func hold(ctx context.Context, client *Client, cfg AttachConfig, setSize bool) (
 			d.abort()
 			return nil, ctx.Err()
 		}
-		newSize = 0
 	}
 }
 

@@ -27,8 +27,8 @@ type HeldDevice struct {
 }
 
 // Hold is the first half of Reattach: cfg as for Reattach, but its
-// Backend may be nil and its Size is ignored (the device keeps its size
-// until Serve).
+// Backend may be nil (a backend given is checked for the connections
+// now) and its Size is ignored (the device keeps its size until Serve).
 func Hold(ctx context.Context, cfg AttachConfig) (*HeldDevice, error) {
 	if cfg.Cookie == "" {
 		return nil, errors.New("nbd hold: no cookie")
@@ -50,7 +50,7 @@ func Hold(ctx context.Context, cfg AttachConfig) (*HeldDevice, error) {
 		}
 		return nil, fmt.Errorf("nbd hold: %w", err)
 	}
-	h, err := hold(ctx, client, cfg, false)
+	h, err := hold(ctx, client, cfg)
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("nbd hold %q: %w", cfg.Cookie, err)
@@ -95,13 +95,7 @@ func (h *HeldDevice) Serve(ctx context.Context, backend nbd.Backend, size int64,
 			return fail(err)
 		}
 	}
-	return h.serve(backend)
-}
-
-// serve starts the held connections with the device's backend.
-func (h *HeldDevice) serve(backend nbd.Backend) (*Device, error) {
 	h.done = true
-	d := h.d
 	d.export.Backend, d.backend = backend, backend
 	for _, c := range h.conns {
 		d.serve(c)
