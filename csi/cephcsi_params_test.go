@@ -163,6 +163,18 @@ func TestCephCSIClassesProvision(t *testing.T) {
 			prefix: "csi-vol-",
 		},
 		{
+			source: "ceph-csi's class with purerbd's deviceType: ublk", params: withParam(cephCSIStorageClass, "deviceType", "ublk"), snap: cephCSISnapshotClass,
+			opts:   csi.ImageOptions{Features: []string{"layering"}},
+			vc:     map[string]string{"clusterID": "ceph-csi", "pool": "rbd", "fsType": "ext4", "deviceType": "ublk"},
+			prefix: "csi-vol-",
+		},
+		{
+			source: "ceph-csi's class with deviceType: auto (the node's choice, so not in the context)", params: withParam(cephCSIStorageClass, "deviceType", "auto"), snap: cephCSISnapshotClass,
+			opts:   csi.ImageOptions{Features: []string{"layering"}},
+			vc:     map[string]string{"clusterID": "ceph-csi", "pool": "rbd", "fsType": "ext4", "deviceType": ""},
+			prefix: "csi-vol-",
+		},
+		{
 			source: "rook deploy/examples/csi/rbd/storageclass.yaml with mounter: rbd-nbd", params: rookStorageClassNBD, snap: rookSnapshotClass,
 			opts:   csi.ImageOptions{Features: []string{"layering"}},
 			vc:     map[string]string{"clusterID": "rook-ceph", "pool": "replicapool", "fsType": "ext4", "mapOptions": "lock_on_read,queue_depth=1024"},
@@ -193,6 +205,16 @@ func TestCephCSIClassesProvision(t *testing.T) {
 			require.NoError(t, h.deleteVolume(r.GetVolume().GetVolumeId()))
 		})
 	}
+}
+
+// withParam returns a copy of params with key set to value.
+func withParam(params map[string]string, key, value string) map[string]string {
+	m := make(map[string]string, len(params)+1)
+	for k, v := range params {
+		m[k] = v
+	}
+	m[key] = value
+	return m
 }
 
 func findImage(t *testing.T, imgs []fakestore.ImageState, name string) fakestore.ImageState {
@@ -243,6 +265,7 @@ func TestCephCSIParameterRefusals(t *testing.T) {
 		{"objectSize", "67108864", `not a power of two from 4096 (4 KiB) to 33554432 (32 MiB)`},
 		{"objectSize", "0", `leave it out for the default`},
 		{"objectSize", "4M", `not a number of bytes`},
+		{"deviceType", "rbd", `want auto, nbd or ublk`},
 	} {
 		params := map[string]string{}
 		for k, v := range cephCSIStorageClass {

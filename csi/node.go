@@ -133,7 +133,12 @@ type NodeConfig struct {
 	// of staged volumes it found and how many of them it could not take
 	// over (the plugin then lets its predecessor record go).
 	TookOver func(volumes, failed int)
-	// Module says how to load nbd.ko.
+	// DeviceType is the kernel device volumes are served through unless
+	// their class names one (deviceType): DeviceAuto (the default: ublk
+	// where the kernel offers all the node needs of it, else NBD),
+	// DeviceNBD or DeviceUblk. Conns is a ublk device's queue count.
+	DeviceType string
+	// Module says how to load nbd.ko (and ublk_drv: its directories).
 	Module kernel.ModuleConfig
 	// Logger receives structured logs; slog.Default() if nil.
 	Logger *slog.Logger
@@ -166,6 +171,9 @@ type NodeServer struct {
 	calls    int
 	idle     chan struct{}
 	warnings []string // what the kernel withholds (node_support.go)
+	// ublk is what the kernel's ublk driver offers, probed by Start
+	// unless the node serves NBD only
+	ublk ublkSupport
 }
 
 // NewNodeServer checks cfg and returns a node service; nothing touches
@@ -188,6 +196,12 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 	}
 	if cfg.DefaultFsType == "" {
 		cfg.DefaultFsType = DefaultFsType
+	}
+	if cfg.DeviceType == "" {
+		cfg.DeviceType = DefaultDeviceType
+	}
+	if err := checkDeviceType(cfg.DeviceType); err != nil {
+		return nil, fmt.Errorf("csi node: %w", err)
 	}
 	if err := checkFsType(cfg.DefaultFsType); err != nil {
 		return nil, fmt.Errorf("csi node: default %s", errorMessage(err))
@@ -258,6 +272,9 @@ func (n *NodeServer) Start(ctx context.Context) error {
 		return fmt.Errorf("csi node: %w", err)
 	}
 	n.checkKernel(ctx)
+	if err := n.checkUblk(ctx); err != nil {
+		return fmt.Errorf("csi node: %w", err)
+	}
 	recs, bad, err := n.state.LoadAll()
 	if err != nil {
 		return fmt.Errorf("csi node: reading the node state: %w", err)

@@ -64,19 +64,7 @@ const restartKills = 20
 
 func TestNodeRBDInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
-	var progs []string
-	for p, pkg := range map[string]string{"/sbin/mkfs.ext4": "e2fsprogs", "/sbin/resize2fs": "e2fsprogs",
-		"/sbin/mkfs.xfs": "xfsprogs", "/sbin/xfs_growfs": "xfsprogs"} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s not found: install the Debian package %s (%v)", p, pkg, err)
-		}
-		progs = append(progs, p)
-	}
-	for _, p := range []string{"e2fsck", "debugfs"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s not found: install the Debian package e2fsprogs (%v)", p, err)
-		}
-	}
+	progs := rbdScenarioPrograms(t)
 	t0 := time.Now()
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
 	guestTests := buildTestBinary(t, "./internal/nodeguest")
@@ -105,45 +93,12 @@ func TestNodeRBDInVM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := cluster.Ceph(ctx, "osd", "pool", "ls", "detail", "-f", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pools []struct {
-		ID   int64  `json:"pool_id"`
-		Name string `json:"pool_name"`
-	}
-	if err := json.Unmarshal(out, &pools); err != nil {
-		t.Fatalf("pool ls: %v: %s", err, out)
-	}
-	var poolID int64
-	for _, p := range pools {
-		if p.Name == cluster.Pool {
-			poolID = p.ID
-		}
-	}
-	if poolID == 0 {
-		t.Fatalf("pool %s not in %s", cluster.Pool, out)
-	}
+	poolID := poolIDOf(ctx, t, cluster)
 	const clusterID = "vm-cluster" // as in nodeguest
 	// A volume ceph-csi provisioned and filled, for TestCephCSIVolumeGuest.
 	cephCSI := layOutCephCSIVolume(ctx, t, cluster, clusterID, poolID)
-	// The key goes into the initramfs, never onto the kernel command
-	// line: a keyring for the scenario, the plugin's secrets directory
-	// for purerbd-csi.
-	files := map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin, "/bin/purerbd": cli,
-		"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
-	etc := t.TempDir()
-	for name, c := range map[string]string{
-		"/etc/ceph/keyring":            "[client.admin]\n\tkey = " + cluster.AdminKey + "\n",
-		"/etc/purerbd/secrets/userID":  "admin",
-		"/etc/purerbd/secrets/userKey": cluster.AdminKey,
-		"/etc/purerbd/config.json":     fmt.Sprintf(`[{"clusterID":%q,"monitors":[%q]}]`, clusterID, cluster.MonAddrs[0]),
-	} {
-		p := filepath.Join(etc, filepath.Base(name))
-		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	files := rbdGuestFiles(t, cluster, clusterID)
+	for name, p := range map[string]string{"/bin/nodeguest": guest, "/bin/nodeguest.test": guestTests, "/bin/purerbd-csi": plugin, "/bin/purerbd": cli} {
 		files[name] = p
 	}
 	// The scenario (ext4, block and xfs across a SIGKILL of the
@@ -195,44 +150,7 @@ func TestNodeRBDInVM(t *testing.T) {
 
 	// The host's view: rbd export inside the namespace, e2fsck, debugfs.
 	t2 := time.Now()
-	exported := filepath.Join(t.TempDir(), image+".img")
-	if _, err := cluster.Rbd(ctx, "export", "rbd/"+image, exported); err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(exported)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Size() != 512<<20 {
-		t.Errorf("exported image is %d bytes, want 512 MiB (grown in the guest)", st.Size())
-	}
-	if b, err := exec.CommandContext(ctx, "e2fsck", "-fn", exported).CombinedOutput(); err != nil {
-		t.Fatalf("e2fsck -fn on the exported image: %v\n%s", err, b)
-	} else {
-		t.Logf("e2fsck -fn: %s", lastLine(b))
-	}
-	fileLines := res.Lines("FILE ")
-	if len(fileLines) != 2 {
-		t.Fatalf("guest reported files %q", fileLines)
-	}
-	for _, l := range fileLines {
-		f := strings.Fields(l)
-		if len(f) != 3 {
-			t.Fatalf("FILE line %q", l)
-		}
-		cmd := exec.CommandContext(ctx, "debugfs", "-R", "cat /"+f[0], exported)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("debugfs cat /%s: %v: %s", f[0], err, stderr.String())
-		}
-		sum := sha256.Sum256(stdout.Bytes())
-		if got := hex.EncodeToString(sum[:]); got != f[1] || fmt.Sprint(stdout.Len()) != f[2] {
-			t.Errorf("/%s in the export: %d bytes sha256 %s; the guest wrote %s bytes sha256 %s", f[0], stdout.Len(), got[:16], f[2], f[1][:16])
-		} else {
-			t.Logf("/%s in the export: %d bytes, sha256 %s… as the guest wrote", f[0], stdout.Len(), got[:16])
-		}
-	}
+	exported := checkExt4Export(ctx, t, cluster, res, image)
 	// The guest kernel's rbd driver read the same bytes.
 	whole, err := os.ReadFile(exported)
 	if err != nil {
@@ -244,46 +162,11 @@ func TestNodeRBDInVM(t *testing.T) {
 	} else {
 		t.Logf("rbd.ko in the guest read the whole image as rbd export did: sha256 %s…", k[0][:16])
 	}
-	// The raw block volume: its first 8 MiB as the guest wrote them
-	// across the restart.
-	blockExport := filepath.Join(t.TempDir(), blockImage+".img")
-	if _, err := cluster.Rbd(ctx, "export", "rbd/"+blockImage, blockExport); err != nil {
-		t.Fatal(err)
-	}
-	blk, err := os.ReadFile(blockExport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bl := res.Lines("BLOCK ")
-	if len(bl) != 1 || len(strings.Fields(bl[0])) != 2 {
-		t.Fatalf("guest reported block %q", bl)
-	}
-	want := strings.Fields(bl[0])
-	var n int
-	fmt.Sscan(want[1], &n)
-	if n <= 0 || n > len(blk) {
-		t.Fatalf("BLOCK line %q; the export is %d bytes", bl[0], len(blk))
-	}
-	if bs := sha256.Sum256(blk[:n]); hex.EncodeToString(bs[:]) != want[0] {
-		t.Errorf("the block image's first %d bytes in the export: sha256 %s; the guest wrote %s", n, hex.EncodeToString(bs[:])[:16], want[0][:16])
-	} else {
-		t.Logf("block volume: the export's first %d bytes are as the guest wrote them across the restart", n)
-	}
-	checkZeroedBlock(ctx, t, cluster, res, "rbd/"+blockImage, blk)
+	checkBlockExport(ctx, t, cluster, res, blockImage)
 	// The image `purerbd nbd map` served across its SIGKILLs: what the
 	// guest's writer wrote, as librbd reads it.
 	checkStream(ctx, t, cluster, res, "MAP ", "rbd/"+mapImage)
-	// The xfs volume, written across the restart and remounted in the
-	// guest: xfs_repair -n finds nothing to repair in its export.
-	xfsExport := filepath.Join(t.TempDir(), xfsImage+".img")
-	if _, err := cluster.Rbd(ctx, "export", "rbd/"+xfsImage, xfsExport); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.CommandContext(ctx, "xfs_repair", "-n", "-f", xfsExport).CombinedOutput(); err != nil {
-		t.Errorf("xfs_repair -n on the exported xfs image: %v\n%s", err, b)
-	} else {
-		t.Logf("xfs_repair -n on the xfs export: clean (%s)", lastLine(b))
-	}
+	checkXFSExport(ctx, t, cluster, xfsImage)
 	tCheck := time.Since(t2)
 
 	t.Logf("build nodeguest %.1fs; cluster in %s at %s up in %.1fs (boot %.1fs)", tBuild.Seconds(), ns.Name, cluster.MonHost(), tCluster.Seconds(), cluster.Started.Seconds())
@@ -436,4 +319,163 @@ func checkStream(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster
 		return
 	}
 	t.Logf("%s: the export's first %d bytes are as the guest wrote them across the restarts", image, n)
+}
+
+// rbdScenarioPrograms returns the host's file system programs the
+// guest's rbd-scenario needs, failing t when one is missing.
+func rbdScenarioPrograms(t *testing.T) []string {
+	t.Helper()
+	var progs []string
+	for p, pkg := range map[string]string{"/sbin/mkfs.ext4": "e2fsprogs", "/sbin/resize2fs": "e2fsprogs",
+		"/sbin/mkfs.xfs": "xfsprogs", "/sbin/xfs_growfs": "xfsprogs"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s not found: install the Debian package %s (%v)", p, pkg, err)
+		}
+		progs = append(progs, p)
+	}
+	for _, p := range []string{"e2fsck", "debugfs", "xfs_repair"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s not found: install the Debian packages e2fsprogs and xfsprogs (%v)", p, err)
+		}
+	}
+	return progs
+}
+
+// poolIDOf returns the id of the cluster's pool.
+func poolIDOf(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster) int64 {
+	t.Helper()
+	out, err := cluster.Ceph(ctx, "osd", "pool", "ls", "detail", "-f", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools []struct {
+		ID   int64  `json:"pool_id"`
+		Name string `json:"pool_name"`
+	}
+	if err := json.Unmarshal(out, &pools); err != nil {
+		t.Fatalf("pool ls: %v: %s", err, out)
+	}
+	for _, p := range pools {
+		if p.Name == cluster.Pool {
+			return p.ID
+		}
+	}
+	t.Fatalf("pool %s not in %s", cluster.Pool, out)
+	return 0
+}
+
+// rbdGuestFiles returns the guest's configuration files: mke2fs.conf,
+// and the key in its initramfs, never on the kernel command line (a
+// keyring for the scenario, the plugin's secrets directory and its
+// cluster config naming the cluster's monitor).
+func rbdGuestFiles(t *testing.T, cluster *cephcluster.Cluster, clusterID string) map[string]string {
+	t.Helper()
+	files := map[string]string{"/etc/mke2fs.conf": "/etc/mke2fs.conf"}
+	etc := t.TempDir()
+	for name, c := range map[string]string{
+		"/etc/ceph/keyring":            "[client.admin]\n\tkey = " + cluster.AdminKey + "\n",
+		"/etc/purerbd/secrets/userID":  "admin",
+		"/etc/purerbd/secrets/userKey": cluster.AdminKey,
+		"/etc/purerbd/config.json":     fmt.Sprintf(`[{"clusterID":%q,"monitors":[%q]}]`, clusterID, cluster.MonAddrs[0]),
+	} {
+		p := filepath.Join(etc, filepath.Base(name))
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files[name] = p
+	}
+	return files
+}
+
+// checkExt4Export checks the ext4 volume's image as the host reads it
+// (rbd export): at the grown size, clean for e2fsck -fn, holding the
+// files the guest reported (FILE lines) with their checksums. It
+// returns the export's path.
+func checkExt4Export(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster, res *vmtest.Result, image string) string {
+	t.Helper()
+	exported := filepath.Join(t.TempDir(), image+".img")
+	if _, err := cluster.Rbd(ctx, "export", "rbd/"+image, exported); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != 512<<20 {
+		t.Errorf("exported image is %d bytes, want 512 MiB (grown in the guest)", st.Size())
+	}
+	if b, err := exec.CommandContext(ctx, "e2fsck", "-fn", exported).CombinedOutput(); err != nil {
+		t.Fatalf("e2fsck -fn on the exported image: %v\n%s", err, b)
+	} else {
+		t.Logf("e2fsck -fn: %s", lastLine(b))
+	}
+	fileLines := res.Lines("FILE ")
+	if len(fileLines) != 2 {
+		t.Fatalf("guest reported files %q", fileLines)
+	}
+	for _, l := range fileLines {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("FILE line %q", l)
+		}
+		cmd := exec.CommandContext(ctx, "debugfs", "-R", "cat /"+f[0], exported)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("debugfs cat /%s: %v: %s", f[0], err, stderr.String())
+		}
+		sum := sha256.Sum256(stdout.Bytes())
+		if got := hex.EncodeToString(sum[:]); got != f[1] || fmt.Sprint(stdout.Len()) != f[2] {
+			t.Errorf("/%s in the export: %d bytes sha256 %s; the guest wrote %s bytes sha256 %s", f[0], stdout.Len(), got[:16], f[2], f[1][:16])
+		} else {
+			t.Logf("/%s in the export: %d bytes, sha256 %s… as the guest wrote", f[0], stdout.Len(), got[:16])
+		}
+	}
+	return exported
+}
+
+// checkBlockExport checks the raw block volume's image: its first bytes
+// as the guest wrote them across the restarts (BLOCK line), and the
+// zeroed objects (checkZeroedBlock).
+func checkBlockExport(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster, res *vmtest.Result, blockImage string) {
+	t.Helper()
+	blockExport := filepath.Join(t.TempDir(), blockImage+".img")
+	if _, err := cluster.Rbd(ctx, "export", "rbd/"+blockImage, blockExport); err != nil {
+		t.Fatal(err)
+	}
+	blk, err := os.ReadFile(blockExport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl := res.Lines("BLOCK ")
+	if len(bl) != 1 || len(strings.Fields(bl[0])) != 2 {
+		t.Fatalf("guest reported block %q", bl)
+	}
+	want := strings.Fields(bl[0])
+	var n int
+	fmt.Sscan(want[1], &n)
+	if n <= 0 || n > len(blk) {
+		t.Fatalf("BLOCK line %q; the export is %d bytes", bl[0], len(blk))
+	}
+	if bs := sha256.Sum256(blk[:n]); hex.EncodeToString(bs[:]) != want[0] {
+		t.Errorf("the block image's first %d bytes in the export: sha256 %s; the guest wrote %s", n, hex.EncodeToString(bs[:])[:16], want[0][:16])
+	} else {
+		t.Logf("block volume: the export's first %d bytes are as the guest wrote them across the restart", n)
+	}
+	checkZeroedBlock(ctx, t, cluster, res, "rbd/"+blockImage, blk)
+}
+
+// checkXFSExport checks that xfs_repair -n finds nothing to repair in
+// the xfs volume's export.
+func checkXFSExport(ctx context.Context, t *testing.T, cluster *cephcluster.Cluster, xfsImage string) {
+	t.Helper()
+	xfsExport := filepath.Join(t.TempDir(), xfsImage+".img")
+	if _, err := cluster.Rbd(ctx, "export", "rbd/"+xfsImage, xfsExport); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.CommandContext(ctx, "xfs_repair", "-n", "-f", xfsExport).CombinedOutput(); err != nil {
+		t.Errorf("xfs_repair -n on the exported xfs image: %v\n%s", err, b)
+	} else {
+		t.Logf("xfs_repair -n on the xfs export: clean (%s)", lastLine(b))
+	}
 }

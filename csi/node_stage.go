@@ -147,6 +147,12 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
 	}
+	classDevice := req.GetVolumeContext()[ctxDeviceType]
+	if classDevice != "" {
+		if err := checkDeviceType(classDevice); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "volume context: %s: %v", ctxDeviceType, err)
+		}
+	}
 	ref, err := parseNodeVolume(id, req.GetVolumeContext())
 	if err != nil {
 		return nil, err
@@ -185,8 +191,13 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if err != nil {
 		return nil, err
 	}
+	devType, err := n.deviceTypeFor(classDevice)
+	if err != nil {
+		return nil, err
+	}
 	rec := &nodestate.Record{
 		VolumeID:    id,
+		DeviceType:  devType,
 		StagingPath: staging,
 		Conns:       n.cfg.Conns,
 		Block:       nc.block,
@@ -210,7 +221,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 	if s := n.stateOf(v); s.dev != nil { // nil when released at once: Close began
 		conns = s.dev.Conns()
 	}
-	n.log.Info("volume staged", "volumeID", id, "device", rec.DevicePath(), "block", nc.block, "fsType", nc.fsType,
+	n.log.Info("volume staged", "volumeID", id, "device", rec.DevicePath(), "deviceType", devType, "block", nc.block, "fsType", nc.fsType,
 		"readOnly", nc.readOnly, "conns", conns, "duration", time.Since(start).Round(time.Millisecond))
 	return &csi.NodeStageVolumeResponse{}, nil
 }
@@ -248,24 +259,37 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := n.attachConfig(img, rec)
-	if err != nil {
-		closeImage(ctx, img)
-		return nil, err
+	var dev nodeDevice
+	var cfg kernel.AttachConfig
+	if rec.Ublk() {
+		if dev, err = n.attachUblk(ctx, img, rec); err != nil {
+			closeImage(context.WithoutCancel(ctx), img)
+			if _, ok := status.FromError(err); ok {
+				return nil, err
+			}
+			return nil, status.Errorf(codes.Internal, "attaching volume %q to the kernel as a ublk device: %v", rec.VolumeID, err)
+		}
+	} else {
+		if cfg, err = n.attachConfig(img, rec); err != nil {
+			closeImage(ctx, img)
+			return nil, err
+		}
+		kdev, err := kernel.Attach(ctx, cfg)
+		if errors.Is(err, kernel.ErrCookieInUse) {
+			// A device already carries the volume: left by a process that
+			// died before it wrote its state. Take it over; it is ours.
+			n.log.Warn("a device already carries the volume's cookie; taking it over", "volumeID", rec.VolumeID)
+			cfg.Conns = 0
+			kdev, err = kernel.Reattach(ctx, cfg)
+		}
+		if err != nil {
+			closeImage(context.WithoutCancel(ctx), img)
+			return nil, status.Errorf(codes.Internal, "attaching volume %q to the kernel: %v", rec.VolumeID, err)
+		}
+		rec.Cookie = kdev.Cookie()
+		dev = kdev
 	}
-	dev, err := kernel.Attach(ctx, cfg)
-	if errors.Is(err, kernel.ErrCookieInUse) {
-		// A device already carries the volume: left by a process that
-		// died before it wrote its state. Take it over; it is ours.
-		n.log.Warn("a device already carries the volume's cookie; taking it over", "volumeID", rec.VolumeID)
-		cfg.Conns = 0
-		dev, err = kernel.Reattach(ctx, cfg)
-	}
-	if err != nil {
-		closeImage(context.WithoutCancel(ctx), img)
-		return nil, status.Errorf(codes.Internal, "attaching volume %q to the kernel: %v", rec.VolumeID, err)
-	}
-	rec.Index, rec.Cookie = dev.Index(), dev.Cookie()
+	rec.Index = dev.Index()
 	v := &nodeVolume{rec: rec, img: img, dev: dev}
 	undo := func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -296,7 +320,7 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 		n.log.Debug("credentials not kept: the state directory is not in memory", "volumeID", rec.VolumeID)
 	}
 	if !rec.ReadOnly {
-		// NBD devices are reused: a read-only flag left by a block
+		// Devices are reused: a read-only flag left by a block
 		// publication of another volume must not stay.
 		if err := blockdev.SetReadOnly(rec.DevicePath(), false); err != nil {
 			undo()
@@ -333,7 +357,7 @@ func (n *NodeServer) addStaged(ctx context.Context, v *nodeVolume, cfg kernel.At
 		n.releaseLate(ctx, v)
 		return
 	}
-	n.startWatch(v, dev, cfg)
+	n.watchDevice(v, dev, cfg)
 }
 
 // releaseLate releases a volume that a call made served after Close

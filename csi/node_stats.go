@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +54,7 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 		return nil, err
 	}
 	if s.rec.Block {
-		size, err := deviceSize(s.rec.Index)
+		size, err := deviceSize(&s.rec)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "size of %s: %v", s.rec.DevicePath(), err)
 		}
@@ -80,28 +79,6 @@ func (n *NodeServer) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVol
 			Used:      int64(st.Files - st.Ffree),
 		},
 	}}, nil
-}
-
-// deviceSize returns the size of /dev/nbdN as the block layer sees it.
-func deviceSize(index int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", index))
-	if err != nil {
-		return 0, err
-	}
-	sectors, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	return sectors * 512, nil
-}
-
-// deviceCookie returns the backend cookie the kernel shows for /dev/nbdN.
-func deviceCookie(index int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/backend", index))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // NodeGetVolumeHealth reports a staged volume INACCESSIBLE when this
@@ -139,6 +116,9 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 			Status: csi.VolumeHealthErrorType_INACCESSIBLE, Reason: reason, Message: msg})
 	}
 	held := fmt.Sprintf("the kernel holds its I/O for up to %v, then fails it", n.nbdTimeouts(&s.rec).reattach)
+	if s.rec.Ublk() {
+		held = "the kernel holds its I/O until a plugin takes the device over"
+	}
 	switch {
 	case s.broken != nil:
 		bad("NotServed", fmt.Sprintf("not served by the plugin (%s): %s", held, errorMessage(s.broken)))
@@ -147,10 +127,14 @@ func (n *NodeServer) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVo
 	default:
 		select {
 		case <-s.dev.Done():
-			bad("DeviceDisconnected", fmt.Sprintf("the kernel dropped every connection of %s; the plugin is reattaching it (%s)", s.dev.Path(), held))
+			if s.rec.Ublk() {
+				bad("DeviceDisconnected", fmt.Sprintf("the queues of %s ended (%v) (%s)", s.dev.Path(), s.dev.Err(), held))
+			} else {
+				bad("DeviceDisconnected", fmt.Sprintf("the kernel dropped every connection of %s; the plugin is reattaching it (%s)", s.dev.Path(), held))
+			}
 		default:
 		}
-		if c, err := deviceCookie(s.rec.Index); err != nil || (s.rec.Cookie != "" && c != s.rec.Cookie) {
+		if !deviceCarriesVolume(&s.rec) {
 			bad("DeviceGone", fmt.Sprintf("%s no longer carries the volume", s.rec.DevicePath()))
 		}
 		if r, ok := s.img.(imageRefresher); ok {

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/purerbd/purerbd/nbd/kernel"
@@ -37,4 +38,46 @@ func (n *NodeServer) Warnings() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.warnings)
+}
+
+// checkUblk probes the kernel's ublk driver, unless the node serves
+// NBD only, and says in the log which device new volumes get. A node
+// told to serve ublk fails when the kernel cannot; a node left on auto
+// falls back on NBD. A node told to serve NBD probes only when its
+// state holds ublk volumes to take over.
+func (n *NodeServer) checkUblk(ctx context.Context) error {
+	if n.cfg.DeviceType == DeviceNBD && !n.hasUblkRecords() {
+		n.mu.Lock()
+		n.ublk = ublkSupport{why: "the node serves NBD only (--device-type nbd)"}
+		n.mu.Unlock()
+		n.log.Info("device type", "configured", n.cfg.DeviceType, "volumes", DeviceNBD)
+		return nil
+	}
+	u := n.probeUblk(ctx)
+	n.mu.Lock()
+	n.ublk = u
+	n.mu.Unlock()
+	if n.cfg.DeviceType == DeviceUblk && !u.usable {
+		return fmt.Errorf("--device-type ublk: %s", u.why)
+	}
+	chosen, err := n.deviceTypeFor("")
+	if err != nil {
+		return err
+	}
+	n.log.Info("device type", "configured", n.cfg.DeviceType, "volumes", chosen, "ublk", u.usable, "ublkResize", u.resize, "ublkMissing", u.why)
+	return nil
+}
+
+// hasUblkRecords says whether the node state holds a ublk volume.
+func (n *NodeServer) hasUblkRecords() bool {
+	recs, _, err := n.state.LoadAll()
+	if err != nil {
+		return false
+	}
+	for _, r := range recs {
+		if r.Ublk() {
+			return true
+		}
+	}
+	return false
 }

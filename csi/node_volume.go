@@ -13,14 +13,15 @@ import (
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/rbdnbd"
+	"github.com/purerbd/purerbd/nbd/ublk"
 )
 
 // nodeVolume is a staged volume. Its fields are guarded by NodeServer.mu;
 // the operations that change them also hold the volume's operation lock.
 type nodeVolume struct {
 	rec *nodestate.Record
-	img NodeImage      // nil while broken
-	dev *kernel.Device // nil while broken
+	img NodeImage  // nil while broken
+	dev nodeDevice // nil while broken
 	// broken says why the volume is not served by this process (its
 	// takeover after a restart failed, or its device went away); nil
 	// when it is served.
@@ -32,7 +33,7 @@ type nodeVolume struct {
 type volumeState struct {
 	rec    nodestate.Record
 	img    NodeImage
-	dev    *kernel.Device
+	dev    nodeDevice
 	broken error
 }
 
@@ -182,7 +183,7 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 			n.mu.Unlock()
 		}
 	}()
-	if rec.Cookie == "" {
+	if rec.Cookie == "" && !rec.Ublk() {
 		return status.Errorf(codes.FailedPrecondition, "volume %q was attached without a backend cookie (Linux before 5.14): its device cannot be taken over; unstage it", rec.VolumeID)
 	}
 	vid, err := recordedVolume(&rec)
@@ -200,41 +201,51 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	if len(creds) == 0 {
 		return status.Error(codes.Unavailable, errWaitingForSecrets.Error())
 	}
-	// The device first: the kernel's sockets to the dead process are
-	// replaced with held ones at once, so that its resend of what that
-	// process held runs while the image opens (kernel.HeldDevice). As
-	// many sockets as the device was configured with: the record's count
-	// (sysfs shows the kernel's hardware queues, which blk-mq caps at the
-	// CPU count, so more connections than CPUs would stay dead). Older
-	// records without it fall back on sysfs.
 	start := time.Now()
-	held, err := kernel.Hold(ctx, n.deviceConfig(&rec))
-	if err != nil {
-		return takeoverError(rec.VolumeID, err)
-	}
 	var img NodeImage
 	var cred Credentials
-	for i, c := range creds {
-		img, err = n.openImage(ctx, vid, cl, c, &rec)
-		if err == nil || status.Code(err) != codes.Unauthenticated || i == len(creds)-1 {
-			cred = c
-			break
+	var dev nodeDevice
+	var cfg kernel.AttachConfig
+	if rec.Ublk() {
+		// The kernel holds the device's I/O (user recovery) until a
+		// server takes it over: the image first, then the device.
+		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec)
+		if err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		held.Abandon()
-		return err
-	}
-	cfg, err := n.attachConfig(img, &rec)
-	if err != nil {
-		held.Abandon()
-		closeImage(ctx, img)
-		return err
-	}
-	dev, err := held.Serve(ctx, cfg.Backend, cfg.Size, cfg.ReadOnly)
-	if err != nil {
-		closeImage(context.WithoutCancel(ctx), img)
-		return takeoverError(rec.VolumeID, err)
+		if dev, err = n.recoverUblk(ctx, img, &rec); err != nil {
+			closeImage(context.WithoutCancel(ctx), img)
+			return ublkTakeoverError(rec.VolumeID, err)
+		}
+	} else {
+		// The device first: the kernel's sockets to the dead process are
+		// replaced with held ones at once, so that its resend of what that
+		// process held runs while the image opens (kernel.HeldDevice). As
+		// many sockets as the device was configured with: the record's count
+		// (sysfs shows the kernel's hardware queues, which blk-mq caps at the
+		// CPU count, so more connections than CPUs would stay dead). Older
+		// records without it fall back on sysfs.
+		held, err := kernel.Hold(ctx, n.deviceConfig(&rec))
+		if err != nil {
+			return takeoverError(rec.VolumeID, err)
+		}
+		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec)
+		if err != nil {
+			held.Abandon()
+			return err
+		}
+		cfg, err = n.attachConfig(img, &rec)
+		if err != nil {
+			held.Abandon()
+			closeImage(ctx, img)
+			return err
+		}
+		kdev, err := held.Serve(ctx, cfg.Backend, cfg.Size, cfg.ReadOnly)
+		if err != nil {
+			closeImage(context.WithoutCancel(ctx), img)
+			return takeoverError(rec.VolumeID, err)
+		}
+		dev = kdev
 	}
 	n.mu.Lock()
 	v.img, v.dev, v.broken = img, dev, nil
@@ -253,13 +264,37 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	if _, err := n.state.SaveSecret(rec.VolumeID, nodestate.Secret{ID: cred.ID, Key: cred.Key}); err != nil {
 		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
 	}
-	n.startWatch(v, dev, cfg)
+	n.watchDevice(v, dev, cfg)
 	obs := n.cfg.Metrics.volume(rec.VolumeID)
 	obs.stalled() // the kernel held its I/O from the old server's end to now
 	obs.reattached(reattachTakeover)
 	n.log.Info("volume taken over", "volumeID", rec.VolumeID, "device", dev.Path(), "conns", dev.Conns(),
 		"duration", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// openCandidates opens a volume's image with the first of creds that
+// the cluster takes, and returns the credentials it took.
+func (n *NodeServer) openCandidates(ctx context.Context, vid VolumeID, cl Cluster, creds []Credentials, rec *nodestate.Record) (NodeImage, Credentials, error) {
+	var img NodeImage
+	var err error
+	for i, c := range creds {
+		img, err = n.openImage(ctx, vid, cl, c, rec)
+		if err == nil || status.Code(err) != codes.Unauthenticated || i == len(creds)-1 {
+			return img, c, err
+		}
+	}
+	return nil, Credentials{}, err
+}
+
+// ublkTakeoverError is the status of a failed takeover of a volume's
+// ublk device.
+func ublkTakeoverError(volumeID string, err error) error {
+	code := codes.Internal
+	if errors.Is(err, ublk.ErrNoDevice) || errors.Is(err, ublk.ErrNoRecovery) {
+		code = codes.FailedPrecondition // the device is gone: unstage
+	}
+	return status.Errorf(code, "taking over the ublk device of volume %q: %v", volumeID, err)
 }
 
 // takeoverError is the status of a failed takeover of a volume's device.
@@ -316,12 +351,19 @@ func (n *NodeServer) detach(ctx context.Context, v *nodeVolume) error {
 	dev, img, rec := v.dev, v.img, *v.rec
 	v.dev, v.img = nil, nil
 	n.mu.Unlock()
-	if dev != nil {
+	switch {
+	case dev != nil:
 		if err := dev.Detach(ctx); err != nil {
 			return status.Errorf(codes.Internal, "disconnecting %s: %v", dev.Path(), err)
 		}
-	} else if err := disconnectByCookie(ctx, rec.VolumeID); err != nil {
-		return status.Errorf(codes.Internal, "disconnecting the device of volume %q: %v", rec.VolumeID, err)
+	case rec.Ublk():
+		if err := removeUblkByTag(ctx, rec.VolumeID); err != nil {
+			return status.Errorf(codes.Internal, "removing the ublk device of volume %q: %v", rec.VolumeID, err)
+		}
+	default:
+		if err := disconnectByCookie(ctx, rec.VolumeID); err != nil {
+			return status.Errorf(codes.Internal, "disconnecting the device of volume %q: %v", rec.VolumeID, err)
+		}
 	}
 	if img != nil {
 		if err := closeImage(ctx, img); err != nil {

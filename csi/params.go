@@ -23,6 +23,9 @@ const (
 	paramSnapshotPrefix = "snapshotNamePrefix"
 	paramMkfsOptions    = "mkfsOptions"
 	paramFsType         = "csi.storage.k8s.io/fstype"
+	// paramDeviceType picks the kernel device of the class's volumes:
+	// auto (the node's choice), nbd or ublk (NodeConfig.DeviceType).
+	paramDeviceType = "deviceType"
 
 	// Honoured as ceph-csi does (layout.go, mapoptions.go), or checked
 	// and found to mean what purerbd does anyway.
@@ -67,6 +70,8 @@ const (
 	// ctxMapOptions carries the class's mapOptions, as ceph-csi's volume
 	// context does, for the node to apply to the volume's NBD device.
 	ctxMapOptions = "mapOptions"
+	// ctxDeviceType carries the class's deviceType.
+	ctxDeviceType = "deviceType"
 )
 
 // rbdNbdMounter is the one mounter value purerbd takes: ceph-csi's name
@@ -103,6 +108,8 @@ type volumeParams struct {
 	TopologyPools []topologyPool
 	// MapOptions is the class's mapOptions, checked, for the node.
 	MapOptions string
+	// DeviceType is the class's deviceType, checked, for the node.
+	DeviceType string
 }
 
 type snapshotParams struct {
@@ -128,7 +135,7 @@ func unknownParams(params map[string]string, known ...string) error {
 
 func parseVolumeParams(params map[string]string) (volumeParams, error) {
 	if err := unknownParams(params, paramClusterID, paramPool, paramDataPool, paramNamespace,
-		paramImageFeatures, paramVolumePrefix, paramSnapshotPrefix, paramMkfsOptions,
+		paramImageFeatures, paramVolumePrefix, paramSnapshotPrefix, paramMkfsOptions, paramDeviceType,
 		paramImageFormat, paramStripeUnit, paramStripeCount, paramObjectSize,
 		paramMounter, paramMapOptions, paramUnmapOptions,
 		paramTryOtherMounters, paramCephLogDir, paramCephLogStrategy,
@@ -156,6 +163,12 @@ func parseVolumeParams(params map[string]string) (volumeParams, error) {
 	}
 	if p.Layout, err = parseLayout(params); err != nil {
 		return p, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if v, ok := params[paramDeviceType]; ok {
+		if err := checkDeviceType(v); err != nil {
+			return volumeParams{}, status.Errorf(codes.InvalidArgument, "%s: %v", paramDeviceType, err)
+		}
+		p.DeviceType = v
 	}
 	if v, ok := params[paramMapOptions]; ok {
 		if _, err := parseMapOptions(v); err != nil {

@@ -476,5 +476,8 @@ func volumeContext(cluster Cluster, poolName string, img ImageRef, p volumeParam
 	if p.MapOptions != "" {
 		vc[ctxMapOptions] = p.MapOptions
 	}
+	if p.DeviceType != "" && p.DeviceType != DeviceAuto {
+		vc[ctxDeviceType] = p.DeviceType
+	}
 	return vc
 }

@@ -66,6 +66,7 @@ type nodeOptions struct {
 	toolsDir   string
 	maxVolumes int64
 	conns      int
+	deviceType string
 	ioTimeout  time.Duration
 	ioMin      time.Duration
 	resend     time.Duration
@@ -105,7 +106,9 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.StringVar(&o.crushLabels, "crush-location-labels", "",
 		"node: comma-separated node labels whose values make this node's CRUSH location, as ceph-csi's flag (topology.kubernetes.io/zone -> zone=VALUE, kubernetes.io/hostname -> host=VALUE)")
 	fs.Int64Var(&o.node.maxVolumes, "max-volumes", 0, "node: most volumes staged at once (0: no limit)")
-	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device")
+	fs.StringVar(&o.node.deviceType, "device-type", csi.DefaultDeviceType,
+		"node: the kernel device volumes are served through unless their class names one (deviceType): auto (ublk where the kernel can resize and recover a ublk device, Linux 6.16 and later; NBD elsewhere), nbd or ublk")
+	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device; a ublk device's queues")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
 		"node: the kernel's NBD request timeout; 0 (the default): none, requests wait for the plugin however long Ceph takes, and those in flight when it died are resent every --nbd-resend-interval once its successor reattached (needs --nbd-connections 1); with a timeout, such requests are resent only after it, so it bounds the stall of a restart")
 	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
@@ -247,6 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			StateDir:          o.node.stateDir,
 			Tools:             csi.Tools{Dir: o.node.toolsDir, Root: o.node.hostRoot},
 			Conns:             o.node.conns,
+			DeviceType:        o.node.deviceType,
 			IOTimeout:         o.node.ioTimeout,
 			MinIOTimeout:      o.node.ioMin,
 			ResendInterval:    o.node.resend,

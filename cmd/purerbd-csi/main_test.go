@@ -22,7 +22,7 @@ func TestParseFlags(t *testing.T) {
 		"--controller", "--node", "--endpoint=unix:///tmp/x.sock", "--nodeid=n1", "--drivername=rbd.example.com",
 		"--cluster-config=/c.json", "--log-level=debug", "--log-format=json", "--sweep-interval=1m",
 		"--state-dir=/run/x", "--host-root=/host", "--tools-dir=/t", "--max-volumes=7", "--nbd-connections=2",
-		"--nbd-io-timeout=6s", "--nbd-reattach-timeout=2m", "--ceph-conf=/etc/x.conf", "--ms-mode=secure",
+		"--device-type=ublk", "--nbd-io-timeout=6s", "--nbd-reattach-timeout=2m", "--ceph-conf=/etc/x.conf", "--ms-mode=secure",
 	}, &stderr)
 	require.NoError(t, err)
 	assert.True(t, cfg.Controller)
@@ -36,13 +36,14 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "json", o.logFormat)
 	assert.Nil(t, cfg.Credentials)
 	assert.NotEmpty(t, cfg.Version)
-	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, ioTimeout: 6 * time.Second, ioMin: csi.DefaultMinIOTimeout, resend: csi.DefaultResendInterval, reattach: 2 * time.Minute}, o.node)
+	assert.Equal(t, nodeOptions{stateDir: "/run/x", hostRoot: "/host", toolsDir: "/t", maxVolumes: 7, conns: 2, deviceType: "ublk", ioTimeout: 6 * time.Second, ioMin: csi.DefaultMinIOTimeout, resend: csi.DefaultResendInterval, reattach: 2 * time.Minute}, o.node)
 	assert.Equal(t, cephOptions{conf: "/etc/x.conf", confGiven: true, msMode: "secure"}, o.ceph)
 
 	cfg, o, err = parseFlags([]string{"--controller"}, &stderr)
 	require.NoError(t, err)
 	assert.Equal(t, csi.DefaultStateDir, o.node.stateDir)
 	assert.Equal(t, csi.DefaultNodeConns, o.node.conns)
+	assert.Equal(t, csi.DeviceAuto, o.node.deviceType)
 	assert.Equal(t, csi.DefaultIOTimeout, o.node.ioTimeout)
 	assert.Equal(t, csi.DefaultReattachTimeout, o.node.reattach)
 	assert.Equal(t, csi.DefaultDriverName, cfg.DriverName)

@@ -229,3 +229,14 @@ func (c *Control) EndUserRecovery(ctx context.Context, id, pid int) error {
 	_, err := c.do(ctx, "end-recovery", cmdEndUserRecovery, ctrlCmd{devID: uint32(id), queueID: noQueue, data: [2]uint64{uint64(pid)}}, nil)
 	return err
 }
+
+// UpdateSize changes the size of a live device to sectors of 512 bytes
+// (UPDATE_SIZE); the kernel tells the block layer and udev. It fails
+// with ErrNoResize when the kernel lacks FeatureUpdateSize.
+func (c *Control) UpdateSize(ctx context.Context, id int, sectors uint64) error {
+	if c.features&FeatureUpdateSize == 0 || !c.encoded {
+		return &OpError{Op: "update-size", DevID: id, Err: ErrNoResize}
+	}
+	_, err := c.do(ctx, "update-size", cmdUpdateSize, ctrlCmd{devID: uint32(id), queueID: noQueue, data: [2]uint64{sectors}}, nil)
+	return err
+}

@@ -40,6 +40,14 @@ type Config struct {
 	BlockSize int
 	// Logger gets a line for each device event (nil logs nothing).
 	Logger *slog.Logger
+	// Tag is kept by the kernel with a device that Serve adds (its
+	// ublksrv_flags, which the kernel never reads), so that another
+	// process can tell the device its own: Find. Recover keeps the
+	// device's.
+	Tag uint64
+	// Observer, when set, is told of every request served, as an NBD
+	// server tells it (read, write, flush, trim, write_zeroes).
+	Observer nbd.Observer
 }
 
 func (c *Config) fill() error {
@@ -84,6 +92,8 @@ type Device struct {
 	err    error         // the first queue error, set before done closes
 	log    *slog.Logger
 	closed bool
+	// blockSize is the logical block size the device was given
+	blockSize int
 }
 
 // ID returns the device id N of /dev/ublkbN.
@@ -104,6 +114,24 @@ func (d *Device) Done() <-chan struct{} { return d.done }
 func (d *Device) Err() error {
 	<-d.done
 	return d.err
+}
+
+// Tag returns the tag the kernel keeps with the device (Config.Tag).
+func (d *Device) Tag() uint64 { return d.info.Tag }
+
+// Resize changes the size of the block device to size bytes (a
+// multiple of the block size), once the backend holds that many: the
+// kernel tells the file systems and udev, as for a disk that grew. It
+// fails with ErrNoResize on kernels before 6.16.
+func (d *Device) Resize(ctx context.Context, size int64) error {
+	if size <= 0 || size%int64(d.blockSize) != 0 {
+		return fmt.Errorf("ublk device %d: size %d is no positive multiple of the block size %d", d.ID(), size, d.blockSize)
+	}
+	if err := d.ctrl.UpdateSize(ctx, d.ID(), uint64(size)>>sectorShift); err != nil {
+		return err
+	}
+	d.log.Info("ublk device resized", "id", d.ID(), "bytes", size)
+	return nil
 }
 
 // BlockPath returns the path of block device id.
@@ -164,7 +192,7 @@ func Serve(ctx context.Context, cfg Config) (*Device, error) {
 	}
 	want := DevInfo{
 		Queues: uint16(cfg.Queues), QueueDepth: uint16(cfg.QueueDepth),
-		MaxIOBufBytes: uint32(cfg.MaxIOBytes), ID: anyDevice, Flags: flags,
+		MaxIOBufBytes: uint32(cfg.MaxIOBytes), ID: anyDevice, Flags: flags, Tag: cfg.Tag,
 	}
 	if cfg.FixedID {
 		want.ID = uint32(cfg.ID)
@@ -265,9 +293,9 @@ func attach(ctx context.Context, ctrl *Control, info DevInfo, cfg Config) (*Devi
 		return nil, err
 	}
 	qctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d := &Device{ctrl: ctrl, info: info, char: char, cancel: cancel, done: make(chan struct{}), log: cfg.Logger}
+	d := &Device{ctrl: ctrl, info: info, char: char, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, blockSize: cfg.BlockSize}
 	for i := range int(info.Queues) {
-		q, err := newQueue(uint16(i), info, int(char.Fd()), ctrl.encoded, cfg.Backend, cfg.Logger)
+		q, err := newQueue(uint16(i), info, int(char.Fd()), ctrl.encoded, cfg.Backend, cfg.Observer, cfg.Logger)
 		if err != nil {
 			close(d.done)
 			d.abandon()

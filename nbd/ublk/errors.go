@@ -24,12 +24,16 @@ var (
 	// ErrNoRecovery means the device was added without user recovery,
 	// so no new server can take it over.
 	ErrNoRecovery = errors.New("ublk device has no user recovery")
+
+	// ErrNoResize: the kernel cannot change a live device's size
+	// (UPDATE_SIZE came with Linux 6.16).
+	ErrNoResize = errors.New("this kernel cannot resize a live ublk device (Linux 6.16 or later can)")
 )
 
 // OpError is a control command the kernel failed. It unwraps to the
 // errno and, where one applies, to ErrBusy or ErrNoDevice.
 type OpError struct {
-	Op    string // add, set-params, start, stop, delete, info, start-recovery, end-recovery
+	Op    string // add, set-params, start, stop, delete, info, start-recovery, end-recovery, update-size
 	DevID int    // -1 when none
 	Err   error
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ type queue struct {
 	charFD  int
 	encoded bool
 	backend nbd.Backend
+	obs     nbd.Observer // nil: none
 	log     *slog.Logger
 
 	desc []byte // the kernel's descriptors, read-only
@@ -47,8 +49,8 @@ type completion struct {
 	res int32
 }
 
-func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, log *slog.Logger) (*queue, error) {
-	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, log: log}
+func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, log *slog.Logger) (*queue, error) {
+	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log}
 	descLen := (q.depth*ioDescSize + 4095) &^ 4095
 	var err error
 	q.desc, err = unix.Mmap(charFD, int64(id)*maxCmdBufSize, descLen, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
@@ -172,7 +174,15 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 // handle serves one request and hands its result to the queue's thread.
 func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
 	defer q.handlers.Done()
-	res := q.serve(ctx, tag, d)
+	var res int32
+	if q.obs == nil {
+		res = q.serve(ctx, tag, d)
+	} else {
+		c, start := observedCommand(d.op), time.Now()
+		q.obs.Started(c)
+		res = q.serve(ctx, tag, d)
+		q.obs.Done(c, d.nrSectors<<sectorShift, time.Since(start), res < 0)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.done) == 0 && q.ring != nil {
@@ -250,6 +260,24 @@ func (q *queue) serve(ctx context.Context, tag int, d ioDesc) int32 {
 		return -int32(unix.EOPNOTSUPP)
 	}
 	return -int32(unix.EOPNOTSUPP)
+}
+
+// observedCommand names a request's operation as an nbd.Observer knows
+// it.
+func observedCommand(op uint8) nbd.Command {
+	switch op {
+	case opRead:
+		return nbd.CommandRead
+	case opWrite:
+		return nbd.CommandWrite
+	case opFlush:
+		return nbd.CommandFlush
+	case opDiscard:
+		return nbd.CommandTrim
+	case opWriteZeroes:
+		return nbd.CommandWriteZeroes
+	}
+	return nbd.Command(0xffff) // counted as "other"
 }
 
 // errnoOf turns a backend error into the negative errno ublk completes

@@ -17,6 +17,7 @@ const (
 	cmdStartUserRecovery = 0x10
 	cmdEndUserRecovery   = 0x11
 	cmdGetFeatures       = 0x13
+	cmdUpdateSize        = 0x15
 
 	ioFetchReq        = 0x20
 	ioCommitAndFetch  = 0x21
@@ -45,6 +46,10 @@ const (
 	FlagCmdIoctlEncode      = 1 << 6
 	FlagUserCopy            = 1 << 7
 )
+
+// FeatureUpdateSize (UBLK_F_UPDATE_SIZE, Linux 6.16) says the kernel
+// changes a live device's size (UPDATE_SIZE): Device.Resize.
+const FeatureUpdateSize = 1 << 10
 
 // Device states (UBLK_S_DEV_*).
 const (
@@ -143,8 +148,11 @@ type DevInfo struct {
 	ID            uint32
 	ServerPID     int32
 	Flags         uint64
-	OwnerUID      uint32
-	OwnerGID      uint32
+	// Tag is the server's own (ublksrv_flags): the kernel keeps what
+	// ADD_DEV gave and never reads it (Config.Tag, Find).
+	Tag      uint64
+	OwnerUID uint32
+	OwnerGID uint32
 }
 
 func (d DevInfo) encode() []byte {
@@ -156,6 +164,9 @@ func (d DevInfo) encode() []byte {
 	binary.LittleEndian.PutUint32(b[12:], d.ID)
 	binary.LittleEndian.PutUint32(b[16:], uint32(d.ServerPID))
 	binary.LittleEndian.PutUint64(b[24:], d.Flags)
+	binary.LittleEndian.PutUint64(b[32:], d.Tag)
+	binary.LittleEndian.PutUint32(b[40:], d.OwnerUID) // the kernel sets its own
+	binary.LittleEndian.PutUint32(b[44:], d.OwnerGID)
 	return b
 }
 
@@ -172,6 +183,7 @@ func decodeDevInfo(b []byte) (DevInfo, error) {
 		ID:            binary.LittleEndian.Uint32(b[12:]),
 		ServerPID:     int32(binary.LittleEndian.Uint32(b[16:])),
 		Flags:         binary.LittleEndian.Uint64(b[24:]),
+		Tag:           binary.LittleEndian.Uint64(b[32:]),
 		OwnerUID:      binary.LittleEndian.Uint32(b[40:]),
 		OwnerGID:      binary.LittleEndian.Uint32(b[44:]),
 	}

@@ -23,6 +23,7 @@ func TestCommandNumbers(t *testing.T) {
 		{"GET_DEV_INFO", ctrlOp(cmdGetDevInfo, true), 0x80207502},
 		{"GET_FEATURES", ctrlOp(cmdGetFeatures, true), 0x80207513},
 		{"END_USER_RECOVERY", ctrlOp(cmdEndUserRecovery, true), 0xc0207511},
+		{"UPDATE_SIZE", ctrlOp(cmdUpdateSize, true), 0xc0207515},
 		{"FETCH_REQ", ioOp(ioFetchReq, true), 0xc0107520},
 		{"COMMIT_AND_FETCH_REQ", ioOp(ioCommitAndFetch, true), 0xc0107521},
 		{"legacy START_DEV", ctrlOp(cmdStartDev, false), 0x06},
@@ -55,7 +56,7 @@ func TestParamsLayout(t *testing.T) {
 
 func TestDevInfoRoundTrip(t *testing.T) {
 	in := DevInfo{Queues: 2, QueueDepth: 64, State: StateQuiesced, MaxIOBufBytes: 512 << 10, ID: 3, ServerPID: 77,
-		Flags: FlagUserRecovery | FlagUserRecoveryReissue | FlagCmdIoctlEncode}
+		Flags: FlagUserRecovery | FlagUserRecoveryReissue | FlagCmdIoctlEncode, Tag: 0x0123456789abcdef, OwnerUID: 5, OwnerGID: 6}
 	out, err := decodeDevInfo(in.encode())
 	if err != nil || out != in {
 		t.Fatalf("decoded %+v (%v), want %+v", out, err, in)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
+	"github.com/purerbd/purerbd/nbd/ublk"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -41,6 +42,7 @@ type rbdScenario struct {
 	krbd                        bool
 	kills                       int    // SIGKILLs of the plugin under the writers, restarted at once
 	mapImage, purerbd           string // -map-image: the same for `purerbd nbd map` of it
+	device                      string // the device type the plugin must choose at its defaults: nbd or ublk
 	secrets                     map[string]string
 	block                       rbdBlock // vol "" without -block-image
 	xfs                         rbdXFS   // vol "" without -xfs-image
@@ -61,6 +63,7 @@ func runRBDScenario(ctx context.Context, args []string) error {
 	fs.BoolVar(&r.krbd, "krbd", false, "at the end, map the image with the kernel's rbd driver and print its checksum")
 	fs.StringVar(&r.mapImage, "map-image", "", "also map this image with `purerbd nbd map` and SIGKILL/--reattach it -kills times under a writer (8 MiB at least)")
 	fs.StringVar(&r.purerbd, "purerbd", "/bin/purerbd", "the purerbd binary, for -map-image")
+	fs.StringVar(&r.device, "device", "nbd", "the kind of device the plugin, at its defaults, must serve the volumes through on this kernel: nbd or ublk")
 	fs.IntVar(&r.kills, "kills", 0, "SIGKILL the plugin this many times under the writers, restarting it at once each time, and report the stalls")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -139,12 +142,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 		if err := r.stageRBD(ctx); err != nil {
 			return err
 		}
-		idx, err := findCookie(r.vol)
+		name, err := r.volumeDevice(ctx, r.vol)
 		if err != nil {
 			return err
 		}
-		r.devIdx = idx
-		r.Facts["device"] = fmt.Sprintf("/dev/nbd%d", idx)
+		r.devName = name
+		r.devIdx, _ = strconv.Atoi(strings.TrimLeft(name, "nbdublk"))
+		r.Facts["device"] = "/dev/" + name
 		return r.stageRBD(ctx) // idempotent
 	}); err != nil {
 		return err
@@ -276,7 +280,11 @@ func (r *rbdScenario) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.Step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
+	if r.device == "ublk" {
+		if err := r.Step("ublk: each volume kept its device across the restarts", func() error { return r.checkSameDevices(ctx) }); err != nil {
+			return err
+		}
+	} else if err := r.Step("kernel log: the NBD devices reconnected to the new plugin", r.checkReconnects); err != nil {
 		return err
 	}
 	if err := r.Step("after restart: stage and publish are idempotent, volume healthy", func() error {
@@ -364,6 +372,51 @@ func (r *rbdScenario) checkReconnects() error {
 	return nil
 }
 
+// volumeDevice returns the device that carries vol, which must be of
+// the kind the scenario expects the plugin to choose (-device).
+func (r *rbdScenario) volumeDevice(ctx context.Context, vol string) (string, error) {
+	name, err := volumeDevice(ctx, vol)
+	if err != nil {
+		return "", err
+	}
+	want := map[string]string{"nbd": "nbd", "ublk": "ublkb"}[r.device]
+	if want == "" || !strings.HasPrefix(name, want) {
+		return "", fmt.Errorf("the plugin serves the volume through /dev/%s; on this kernel, at its defaults, it must choose %s", name, r.device)
+	}
+	return name, nil
+}
+
+// checkSameDevices checks that the restarted plugins took over each
+// volume's ublk device (user recovery), rather than making new ones.
+func (r *rbdScenario) checkSameDevices(ctx context.Context) error {
+	name, err := r.volumeDevice(ctx, r.vol)
+	if err != nil {
+		return err
+	}
+	if name != r.devName {
+		return fmt.Errorf("the ext4 volume moved from /dev/%s to /dev/%s", r.devName, name)
+	}
+	ids, err := ublk.IDs()
+	if err != nil {
+		return err
+	}
+	want := 1
+	for _, vol := range []string{r.block.vol, r.xfs.vol} {
+		if vol == "" {
+			continue
+		}
+		want++
+		if _, err := r.volumeDevice(ctx, vol); err != nil {
+			return err
+		}
+	}
+	if len(ids) != want {
+		return fmt.Errorf("the kernel has ublk devices %v, want one per staged volume (%d)", ids, want)
+	}
+	fmt.Printf("    ublk devices %v, one per volume, the same across the restarts\n", ids)
+	return nil
+}
+
 // kernelRBD maps the image with rbd.ko (libceph's own msgr2 and cephx)
 // and prints "KRBD <sha256> <bytes>" of the whole device for the host to
 // compare with its export. The key goes to sysfs, never to the console.
@@ -433,7 +486,7 @@ func (r *rbdScenario) expand(ctx context.Context, sumA string) error {
 	if res.GetCapacityBytes() != expandedSize {
 		return fmt.Errorf("capacity %d", res.GetCapacityBytes())
 	}
-	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/size", r.devIdx)); strings.TrimSpace(string(size)) != strconv.Itoa(expandedSize/512) {
+	if size, _ := os.ReadFile(fmt.Sprintf("/sys/block/%s/size", r.devName)); strings.TrimSpace(string(size)) != strconv.Itoa(expandedSize/512) {
 		return fmt.Errorf("device size %s sectors", size)
 	}
 	return guestio.CheckSum(target1+"/A", sumA)

@@ -44,7 +44,7 @@ func (r *rbdScenario) stageXFS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if l := mountInfo(xStaging); !strings.Contains(l, " - xfs /dev/nbd") {
+	if l := mountInfo(xStaging); !strings.Contains(l, " - xfs /dev/nbd") && !strings.Contains(l, " - xfs /dev/ublkb") {
 		return fmt.Errorf("no xfs mounted at the staging path: %q", l)
 	}
 	return nil
@@ -109,8 +109,8 @@ func (r *rbdScenario) remountXFS(ctx context.Context) error {
 		return err
 	}
 	r.Timings["xfs: unpublish + unstage"] = time.Since(t).Seconds()
-	if _, err := findCookie(r.xfs.vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
-		return fmt.Errorf("a device still carries the xfs volume after the unstage: %v", err)
+	if d, err := volumeDevice(ctx, r.xfs.vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("a device still carries the xfs volume after the unstage: %s %v", d, err)
 	}
 	if l := mountInfo(xStaging); l != "" {
 		return fmt.Errorf("xfs still mounted: %q", l)

@@ -20,8 +20,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 	"github.com/purerbd/purerbd/nbd/kernel"
 	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
+	"github.com/purerbd/purerbd/nbd/ublk"
 )
 
 const (
@@ -53,8 +55,9 @@ var (
 
 type scenario struct {
 	*guestio.Report
-	p      *plugin
-	devIdx int
+	p       *plugin
+	devIdx  int
+	devName string // nbdN or ublkbN, of the file system volume
 }
 
 func runScenario(ctx context.Context) error {
@@ -456,8 +459,8 @@ func (s *scenario) checkStaged() error {
 	if err != nil {
 		return err
 	}
-	s.devIdx = idx
-	dev := fmt.Sprintf("/dev/nbd%d", idx)
+	s.devIdx, s.devName = idx, fmt.Sprintf("nbd%d", idx)
+	dev := "/dev/" + s.devName
 	s.Facts["device"] = dev
 	m, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -509,17 +512,19 @@ func (s *scenario) healthy(ctx context.Context, vol string) error {
 // checkFree checks that no device carries the volume any more and that
 // its state is gone.
 func (s *scenario) checkFree(ctx context.Context, vol string) error {
-	if _, err := findCookie(vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
-		return fmt.Errorf("a device still carries the volume: %v", err)
+	if d, err := volumeDevice(ctx, vol); !errors.Is(err, kernel.ErrNoSuchDevice) {
+		return fmt.Errorf("a device still carries the volume: %s %v", d, err)
 	}
-	c, err := kernel.Open(ctx, kernel.ClientConfig{})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, ok, err := c.DeviceStatus(ctx, s.devIdx)
-	if err != nil || (ok && st.Connected) {
-		return fmt.Errorf("nbd%d: %+v %v %v", s.devIdx, st, ok, err)
+	if strings.HasPrefix(s.devName, "nbd") {
+		c, err := kernel.Open(ctx, kernel.ClientConfig{})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		st, ok, err := c.DeviceStatus(ctx, s.devIdx)
+		if err != nil || (ok && st.Connected) {
+			return fmt.Errorf("nbd%d: %+v %v %v", s.devIdx, st, ok, err)
+		}
 	}
 	all, _ := filepath.Glob(filepath.Join(csi.DefaultStateDir, "*"))
 	var left []string
@@ -534,8 +539,8 @@ func (s *scenario) checkFree(ctx context.Context, vol string) error {
 		return fmt.Errorf("state left: %v", left)
 	}
 	m, _ := os.ReadFile("/proc/self/mountinfo")
-	if strings.Contains(string(m), fmt.Sprintf("/dev/nbd%d ", s.devIdx)) {
-		return fmt.Errorf("nbd%d still mounted", s.devIdx)
+	if strings.Contains(string(m), fmt.Sprintf("/dev/%s ", s.devName)) {
+		return fmt.Errorf("%s still mounted", s.devName)
 	}
 	return nil
 }
@@ -956,6 +961,23 @@ func setup(ctx context.Context) error {
 		f.Close()
 	}
 	return nil
+}
+
+// volumeDevice returns the name of the device that carries a volume
+// (nbdN, by its cookie, or ublkbN, by its tag), or an error wrapping
+// kernel.ErrNoSuchDevice when none does.
+func volumeDevice(ctx context.Context, vol string) (string, error) {
+	if idx, err := findCookie(vol); err == nil {
+		return fmt.Sprintf("nbd%d", idx), nil
+	}
+	info, err := ublk.Find(ctx, nodestate.UblkTag(vol))
+	if errors.Is(err, ublk.ErrNoDevice) || errors.Is(err, ublk.ErrUnsupported) {
+		return "", kernel.ErrNoSuchDevice
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("ublkb%d", info.ID), nil
 }
 
 func findCookie(cookie string) (int, error) {

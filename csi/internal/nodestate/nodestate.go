@@ -1,10 +1,10 @@
 // Package nodestate keeps what the CSI node service must remember about
-// each staged volume to take its NBD device over again after a restart
+// each staged volume to take its NBD or ublk device over again after a restart
 // of the plugin.
 //
 // One JSON file per staged volume lives in the state directory. It
 // should be on a tmpfs (/run): the files then vanish on reboot, exactly
-// when the NBD devices and mounts they describe vanish too. A record
+// when the devices and mounts they describe vanish too. A record
 // holds no secret: the volume ID (which says where the image is, or
 // else where the image was found), the
 // device index and backend cookie, the staging path, the file system,
@@ -26,6 +26,7 @@ package nodestate
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -47,8 +48,14 @@ type Record struct {
 	Version     int    `json:"version"`
 	VolumeID    string `json:"volumeID"`
 	StagingPath string `json:"stagingPath"`
-	// Index is N of /dev/nbdN; Cookie the backend cookie the kernel knows
-	// it by (the volume ID; empty on kernels without cookies).
+	// DeviceType is the kernel device the volume is served through:
+	// DeviceNBD (also when empty, in records of earlier versions) or
+	// DeviceUblk.
+	DeviceType string `json:"deviceType,omitempty"`
+	// Index is N of /dev/nbdN (or /dev/ublkbN); Cookie the backend
+	// cookie the kernel knows an NBD device by (the volume ID; empty on
+	// kernels without cookies). A ublk device carries a tag derived from
+	// the volume ID instead (UblkTag).
 	Index  int    `json:"index"`
 	Cookie string `json:"cookie"`
 	Conns  int    `json:"conns"`
@@ -93,7 +100,34 @@ type Publication struct {
 }
 
 // DevicePath returns /dev/nbdN.
-func (r *Record) DevicePath() string { return fmt.Sprintf("/dev/nbd%d", r.Index) }
+func (r *Record) DevicePath() string { return "/dev/" + r.DeviceName() }
+
+// The device types of Record.DeviceType.
+const (
+	DeviceNBD  = "nbd"
+	DeviceUblk = "ublk"
+)
+
+// Ublk says whether the volume is served through a ublk device.
+func (r *Record) Ublk() bool { return r.DeviceType == DeviceUblk }
+
+// DeviceName is the block device's name: nbdN or ublkbN, as in
+// /sys/block.
+func (r *Record) DeviceName() string {
+	if r.Ublk() {
+		return fmt.Sprintf("ublkb%d", r.Index)
+	}
+	return fmt.Sprintf("nbd%d", r.Index)
+}
+
+// UblkTag is the tag the ublk device of a volume carries in the kernel
+// (ublk.Config.Tag): derived from the volume ID, so that a process that
+// finds the device, after a crash that lost the record even, knows it
+// for the volume's. Never 0 (untagged devices).
+func UblkTag(volumeID string) uint64 {
+	h := sha256.Sum256([]byte("purerbd-csi ublk device\x00" + volumeID))
+	return binary.BigEndian.Uint64(h[:8]) | 1
+}
 
 // Targets returns the published target paths, sorted.
 func (r *Record) Targets() []string {

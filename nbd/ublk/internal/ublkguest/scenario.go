@@ -62,6 +62,7 @@ func runScenario(ctx context.Context) error {
 }
 
 func (s *scenario) run(ctx context.Context) error {
+	var features uint64
 	if err := s.Step("load ublk_drv", func() error { return s.loadModule(ctx) }); err != nil {
 		return err
 	}
@@ -71,7 +72,8 @@ func (s *scenario) run(ctx context.Context) error {
 			return err
 		}
 		defer c.Close()
-		s.Facts["features"] = fmt.Sprintf("%#x", c.Features())
+		features = c.Features()
+		s.Facts["features"] = fmt.Sprintf("%#x", features)
 		return nil
 	}); err != nil {
 		return err
@@ -82,7 +84,7 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 	if err := s.Step("serve memory backend", func() error {
-		dev, err = ublk.Serve(ctx, ublk.Config{Backend: mem, Queues: 2, Logger: logger("inproc")})
+		dev, err = ublk.Serve(ctx, ublk.Config{Backend: mem, Queues: 2, Logger: logger("inproc"), Tag: guestTag})
 		if err != nil {
 			return err
 		}
@@ -98,6 +100,14 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 	if err := s.Step("recovery of a live device refused", func() error { return busyCheck(ctx, dev.ID()) }); err != nil {
+		return err
+	}
+	if err := s.Step("the kernel keeps the tag: Find", func() error { return findCheck(ctx, dev) }); err != nil {
+		return err
+	}
+	if err := s.Step("resize a live device (UPDATE_SIZE where the kernel has it)", func() error {
+		return s.resizeCheck(ctx, dev, features)
+	}); err != nil {
 		return err
 	}
 	if err := s.Step("throughput over ublk", func() error {
