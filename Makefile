@@ -70,7 +70,7 @@ lint:
 # cluster through rados/radostest (the Kubernetes run and the image
 # builds it shares a cache with are e2e-k8s)
 unit:
-	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/deploy/e2e$$' -e '/deploy/e2e/images$$')
+	$(GO) test -count=1 -timeout 20m -skip '^($(subst $(eval) ,|,$(VM_KERNEL_ONLY)))$$' $$($(GO) list ./... | grep -v -e '/deploy/e2e$$' -e '/deploy/e2e/images$$')
 
 # the daemon-free tier: tests that need Ceph, VMs, root or any program
 # but go skip themselves under -short (internal/shorttier)
@@ -131,8 +131,15 @@ e2e:
 # through kernel.LoadModule, attach/write/read/detach, a CONNECT from
 # another network namespace) on the Debian kernels of VM_KERNELS, one
 # boot each, one after the other; each suite's kernel is fetched once into
-# $${PURERBD_CACHE:-/var/cache/purerbd}/kernels (nothing is installed)
+# $${PURERBD_CACHE:-/var/cache/purerbd}/kernels (nothing is installed);
+# then the CSI node on ublk (csi TestNodeUblkInVM: the node scenario with
+# 20 SIGKILLs of the plugin, at its defaults choosing ublk) on
+# UBLK_NODE_KERNEL, a kernel whose ublk resizes live devices. Tests that
+# boot a kernel of their own run here, not in `make unit`
+# (VM_KERNEL_ONLY).
 VM_KERNELS ?= trixie sid
+UBLK_NODE_KERNEL ?= sid
+VM_KERNEL_ONLY := TestNodeUblkInVM
 vm-kernels:
 	@fail=""; start=$$(date +%s); for k in $(VM_KERNELS); do \
 		echo "== vm-kernels: $$k"; log=$$(mktemp); \
@@ -144,6 +151,11 @@ vm-kernels:
 			-e 'ublk/nbd ratios|SIGKILL of the server' $$log; \
 		case " $$fail " in *" $$k "*) tail -n 60 $$log;; esac; rm -f $$log; \
 	done; \
+	echo "== vm-kernels: the CSI node on ublk, $(UBLK_NODE_KERNEL)"; log=$$(mktemp); \
+	PURERBD_KERNEL=$(UBLK_NODE_KERNEL) $(GO) test -count=1 -timeout 20m -v -run '^TestNodeUblkInVM$$' ./csi/ >$$log 2>&1 && \
+		grep -q -- '^--- PASS: TestNodeUblkInVM ' $$log || fail="$$fail node-ublk-$(UBLK_NODE_KERNEL)"; \
+	grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: kernel|stall (median|p99|max)|to plugin serving|e2fsck|xfs_repair' $$log; \
+	case " $$fail " in *" node-ublk-"*) tail -n 80 $$log;; esac; rm -f $$log; \
 	echo "vm-kernels: $$(( $$(date +%s) - start ))s"; \
 	if [ -n "$$fail" ]; then echo "vm-kernels FAILED:$$fail"; exit 1; fi; echo "vm-kernels: passed on $(VM_KERNELS)"
 
