@@ -152,7 +152,8 @@ func paramsFor(cfg Config, maxIO uint32) Params {
 		IOMinShift:      shift,
 		IOOptShift:      max(shift, 12),
 		MaxSectors:      maxIO >> sectorShift,
-		DevSectors:      uint64(cfg.Backend.Size()) >> sectorShift,
+		// whole blocks: a last partial one would be unreadable
+		DevSectors: uint64(cfg.Backend.Size()&^int64(cfg.BlockSize-1)) >> sectorShift,
 	}
 	if _, ok := cfg.Backend.(nbd.Flusher); ok {
 		p.Attrs |= attrVolatileCache | attrFUA

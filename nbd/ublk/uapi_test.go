@@ -133,3 +133,23 @@ func FuzzServeDesc(f *testing.F) {
 		}
 	})
 }
+
+// TestParamsWholeBlocks checks that a backend whose size is no multiple
+// of the block size gets a device of its whole blocks.
+func TestParamsWholeBlocks(t *testing.T) {
+	mem, err := nbd.NewMemory(1<<20 + 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Backend: mem}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if p := paramsFor(cfg, DefaultMaxIOBytes); p.DevSectors != (1<<20)>>sectorShift {
+		t.Fatalf("%d sectors for a backend of 1 MiB + 1000 bytes, want %d", p.DevSectors, (1<<20)>>sectorShift)
+	}
+	cfg.BlockSize = 512
+	if p := paramsFor(cfg, DefaultMaxIOBytes); p.DevSectors != (1<<20+512)>>sectorShift {
+		t.Fatalf("%d sectors with 512-byte blocks, want %d", p.DevSectors, (1<<20+512)>>sectorShift)
+	}
+}
