@@ -113,8 +113,12 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	}
 	files := map[string]string{"/bin/purerbd-bench": s.bin("purerbd-bench"), "/bin/purerbd": s.bin("purerbd"),
 		"/bin/purerbd-csi": s.bin("purerbd-csi"), "/etc/mke2fs.conf": "/etc/mke2fs.conf"}
+	modules := []string{"nbd", "ext4", host.CRC32C(), "rbd"}
+	if c := host.KernelConfig()["CONFIG_BLK_DEV_UBLK"]; c == "m" {
+		modules = append(modules, "ublk_drv") // the rbd-ublk group
+	}
 	vmcfg := vmtest.Config{
-		Modules:  []string{"nbd", "ext4", "crc32c_generic", "rbd"},
+		Modules:  modules,
 		Programs: progs,
 		Files:    files,
 		Memory:   vmMemoryMB,
@@ -182,7 +186,9 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	}
 	k.Cluster = fmt.Sprintf("one mon and one memstore OSD at %s, in network namespace %s", c.MonHost(), ns.Name)
 	feat := "layering,exclusive-lock,object-map,fast-diff,deep-flatten"
-	ioImages := []string{"vm-purerbd", "vm-krbd"}
+	// purerbd over nbd.ko, krbd, purerbd over ublk (where the guest's
+	// kernel has it)
+	ioImages := []string{"vm-purerbd", "vm-krbd", "vm-ublk"}
 	var nodeImages []string
 	for i := 0; i < vmNodeVolumes; i++ {
 		nodeImages = append(nodeImages, fmt.Sprintf("vm-node-%d", i))
@@ -303,6 +309,15 @@ func vmSection(group string) *Section {
 				"and cases as the memory disk. purerbd's path crosses into a userspace process and back for every " +
 				"request (nbd.ko, socket, Go runtime), krbd's stays in the kernel: under TCG every one of those " +
 				"emulated instructions and switches is costly, which weighs on purerbd far more than real hardware would."}
+	case "rbd-ublk":
+		return &Section{ID: "vm-rbd-ublk", Short: "VM RBD ublk",
+			Title:      "Kernel path in the VM (software-emulated): an RBD image as a block device, purerbd (ublk) vs krbd (rbd.ko)",
+			Contenders: []string{"purerbd", "krbd"},
+			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
+			LatOf:      "per-request latency seen by the guest program",
+			Method: "As the nbd.ko section, in the same VM and run, on kernels with ublk: a third 128 MiB image " +
+				"mapped by `purerbd device map -t ublk` (userspace rbd package behind /dev/ublkbN: requests reach " +
+				"it through io_uring, one queue thread, depth 64), against the same krbd image."}
 	}
 	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
 }

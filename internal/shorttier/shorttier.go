@@ -10,10 +10,12 @@ package shorttier
 import "testing"
 
 // Skip skips tb under -short, saying what the test needs that the tier
-// does not provide; in a normal run it does nothing.
+// does not provide; in a normal run it does nothing, and outside go test
+// (a program lending test machinery a testing.TB of its own, as the
+// benchmark harness does) it does nothing either.
 func Skip(tb testing.TB, needs string) {
 	tb.Helper()
-	if testing.Short() {
+	if testing.Testing() && testing.Short() {
 		tb.Skipf("needs %s: not in the -short tier", needs)
 	}
 }

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pmorjan/kmod"
-
 	"github.com/purerbd/purerbd/nbd/kernel"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // device is a block device under test and whoever serves it.
@@ -25,7 +24,8 @@ type device interface {
 	Close(ctx context.Context) error
 }
 
-// mappedDevice is /dev/nbdN served by a `purerbd nbd map` child.
+// mappedDevice is /dev/nbdN (or /dev/ublkbN) served by a `purerbd nbd
+// map` (`purerbd device map`) child.
 type mappedDevice struct {
 	dev string
 	c   *child
@@ -52,6 +52,25 @@ func purerbdMap(ctx context.Context, bin string, args ...string) (*mappedDevice,
 	if !strings.HasPrefix(l, "/dev/nbd") {
 		_ = c.stop()
 		return nil, fmt.Errorf("purerbd nbd map printed %q", l)
+	}
+	return &mappedDevice{dev: l, c: c}, nil
+}
+
+// purerbdDeviceMap runs `purerbd device map ARGS...` (-t ublk) and
+// waits for the /dev/ublkbN it prints.
+func purerbdDeviceMap(ctx context.Context, bin string, args ...string) (*mappedDevice, error) {
+	c, err := startChild(bin, append([]string{"device", "map"}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.line(ctx, 2*time.Minute)
+	if err != nil {
+		_ = c.stop()
+		return nil, fmt.Errorf("purerbd device map: %w", err)
+	}
+	if !strings.HasPrefix(l, "/dev/ublkb") {
+		_ = c.stop()
+		return nil, fmt.Errorf("purerbd device map printed %q", l)
 	}
 	return &mappedDevice{dev: l, c: c}, nil
 }
@@ -178,11 +197,7 @@ func (k *krbdDevice) Close(context.Context) error {
 // krbdMap maps pool/image with rbd.ko (libceph's own msgr2 and cephx).
 // The key goes to sysfs, never to the console.
 func krbdMap(ctx context.Context, mon, user, key, pool, image string) (*krbdDevice, error) {
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
-		return nil, err
-	}
-	if err := k.Load("rbd", "", 0); err != nil {
+	if err := guestio.LoadModules("rbd"); err != nil {
 		return nil, fmt.Errorf("load rbd.ko: %w", err)
 	}
 	before, _ := filepath.Glob("/sys/bus/rbd/devices/*")

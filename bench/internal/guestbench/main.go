@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pmorjan/kmod"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // options are the guest's flags.
@@ -23,7 +23,7 @@ type options struct {
 	// the cluster, when the guest has one
 	mon, user, keyring, pool string
 	poolID                   int64
-	images                   string // purerbd's image,krbd's image
+	images                   string // purerbd's image,krbd's image[,purerbd's ublk image]
 	nodeImages               string // comma-separated images the node plugin stages
 	nodeSize                 int64
 }
@@ -47,7 +47,7 @@ func Main(ctx context.Context, args []string) error {
 	fs.StringVar(&o.keyring, "keyring", "/etc/ceph/keyring", "keyring holding the user's key")
 	fs.StringVar(&o.pool, "pool", "rbd", "pool")
 	fs.Int64Var(&o.poolID, "pool-id", 0, "pool id (for CSI volume IDs)")
-	fs.StringVar(&o.images, "images", "", "two images, purerbd's and krbd's: IMG1,IMG2")
+	fs.StringVar(&o.images, "images", "", "two images, purerbd's and krbd's, and a third for purerbd over ublk where the kernel has it: IMG1,IMG2[,IMG3]")
 	fs.StringVar(&o.nodeImages, "node-images", "", "images the node plugin stages, comma-separated")
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
 	if err := fs.Parse(args); err != nil {
@@ -65,14 +65,8 @@ func Main(ctx context.Context, args []string) error {
 func run(ctx context.Context, o options) error {
 	// crc32c first: ext4 mounts and libcrc32c (under rbd.ko) need a
 	// crc32c driver, which nothing in the guest would load on demand
-	k, err := kmod.New(kmod.SetIgnoreStatus())
-	if err != nil {
+	if err := guestio.LoadModules("crc32c", "nbd", "ext4"); err != nil {
 		return err
-	}
-	for _, m := range []string{"crc32c_generic", "nbd", "ext4"} {
-		if err := k.Load(m, "", 0); err != nil {
-			return fmt.Errorf("load %s: %w", m, err)
-		}
 	}
 	var errs []error
 	ran := false
@@ -101,7 +95,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	if imgs := strings.Split(o.images, ","); len(imgs) == 2 {
+	imgs := strings.Split(o.images, ",")
+	if len(imgs) >= 2 {
 		rbdGroup := group{name: "rbd", span: o.span, opts: o}
 		rbdGroup.contenders = []contender{
 			{name: "purerbd", open: func(ctx context.Context) (device, error) {
@@ -116,6 +111,28 @@ func run(ctx context.Context, o options) error {
 			errs = append(errs, fmt.Errorf("rbd: %w", err))
 		} else {
 			ran = true
+		}
+	}
+	if len(imgs) == 3 {
+		// the same against purerbd over ublk, where the kernel has it
+		if err := guestio.LoadModules("ublk_drv"); err != nil {
+			note("rbd-ublk: no ublk in this kernel (%v): not measured", err)
+		} else {
+			g := group{name: "rbd-ublk", span: o.span, opts: o}
+			g.contenders = []contender{
+				{name: "purerbd", open: func(ctx context.Context) (device, error) {
+					return purerbdDeviceMap(ctx, o.purerbd, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+						o.pool+"/"+imgs[2])
+				}},
+				{name: "krbd", open: func(ctx context.Context) (device, error) {
+					return krbdMap(ctx, o.mon, o.user, key, o.pool, imgs[1])
+				}},
+			}
+			if err := g.run(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("rbd-ublk: %w", err))
+			} else {
+				ran = true
+			}
 		}
 	}
 	if o.nodeImages != "" {
