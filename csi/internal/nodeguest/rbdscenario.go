@@ -147,7 +147,7 @@ func (r *rbdScenario) run(ctx context.Context) error {
 			return err
 		}
 		r.devName = name
-		r.devIdx, _ = strconv.Atoi(strings.TrimLeft(name, "nbdublk"))
+		r.devIdx, _ = strconv.Atoi(strings.TrimLeft(name, "nbdulk"))
 		r.Facts["device"] = "/dev/" + name
 		return r.stageRBD(ctx) // idempotent
 	}); err != nil {

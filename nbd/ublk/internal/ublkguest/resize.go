@@ -23,10 +23,10 @@ func findCheck(ctx context.Context, dev *ublk.Device) error {
 		return err
 	}
 	if int(info.ID) != dev.ID() || info.Tag != guestTag || dev.Tag() != guestTag {
-		return fmt.Errorf("Find(%#x) gave device %d tagged %#x; the device is %d", uint64(guestTag), info.ID, info.Tag, dev.ID())
+		return fmt.Errorf("find(%#x) gave device %d tagged %#x; the device is %d", uint64(guestTag), info.ID, info.Tag, dev.ID())
 	}
 	if _, err := ublk.Find(ctx, guestTag+1); !errors.Is(err, ublk.ErrNoDevice) {
-		return fmt.Errorf("Find of a tag no device has: %v, want ErrNoDevice", err)
+		return fmt.Errorf("find of a tag no device has: %v, want ErrNoDevice", err)
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (s *scenario) resizeCheck(ctx context.Context, dev *ublk.Device, features u
 	}
 	if features&ublk.FeatureUpdateSize == 0 {
 		if err := dev.Resize(ctx, full/2); !errors.Is(err, ublk.ErrNoResize) {
-			return fmt.Errorf("Resize without UPDATE_SIZE: %v, want ErrNoResize", err)
+			return fmt.Errorf("resize without UPDATE_SIZE: %v, want ErrNoResize", err)
 		}
 		s.Facts["resize"] = "refused: no UPDATE_SIZE"
 		return nil
