@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -68,6 +69,23 @@ func startCSIBinary(ctx context.Context, path, name string, args ...string) (*pl
 	p.startup = time.Since(start).Seconds()
 	fmt.Printf("  [%s pid %d] purerbd-csi serves after %.2fs\n", name, cmd.Process.Pid, p.startup)
 	return p, nil
+}
+
+// terminate sends the binary SIGTERM, as the kubelet does when it stops
+// the container, and waits for its exit, which must be clean.
+func (p *plugin) terminate(timeout time.Duration) error {
+	p.conn.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return err
+	case <-time.After(timeout):
+		p.kill()
+		return fmt.Errorf("%s did not exit within %v of SIGTERM", p.name, timeout)
+	}
 }
 
 // prefixLines copies r to w line by line, each line prefixed.

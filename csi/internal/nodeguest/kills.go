@@ -35,40 +35,26 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 	for i := range r.kills {
 		// One chunk each (the file systems' writers must not fill their
 		// volumes over twenty rounds), then a random moment.
-		for _, n := range names {
-			if !held[n].w.WaitProgress(1, 2*time.Minute) {
-				return fmt.Errorf("kill %d: %w", i+1, stuck(held[n].w, n, "not progressing"))
-			}
+		mark, err := markWriters(held, names)
+		if err != nil {
+			return fmt.Errorf("kill %d: %w", i+1, err)
 		}
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
-		before := map[string]time.Time{}
-		base := map[string]int64{}
-		for _, n := range names {
-			before[n], base[n] = held[n].w.LastSync(), held[n].w.Synced()
-		}
-		killed := time.Now()
+		mark.take(held)
 		r.p.kill()
 		r.p = nil
 		if err := r.startPlugin(ctx, fmt.Sprintf("plugin-k%d", i+1)); err != nil {
 			return fmt.Errorf("kill %d: restart: %w", i+1, err)
 		}
-		restarts = append(restarts, time.Since(killed).Seconds())
-		for _, n := range names {
-			w := held[n].w
-			deadline := killed.Add(2 * time.Minute)
-			for w.Synced() <= base[n] {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("kill %d: %w", i+1, stuck(w, n, "still blocked"))
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			// the first chunk synced after the kill: its time is when
-			// the writer resumed (or slightly later, by the poll)
-			stalls[n] = append(stalls[n], w.LastSync().Sub(before[n]).Seconds())
+		restarts = append(restarts, time.Since(mark.at).Seconds())
+		got, err := mark.stalls(held)
+		if err != nil {
+			return fmt.Errorf("kill %d: %w", i+1, err)
 		}
 		var line []string
 		for _, n := range names {
-			line = append(line, fmt.Sprintf("%s %.2fs", n, stalls[n][i]))
+			stalls[n] = append(stalls[n], got[n])
+			line = append(line, fmt.Sprintf("%s %.2fs", n, got[n]))
 		}
 		fmt.Printf("### kill %d: plugin serving again after %.2fs; stalls %s\n", i+1, restarts[i], strings.Join(line, ", "))
 	}
@@ -84,6 +70,94 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 	r.recordStalls("kills: all writers", "all writers", all)
 	r.recordRestarts("kills: SIGKILL to plugin serving", restarts)
 	r.Facts["kills"] = r.kills
+	return errors.Join(errs...)
+}
+
+// writerMark is where each writer was when the plugin was stopped.
+type writerMark struct {
+	names  []string
+	at     time.Time            // when the plugin was stopped
+	before map[string]time.Time // each writer's last chunk synced before
+	base   map[string]int64     // and its count
+}
+
+// markWriters waits until every writer synced a chunk more; take then
+// notes where they are, right before the plugin is stopped.
+func markWriters(held map[string]*heldWriter, names []string) (*writerMark, error) {
+	for _, n := range names {
+		if !held[n].w.WaitProgress(1, 2*time.Minute) {
+			return nil, stuck(held[n].w, n, "not progressing")
+		}
+	}
+	return &writerMark{names: names, before: map[string]time.Time{}, base: map[string]int64{}}, nil
+}
+
+func (m *writerMark) take(held map[string]*heldWriter) {
+	for _, n := range m.names {
+		m.before[n], m.base[n] = held[n].w.LastSync(), held[n].w.Synced()
+	}
+	m.at = time.Now()
+}
+
+// stalls waits until every writer synced a chunk after the mark and
+// returns each one's stall: from its last chunk synced before the stop
+// to its first after.
+func (m *writerMark) stalls(held map[string]*heldWriter) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, n := range m.names {
+		w := held[n].w
+		deadline := m.at.Add(2 * time.Minute)
+		for w.Synced() <= m.base[n] {
+			if time.Now().After(deadline) {
+				return nil, stuck(w, n, "still blocked")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// the first chunk synced after the stop: its time is when the
+		// writer resumed (or slightly later, by the poll)
+		out[n] = w.LastSync().Sub(m.before[n]).Seconds()
+	}
+	return out, nil
+}
+
+// gracefulRestart stops the plugin with SIGTERM, as a rollout does (it
+// hands the devices over: the NBD connections released once idle, the
+// ublk devices left to the kernel), starts it again at once and checks
+// that every writer resumes, reporting each one's stall.
+func (r *rbdScenario) gracefulRestart(ctx context.Context, held map[string]*heldWriter) error {
+	names := make([]string, 0, len(held))
+	for n := range held {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	mark, err := markWriters(held, names)
+	if err != nil {
+		return err
+	}
+	mark.take(held)
+	if err := r.p.terminate(time.Minute); err != nil {
+		return fmt.Errorf("SIGTERM: %w", err)
+	}
+	r.p = nil
+	exited := time.Since(mark.at).Seconds()
+	if err := r.startPlugin(ctx, "plugin-term"); err != nil {
+		return fmt.Errorf("restart after SIGTERM: %w", err)
+	}
+	got, err := mark.stalls(held)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var line []string
+	for _, n := range names {
+		r.Timings["sigterm: "+n+" stall"] = got[n]
+		line = append(line, fmt.Sprintf("%s %.2fs", n, got[n]))
+		if got[n] >= stallBound.Seconds() {
+			errs = append(errs, fmt.Errorf("the %s writer stalled %.1fs across an orderly restart", n, got[n]))
+		}
+	}
+	r.Timings["sigterm: SIGTERM to exit"] = exited
+	fmt.Printf("### SIGTERM: plugin exited after %.2fs; stalls %s\n", exited, strings.Join(line, ", "))
 	return errors.Join(errs...)
 }
 

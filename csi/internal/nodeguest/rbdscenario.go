@@ -200,6 +200,13 @@ func (r *rbdScenario) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.kills > 0 {
+		if err := r.Step("SIGTERM the plugin under the writers (an orderly restart), start it again: stalls", func() error {
+			return r.gracefulRestart(ctx, held)
+		}); err != nil {
+			return err
+		}
+	}
 	killed := time.Now()
 	for _, h := range held {
 		h.lastBefore = h.w.LastSync()
