@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/purerbd/purerbd/internal/cli"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 	"github.com/purerbd/purerbd/rbd/diffstream"
 )
@@ -42,6 +43,10 @@ func errnoOf(err error) int {
 	var e syscall.Errno
 	if errors.As(err, &e) && e != 0 {
 		return int(e)
+	}
+	var oe rados.Errno
+	if errors.As(err, &oe) && oe > 0 {
+		return int(oe)
 	}
 	return 1
 }
