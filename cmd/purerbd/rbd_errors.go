@@ -29,6 +29,7 @@ func errnoOf(err error) int {
 		errno syscall.Errno
 	}{
 		{rbd.ErrNotFound, syscall.ENOENT},
+		{rados.ErrPoolNotFound, syscall.ENOENT},
 		{rbd.ErrExists, syscall.EEXIST},
 		{rbd.ErrInvalid, syscall.EINVAL},
 		{rbd.ErrReadOnly, syscall.EROFS},
@@ -47,6 +48,12 @@ func errnoOf(err error) int {
 	var oe rados.Errno
 	if errors.As(err, &oe) && oe > 0 {
 		return int(oe)
+	}
+	// errors that match an errno without being one (a mon command's)
+	for n := syscall.Errno(1); n < 134; n++ {
+		if errors.Is(err, n) {
+			return int(n)
+		}
 	}
 	return 1
 }
