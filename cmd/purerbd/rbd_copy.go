@@ -358,3 +358,39 @@ func forChunks(parent context.Context, size int64, progress func(int64), f func(
 	}
 	return first
 }
+
+func (c *rbdCommand) sparsifyCommand() *cli.Command {
+	var (
+		noProgress bool
+		sparse     int64 = copySparseSize
+	)
+	cmd := &cli.Command{
+		Name: "sparsify", Summary: "deallocate the zeroed blocks of an image", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			sp, err := c.parseSpec(inv.Args[0], false)
+			if err != nil {
+				return err
+			}
+			if sp.snap != "" {
+				return cli.Usagef(cli.BadArgument, "snapshot name specified for a command that doesn't use it")
+			}
+			pr := newProgress(c.stderr, "Image sparsify", noProgress)
+			err = c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error {
+				return img.Sparsify(ctx, uint64(sparse), pr.update)
+			})
+			pr.finish(err)
+			if err != nil {
+				return rbdFailure(c.stderr, "sparsify", err)
+			}
+			return nil
+		},
+	}
+	// the size is checked where librbd checks it (EINVAL, exit 22)
+	cmd.Func("--sparse-size SIZE", "deallocate zeroed blocks of this size, a power of two of at least 4K (default 4K)", func(v []string) error {
+		n, err := cli.ParseSize(v[0], 1)
+		sparse = n
+		return err
+	})
+	noProgressOption(cmd, &noProgress)
+	return cmd
+}
