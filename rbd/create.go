@@ -354,6 +354,11 @@ func List(ctx context.Context, ioc *rados.IOContext) ([]ImageEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return listDirectory(ctx, o)
+}
+
+// listDirectory reads the whole directory of o's pool and namespace.
+func listDirectory(ctx context.Context, o objects) ([]ImageEntry, error) {
 	var out []ImageEntry
 	start := ""
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,6 +170,23 @@ func (r *radosObjects) pool(ctx context.Context, id int64, ns string) (objects, 
 
 func (r *radosObjects) poolByName(ctx context.Context, name string) (int64, error) {
 	return r.io.Conn().LookupPool(ctx, name)
+}
+
+func (r *radosObjects) poolIDs(ctx context.Context) ([]int64, error) {
+	conn := r.io.Conn()
+	if err := conn.WaitForLatestOSDMap(ctx); err != nil {
+		return nil, err
+	}
+	m := conn.OSDMap()
+	var ids []int64
+	for id := range m.PoolNames {
+		if p := m.Pool(id); p != nil && p.TierOf >= 0 {
+			continue // a cache tier: its base pool holds the objects
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func (r *radosObjects) blocklist(ctx context.Context, addr denc.EntityAddr) error {

@@ -81,6 +81,9 @@ type objects interface {
 	// same cluster; poolByName looks a pool id up by name.
 	pool(ctx context.Context, id int64, ns string) (objects, error)
 	poolByName(ctx context.Context, name string) (int64, error)
+	// poolIDs lists the cluster's pools that are not cache tiers, by
+	// id.
+	poolIDs(ctx context.Context) ([]int64, error)
 	// listWatchers lists the watches on oid.
 	listWatchers(ctx context.Context, oid string) ([]watcherInfo, error)
 	// blocklist keeps the client at addr away from the OSDs (before its

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/purerbd/purerbd/internal/cli"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 	"github.com/purerbd/purerbd/rbd/diffstream"
 )
@@ -28,6 +29,7 @@ func errnoOf(err error) int {
 		errno syscall.Errno
 	}{
 		{rbd.ErrNotFound, syscall.ENOENT},
+		{rados.ErrPoolNotFound, syscall.ENOENT},
 		{rbd.ErrExists, syscall.EEXIST},
 		{rbd.ErrInvalid, syscall.EINVAL},
 		{rbd.ErrReadOnly, syscall.EROFS},
@@ -42,6 +44,16 @@ func errnoOf(err error) int {
 	var e syscall.Errno
 	if errors.As(err, &e) && e != 0 {
 		return int(e)
+	}
+	var oe rados.Errno
+	if errors.As(err, &oe) && oe > 0 {
+		return int(oe)
+	}
+	// errors that match an errno without being one (a mon command's)
+	for n := syscall.Errno(1); n < 134; n++ {
+		if errors.Is(err, n) {
+			return int(n)
+		}
 	}
 	return 1
 }

@@ -36,11 +36,14 @@ type infoJSON struct {
 	Protected       string     `json:"protected,omitempty"`
 }
 
+// parentOut is rbd info's parent section.
 type parentOut struct {
-	PoolID        int64  `json:"pool_id"`
+	Pool          string `json:"pool"`
 	PoolNamespace string `json:"pool_namespace"`
+	Image         string `json:"image"`
 	ImageID       string `json:"id"`
-	SnapID        uint64 `json:"snap_id"`
+	Snapshot      string `json:"snapshot"`
+	Trash         bool   `json:"trash"`
 	Overlap       uint64 `json:"overlap"`
 }
 
@@ -109,8 +112,13 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 			out.CreateTimestamp = time.Unix(info.CreateTimestamp.Unix(), 0).Format(time.ANSIC)
 		}
 		if info.Parent != nil {
-			out.Parent = &parentOut{PoolID: info.Parent.PoolID, PoolNamespace: info.Parent.PoolNamespace,
-				ImageID: info.Parent.ImageID, SnapID: info.Parent.SnapID, Overlap: uint64(info.ParentOverlap)}
+			names, err := img.ParentNames(ctx)
+			if err != nil {
+				return err
+			}
+			out.Parent = &parentOut{Pool: c.radosConn.OSDMap().PoolNames[info.Parent.PoolID],
+				PoolNamespace: info.Parent.PoolNamespace, Image: names.Image, ImageID: info.Parent.ImageID,
+				Snapshot: names.Snapshot, Trash: names.Trash, Overlap: uint64(info.ParentOverlap)}
 		}
 		if sp.snap != "" {
 			for _, s := range info.Snapshots {
@@ -142,9 +150,16 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 		if out.StripeUnit != 0 {
 			fmt.Fprintf(w, "\tstripe unit: %s\n\tstripe count: %d\n", humanBytes(out.StripeUnit), out.StripeCount)
 		}
-		if out.Parent != nil {
-			fmt.Fprintf(w, "\tparent: pool %d/%s image %s snap %d\n\toverlap: %s\n", out.Parent.PoolID,
-				out.Parent.PoolNamespace, out.Parent.ImageID, out.Parent.SnapID, humanBytes(out.Parent.Overlap))
+		if p := out.Parent; p != nil {
+			fmt.Fprintf(w, "\tparent: %s/", p.Pool)
+			if p.PoolNamespace != "" {
+				fmt.Fprintf(w, "%s/", p.PoolNamespace)
+			}
+			fmt.Fprintf(w, "%s@%s", p.Image, p.Snapshot)
+			if p.Trash {
+				fmt.Fprintf(w, " (trash %s)", p.ImageID)
+			}
+			fmt.Fprintf(w, "\n\toverlap: %s\n", humanBytes(p.Overlap))
 		}
 		if out.Protected != "" {
 			fmt.Fprintf(w, "\tprotected: %s\n", out.Protected)

@@ -41,7 +41,7 @@ func (c *rbdCommand) snapCommand() *cli.Command {
 			},
 		}
 	}
-	group := &cli.Command{Name: "snap", Summary: "snapshots: ls, create, rm, protect, unprotect, rollback"}
+	group := &cli.Command{Name: "snap", Summary: "snapshots: ls, create, rm, protect, unprotect, rollback, rename, purge, limit"}
 	return group.Add(
 		ls,
 		verb("create", []string{"add"}, "create a snapshot", (*rbd.Image).CreateSnapshot),
@@ -49,6 +49,9 @@ func (c *rbdCommand) snapCommand() *cli.Command {
 		verb("protect", nil, "protect a snapshot from removal, so that it can be cloned", (*rbd.Image).ProtectSnapshot),
 		verb("unprotect", nil, "let a snapshot be removed again", (*rbd.Image).UnprotectSnapshot),
 		verb("rollback", []string{"revert"}, "roll the image back to a snapshot", (*rbd.Image).RollbackSnapshot),
+		c.snapRenameCommand(),
+		c.snapPurgeCommand(),
+		c.snapLimitCommand(),
 	)
 }
 

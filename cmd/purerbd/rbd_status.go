@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rbd"
@@ -74,8 +74,53 @@ func (c *rbdCommand) lockCommand() *cli.Command {
 		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.lockList(ctx, inv.Args[0], format) },
 	}
 	formatOption(ls, &format)
-	group := &cli.Command{Name: "lock", Summary: "an image's locks: ls"}
-	return group.Add(ls)
+	var tag string
+	add := &cli.Command{
+		Name: "add", Summary: "take an image's lock by hand (advisory; --shared TAG to share it)", Args: "IMAGE LOCK-ID",
+		MinArgs: 2, MaxArgs: 2,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			tagged := ""
+			if tag != "" {
+				tagged = " with a different tag"
+			}
+			return c.lockChange(ctx, "add", inv.Args[0], tagged, func(img *rbd.Image) error {
+				return img.AddLock(ctx, inv.Args[1], tag, tag != "")
+			})
+		},
+	}
+	add.String(&tag, "--shared TAG", "take the lock shared with the holders of this tag")
+	rm := &cli.Command{
+		Name: "rm", Aliases: []string{"remove"}, Summary: "break a holder's lock on an image (blocklisting the holder)",
+		Args: "IMAGE LOCK-ID LOCKER", MinArgs: 3, MaxArgs: 3,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.lockChange(ctx, "rm", inv.Args[0], "", func(img *rbd.Image) error {
+				return img.RemoveLock(ctx, inv.Args[2], inv.Args[1])
+			})
+		},
+	}
+	group := &cli.Command{Name: "lock", Summary: "an image's locks: ls, add, rm"}
+	return group.Add(ls, add, rm)
+}
+
+// lockChange runs f on the image spec names, reporting a failure as rbd
+// lock add and rm do.
+func (c *rbdCommand) lockChange(ctx context.Context, verb, spec, tagged string, f func(img *rbd.Image) error) error {
+	sp, err := c.parseSpec(spec, false)
+	if err != nil {
+		return err
+	}
+	if sp.snap != "" {
+		return cli.Usagef(cli.BadArgument, "snapshot name specified for a command that doesn't use it")
+	}
+	err = c.withImage(ctx, sp, rbd.OpenOptions{}, f)
+	switch {
+	case err == nil:
+		return nil
+	case verb == "add" && (errors.Is(err, rbd.ErrBusy) || errors.Is(err, rbd.ErrExists)):
+		fmt.Fprintln(c.stderr, "rbd: lock is already held by someone else"+tagged)
+		return cli.ExitStatus(errnoOf(err))
+	}
+	return rbdFailure(c.stderr, "lock "+verb, err)
 }
 
 func (c *rbdCommand) lockList(ctx context.Context, spec, format string) error {
@@ -103,12 +148,26 @@ func (c *rbdCommand) lockList(ctx context.Context, spec, format string) error {
 		if len(owners) == 0 {
 			return nil
 		}
-		fmt.Fprintf(c.stdout, "There is 1 exclusive lock on this image.\n")
-		tw := tabwriter.NewWriter(c.stdout, 0, 8, 1, ' ', 0)
-		fmt.Fprintln(tw, "Locker\tID\tAddress")
-		for _, o := range owners {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Client, o.Cookie, o.Address)
+		shared, tag, err := img.LockShared(ctx)
+		if err != nil {
+			return err
 		}
-		return tw.Flush()
+		kind := "exclusive"
+		if shared {
+			kind = "shared"
+		}
+		if len(owners) == 1 {
+			fmt.Fprintf(c.stdout, "There is 1 %s lock on this image.\n", kind)
+		} else {
+			fmt.Fprintf(c.stdout, "There are %d %s locks on this image.\n", len(owners), kind)
+		}
+		if shared {
+			fmt.Fprintf(c.stdout, "Lock tag: %s\n", tag)
+		}
+		t := &textTable{headers: []string{"Locker", "ID", "Address"}, right: []bool{false, false, false}}
+		for _, o := range owners {
+			t.add(o.Client, o.Cookie, o.Address)
+		}
+		return t.write(c.stdout)
 	})
 }

@@ -166,3 +166,10 @@ func SparseCopyup(extents [][2]uint64, data []byte) Method {
 		e.Blob(data)
 	}))
 }
+
+// Sparsify is rbd.sparsify on a data object: zero runs of at least
+// sparseSize aligned bytes are punched out, trailing zeros truncated,
+// and, with removeEmpty, an object left empty removed.
+func Sparsify(sparseSize uint64, removeEmpty bool) Method {
+	return rbd("sparsify", args(func(e *denc.Encoder) { e.U64(sparseSize); e.Bool(removeEmpty) }))
+}

@@ -31,6 +31,10 @@ func TestMethodInputs(t *testing.T) {
 		{Create(1<<30, 22, 61, "rbd_data.abc", -1), "rbd", "create",
 			"0000004000000000" + "16" + "3d00000000000000" + "0c000000" + hex.EncodeToString([]byte("rbd_data.abc")) + "ffffffffffffffff"},
 		{GetSize(NoSnap), "rbd", "get_size", "feffffffffffffff"},
+		{NamespaceAdd("ns"), "rbd", "namespace_add", "020000006e73"},
+		{NamespaceList("", 1024), "rbd", "namespace_list", "000000000004000000000000"},
+		{DirStateSet(DirectoryAddDisabled), "rbd", "dir_state_set", "01"},
+		{TrashList("", 1024), "rbd", "trash_list", "000000000004000000000000"},
 		{GetFeatures(NoSnap, true), "rbd", "get_features", "feffffffffffffff01"},
 		{SetSize(4096), "rbd", "set_size", "0010000000000000"},
 		{SnapshotAdd(4, "s1", UserNamespace), "rbd", "snapshot_add",
@@ -113,5 +117,30 @@ func TestLockInfoRoundTrip(t *testing.T) {
 	}
 	if !bytes.Equal(denc.Marshal(got), b) || got.Lockers[0].Cookie != "auto 94294" || got.Tag != "internal" {
 		t.Errorf("round trip: %+v", got)
+	}
+}
+
+// TestTrashListReply decodes a trash_list reply holding one image, its
+// spec as cls_rbd_types.cc encodes it (version 2, with the state).
+func TestTrashListReply(t *testing.T) {
+	spec := "0201" + "18000000" + "00" + "02000000" + hex.EncodeToString([]byte("zc")) +
+		"0a000000" + "14000000" + "0b000000" + "00000000" + "00"
+	out := unhex(t, "01000000"+"03000000"+hex.EncodeToString([]byte("abc"))+spec)
+	entries, err := DecodeTrashList(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TrashEntry{ID: "abc", Spec: TrashImageSpec{Source: TrashSourceUser, Name: "zc",
+		DeletionTime: denc.UTime{Sec: 10, Nsec: 20}, DefermentEndTime: denc.UTime{Sec: 11}}}
+	if len(entries) != 1 || entries[0] != want {
+		t.Fatalf("DecodeTrashList = %+v, want %+v", entries, want)
+	}
+	e := denc.NewEncoder(nil)
+	want.Spec.Encode(e)
+	if got := hex.EncodeToString(e.Bytes()); got != spec {
+		t.Errorf("TrashImageSpec encodes as %s, want %s", got, spec)
+	}
+	if _, err := DecodeTrashList(out[:len(out)-1]); !errors.Is(err, ErrBadReply) {
+		t.Errorf("a truncated reply: %v", err)
 	}
 }
