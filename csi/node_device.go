@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -253,91 +252,4 @@ func deviceCarriesVolume(rec *nodestate.Record) bool {
 		return false
 	}
 	return rec.Cookie == "" || strings.TrimSpace(string(b)) == rec.Cookie
-}
-
-// watchDevice starts the watchdog of a volume's device: an NBD device
-// is reattached when the kernel drops all its connections, a ublk
-// device taken over again (ublk.Recover, the same image) when its
-// queues end while this process serves it.
-func (n *NodeServer) watchDevice(v *nodeVolume, dev nodeDevice, cfg kernel.AttachConfig) {
-	switch d := dev.(type) {
-	case *kernel.Device:
-		n.startWatch(v, d, cfg)
-	case ublkDevice:
-		n.startUblkWatch(v, d)
-	}
-}
-
-// startUblkWatch watches a volume's ublk device.
-func (n *NodeServer) startUblkWatch(v *nodeVolume, dev ublkDevice) {
-	w := &watchdog{stop: make(chan struct{}), done: make(chan struct{})}
-	n.mu.Lock()
-	if v.dev != dev {
-		n.mu.Unlock()
-		return // released or replaced since
-	}
-	v.watch = w
-	rec, img := *v.rec, v.img
-	n.mu.Unlock()
-	go func() {
-		defer close(w.done)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-dev.Done():
-			}
-			select {
-			case <-w.stop:
-				return // Detach or Release ended the serving
-			default:
-			}
-			obs := n.cfg.Metrics.volume(rec.VolumeID)
-			obs.stalled()
-			n.log.Warn("the queues of a ublk device ended; taking it over again", "volumeID", rec.VolumeID, "device", dev.Path(), "error", errString(dev.Err()))
-			dev.d.Abandon()
-			next, err := n.recoverUblkLoop(w, img, &rec)
-			if err != nil {
-				n.mu.Lock()
-				if v.dev == dev {
-					v.dev, v.broken = nil, err
-				}
-				n.mu.Unlock()
-				if !errors.Is(err, errWatchStopped) {
-					n.log.Error("the device of a volume is lost", "volumeID", rec.VolumeID, "error", err.Error())
-				}
-				return
-			}
-			n.mu.Lock()
-			v.dev = next
-			n.mu.Unlock()
-			dev = next
-			obs.reattached(reattachConnsLost)
-			n.log.Info("ublk device taken over again", "volumeID", rec.VolumeID, "device", dev.Path())
-		}
-	}()
-}
-
-// recoverUblkLoop retries the takeover of a ublk device until it works,
-// the device is gone, or the watchdog is stopped.
-func (n *NodeServer) recoverUblkLoop(w *watchdog, img NodeImage, rec *nodestate.Record) (ublkDevice, error) {
-	delay := 100 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		d, err := ublk.Recover(ctx, rec.Index, n.ublkConfig(img, rec))
-		cancel()
-		if err == nil {
-			return ublkDevice{d}, nil
-		}
-		if errors.Is(err, ublk.ErrNoDevice) || errors.Is(err, ublk.ErrNoRecovery) {
-			return ublkDevice{}, err
-		}
-		n.log.Warn("ublk takeover failed, retrying", "volumeID", rec.VolumeID, "error", err.Error(), "retry_in", delay)
-		select {
-		case <-w.stop:
-			return ublkDevice{}, errWatchStopped
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
 }
