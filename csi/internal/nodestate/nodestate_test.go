@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,4 +139,31 @@ func TestFlagsDigest(t *testing.T) {
 	assert.Equal(t, a, FlagsDigest([]string{"noatime", "discard"}))
 	assert.NotEqual(t, a, FlagsDigest([]string{"noatime,discard"}))
 	assert.NotContains(t, a, "noatime")
+}
+
+// TestDeviceKinds checks the device a record names: NBD for records of
+// earlier versions (no deviceType) and for "nbd", ublk's block device
+// for "ublk", and the JSON of each.
+func TestDeviceKinds(t *testing.T) {
+	r := testRecord("vol-a")
+	assert.False(t, r.Ublk())
+	assert.Equal(t, "/dev/nbd3", r.DevicePath())
+	assert.Equal(t, "nbd3", r.DeviceName())
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "deviceType", "an NBD record reads as earlier versions wrote it")
+
+	r.DeviceType = DeviceUblk
+	assert.True(t, r.Ublk())
+	assert.Equal(t, "/dev/ublkb3", r.DevicePath())
+	b, err = json.Marshal(r)
+	require.NoError(t, err)
+	var back Record
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, "/dev/ublkb3", back.DevicePath())
+
+	// the tag: stable, per volume, never 0
+	assert.Equal(t, UblkTag("vol-a"), UblkTag("vol-a"))
+	assert.NotEqual(t, UblkTag("vol-a"), UblkTag("vol-b"))
+	assert.NotZero(t, UblkTag(""))
 }
