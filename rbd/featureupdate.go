@@ -70,21 +70,9 @@ func (img *Image) EnableFeatures(ctx context.Context, f Feature) error {
 		}
 		return img.refresh(ctx)
 	}
-	if h.features&FeatureExclusiveLock != 0 {
-		err = img.exclusive(ctx, update)
-		if err == nil && f&FeatureObjectMap != 0 {
-			// the next owner loads the new map (and refuses it until it
-			// is rebuilt)
-			err = img.lock.release(ctx)
-		}
-	} else {
-		err = update(ctx, nil)
-	}
-	if err != nil {
-		return err
-	}
-	img.notifyHeaderUpdate(ctx)
-	return nil
+	// the next owner loads the new map (and refuses it until it is
+	// rebuilt)
+	return img.applyFeatureUpdate(ctx, h, update, f&FeatureObjectMap != 0)
 }
 
 // DisableFeatures turns features off. object-map and fast-diff go off
@@ -135,9 +123,17 @@ func (img *Image) DisableFeatures(ctx context.Context, f Feature) error {
 		}
 		return img.refresh(ctx)
 	}
+	return img.applyFeatureUpdate(ctx, h, update, f&FeatureExclusiveLock != 0)
+}
+
+// applyFeatureUpdate runs update under the exclusive lock when the image
+// has one (releasing it afterwards with release) and tells the image's
+// other clients that the header changed.
+func (img *Image) applyFeatureUpdate(ctx context.Context, h *header, update func(ctx context.Context, guard []cls.Method) error, release bool) error {
+	var err error
 	if h.features&FeatureExclusiveLock != 0 {
 		err = img.exclusive(ctx, update)
-		if err == nil && f&FeatureExclusiveLock != 0 {
+		if err == nil && release {
 			err = img.lock.release(ctx)
 		}
 	} else {
