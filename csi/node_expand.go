@@ -63,6 +63,9 @@ func (n *NodeServer) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVo
 	}
 	start := time.Now()
 	if err := s.dev.Resize(ctx, size); err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err // FAILED_PRECONDITION: a ublk device this kernel cannot grow
+		}
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	if !s.rec.Block {
