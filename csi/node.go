@@ -272,12 +272,12 @@ func (n *NodeServer) Start(ctx context.Context) error {
 		return fmt.Errorf("csi node: %w", err)
 	}
 	n.checkKernel(ctx)
-	if err := n.checkUblk(ctx); err != nil {
-		return fmt.Errorf("csi node: %w", err)
-	}
 	recs, bad, err := n.state.LoadAll()
 	if err != nil {
 		return fmt.Errorf("csi node: reading the node state: %w", err)
+	}
+	if err := n.checkUblk(ctx, recs); err != nil {
+		return fmt.Errorf("csi node: %w", err)
 	}
 	for f, err := range bad {
 		n.log.Error("unreadable node state file left alone", "file", f, "error", err.Error())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/purerbd/purerbd/csi/internal/nodestate"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -44,9 +45,9 @@ func (n *NodeServer) Warnings() []string {
 // NBD only, and says in the log which device new volumes get. A node
 // told to serve ublk fails when the kernel cannot; a node left on auto
 // falls back on NBD. A node told to serve NBD probes only when its
-// state holds ublk volumes to take over.
-func (n *NodeServer) checkUblk(ctx context.Context) error {
-	if n.cfg.DeviceType == DeviceNBD && !n.hasUblkRecords() {
+// state (recs) holds ublk volumes to take over.
+func (n *NodeServer) checkUblk(ctx context.Context, recs []*nodestate.Record) error {
+	if n.cfg.DeviceType == DeviceNBD && !slices.ContainsFunc(recs, (*nodestate.Record).Ublk) {
 		n.mu.Lock()
 		n.ublk = ublkSupport{why: "the node serves NBD only (--device-type nbd)"}
 		n.mu.Unlock()
@@ -66,18 +67,4 @@ func (n *NodeServer) checkUblk(ctx context.Context) error {
 	}
 	n.log.Info("device type", "configured", n.cfg.DeviceType, "volumes", chosen, "ublk", u.usable, "ublkResize", u.resize, "ublkMissing", u.why)
 	return nil
-}
-
-// hasUblkRecords says whether the node state holds a ublk volume.
-func (n *NodeServer) hasUblkRecords() bool {
-	recs, _, err := n.state.LoadAll()
-	if err != nil {
-		return false
-	}
-	for _, r := range recs {
-		if r.Ublk() {
-			return true
-		}
-	}
-	return false
 }
