@@ -169,19 +169,15 @@ func (n *NodeServer) ublkConfig(img NodeImage, rec *nodestate.Record) ublk.Confi
 // that already carries the volume's tag (left by a process that died
 // before it wrote its state) is taken over instead.
 func (n *NodeServer) attachUblk(ctx context.Context, img NodeImage, rec *nodestate.Record) (nodeDevice, error) {
-	if img.Size() < ublk.DefaultBlockSize {
-		return nil, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
+	if _, err := blockBytes(img, rec); err != nil {
+		return nil, err
 	}
 	cfg := n.ublkConfig(img, rec)
 	info, err := ublk.Find(ctx, cfg.Tag)
 	switch {
 	case err == nil:
 		n.log.Warn("a ublk device already carries the volume's tag; taking it over", "volumeID", rec.VolumeID, "device", ublk.BlockPath(int(info.ID)))
-		d, err := ublk.Recover(ctx, int(info.ID), cfg)
-		if err != nil {
-			return nil, err
-		}
-		return ublkDevice{d}, nil
+		return recoverUblkDevice(ctx, int(info.ID), cfg)
 	case !errors.Is(err, ublk.ErrNoDevice):
 		return nil, err
 	}
@@ -204,7 +200,12 @@ func (n *NodeServer) recoverUblk(ctx context.Context, img NodeImage, rec *nodest
 	if int(info.ID) != rec.Index {
 		return nil, fmt.Errorf("the volume's ublk device is %s, its record says %s", ublk.BlockPath(int(info.ID)), rec.DevicePath())
 	}
-	d, err := ublk.Recover(ctx, rec.Index, cfg)
+	return recoverUblkDevice(ctx, rec.Index, cfg)
+}
+
+// recoverUblkDevice takes ublk device id over with cfg's backend.
+func recoverUblkDevice(ctx context.Context, id int, cfg ublk.Config) (nodeDevice, error) {
+	d, err := ublk.Recover(ctx, id, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -72,13 +72,23 @@ func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cr
 // attachConfig describes the device of a volume for kernel.Attach or
 // kernel.Reattach.
 func (n *NodeServer) attachConfig(img NodeImage, rec *nodestate.Record) (kernel.AttachConfig, error) {
-	size := img.Size() &^ (kernel.DefaultBlockSize - 1)
-	if size <= 0 {
-		return kernel.AttachConfig{}, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
+	size, err := blockBytes(img, rec)
+	if err != nil {
+		return kernel.AttachConfig{}, err
 	}
 	cfg := n.deviceConfig(rec)
 	cfg.Backend, cfg.Size = rbdnbd.New(img), size
 	return cfg, nil
+}
+
+// blockBytes is the size of the block device of a volume's image: its
+// whole 4 KiB blocks (NBD and ublk devices alike), at least one.
+func blockBytes(img NodeImage, rec *nodestate.Record) (int64, error) {
+	size := img.Size() &^ (kernel.DefaultBlockSize - 1)
+	if size <= 0 {
+		return 0, status.Errorf(codes.FailedPrecondition, "the image of volume %q is %d bytes, too small for a block device", rec.VolumeID, img.Size())
+	}
+	return size, nil
 }
 
 // deviceConfig is attachConfig without the image: what kernel.Hold

@@ -44,11 +44,7 @@ func (n *NodeServer) replacerFor(v *nodeVolume, dev nodeDevice, cfg kernel.Attac
 			reason:  reattachConnsLost,
 			release: func(old nodeDevice) { old.(ublkDevice).d.Abandon() },
 			try: func(ctx context.Context) (nodeDevice, error) {
-				d, err := ublk.Recover(ctx, rec.Index, n.ublkConfig(img, &rec))
-				if err != nil {
-					return nil, err
-				}
-				return ublkDevice{d}, nil
+				return recoverUblkDevice(ctx, rec.Index, n.ublkConfig(img, &rec))
 			},
 			fatal: func(err error) bool { return errors.Is(err, ublk.ErrNoDevice) || errors.Is(err, ublk.ErrNoRecovery) },
 		}
