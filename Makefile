@@ -11,7 +11,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Debian packages the tests need (installed by `make deps`, skipping those present)
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 python3-rados \
-	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd \
+	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd rbd-nbd \
 	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
 	containerd runc containernetworking-plugins nftables
 
@@ -116,7 +116,7 @@ matrix:
 # the VM tests alone (root, qemu with KVM, the Debian kernel; the RBD one
 # boots its own Ceph cluster): exit 0 only when every one of E2E_TESTS
 # ran and passed
-E2E_TESTS := TestKernelInVM TestNBDMapInVM TestNodeInVM TestNodeRBDInVM
+E2E_TESTS := TestKernelInVM TestNBDMapInVM TestRBDNBDInVM TestNodeInVM TestNodeRBDInVM
 e2e:
 	@log=$$(mktemp); rcf=$$(mktemp); start=$$(date +%s); \
 	{ $(GO) test -count=1 -timeout 30m -v -run '^($(subst $(eval) ,|,$(E2E_TESTS)))$$' \

@@ -61,6 +61,13 @@ type mapFlags struct {
 	index           int
 	reattach        bool
 	releaseOnExit   bool
+	// rbd-nbd's: no trim, the cookie after the device, module
+	// parameters, and where the line goes when this process went to the
+	// background (daemonReady)
+	noTrim     bool
+	showCookie bool
+	module     kernel.ModuleConfig
+	ready      func(line string) error
 }
 
 // what names what is mapped, for messages.
@@ -98,6 +105,7 @@ func (o *mapOptions) command(g *globals) *cli.Command {
 		Summary: "attach an image (or a memory disk, or a file) to the kernel as /dev/nbdN and serve it",
 		Args:    "[POOL/[NAMESPACE/]IMAGE[@SNAP]]",
 		MaxArgs: 1,
+		Value:   o,
 		Help: `Attaches an RBD image (or a memory disk, or a file) to the kernel as
 /dev/nbdN and serves it in the foreground (like rbd-nbd map, in this
 process); it prints the device. Ctrl-C unmaps, unless --release-on-exit
@@ -207,10 +215,18 @@ func deviceIndex(dev string) (int, error) {
 	return n, nil
 }
 
-// loadNBDModule loads nbd.ko unless it is there already.
-func loadNBDModule(ctx context.Context) error {
+// loadNBDModule loads nbd.ko with cfg's parameters unless it is there
+// already (then the parameters are ignored, and said so, as rbd-nbd
+// does).
+func loadNBDModule(ctx context.Context, cfg kernel.ModuleConfig, stderr io.Writer) error {
 	_, err := os.Stat("/proc/modules")
-	return kernel.LoadModule(ctx, kernel.ModuleConfig{IgnoreStatus: err != nil})
+	cfg.IgnoreStatus = err != nil
+	if cfg.NbdsMax != 0 || cfg.MaxPart != 0 {
+		if _, err := os.Stat("/sys/module/nbd"); err == nil {
+			fmt.Fprintln(stderr, "ignoring kernel module parameter options: nbd module already loaded")
+		}
+	}
+	return kernel.LoadModule(ctx, cfg)
 }
 
 // mapDevice attaches an image and serves it until interrupted (then it
@@ -218,7 +234,7 @@ func loadNBDModule(ctx context.Context) error {
 // unmapped by someone else.
 func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Writer) error {
 	var err error
-	if err := loadNBDModule(ctx); err != nil {
+	if err := loadNBDModule(ctx, m.module, stderr); err != nil {
 		return err
 	}
 	log := g.logger(slog.LevelWarn)
@@ -265,6 +281,9 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 		cfg.Backend, what = ie.backend, ie.spec.String()
 		cfg.ReadOnly = cfg.ReadOnly || ie.img.ReadOnly()
 	}
+	if m.noTrim {
+		cfg.Backend = withoutTrim(cfg.Backend)
+	}
 	var dev *kernel.Device
 	if held != nil {
 		dev, err = held.Serve(ctx, cfg.Backend, cfg.Backend.Size(), cfg.ReadOnly)
@@ -276,7 +295,17 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 	}
 	// one stream of work per kernel connection (package maxprocs)
 	go maxprocs.Run(ctx, maxprocs.Config{Demand: func() int { return m.conns }, Logger: log})
-	fmt.Fprintln(stdout, dev.Path())
+	line := dev.Path()
+	if m.showCookie && dev.Cookie() != "" {
+		line += " " + dev.Cookie()
+	}
+	if m.ready != nil {
+		if err := m.ready(line); err != nil {
+			log.Warn("reporting the device to the parent", "err", err)
+		}
+	} else {
+		fmt.Fprintln(stdout, line)
+	}
 	select {
 	case <-ctx.Done():
 	case <-dev.Done():

@@ -60,6 +60,11 @@ type Command struct {
 	// command or of one below it that has none of its own (nil all the
 	// way up: 2).
 	UsageStatus func(ErrorKind) int
+	// Value, when set, is what the command's options are bound to, for a
+	// caller that parses a command line without running it (Parse) and
+	// reads what it said: a tool reading another process's command line
+	// from /proc.
+	Value any
 
 	parent *Command
 	subs   []*Command

@@ -18,6 +18,11 @@ type Mapped struct {
 	// was none, which is always the case through the ioctl interface
 	// and on kernels before 5.14.
 	Cookie string
+	// PID is the kernel's pid attribute: the task that started the
+	// device (a thread of its server, whose /proc entry names the
+	// process). A server that took the device over after another died
+	// leaves it naming the first.
+	PID int
 }
 
 // Path is the device node, /dev/nbdN.
@@ -68,6 +73,9 @@ func (s sysfs) mapped(index int) (m Mapped, err error) {
 	if m.Connections, err = s.queues(index); err != nil {
 		return m, err
 	}
-	m.Cookie, err = s.backend(index)
+	if m.Cookie, err = s.backend(index); err != nil {
+		return m, err
+	}
+	m.PID, err = s.pid(index)
 	return m, err
 }

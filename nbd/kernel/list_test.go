@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -23,7 +24,7 @@ func TestList(t *testing.T) {
 		if err := os.MkdirAll(s.dev(i, "mq/0"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(s.dev(i, "pid"), []byte("4242\n"), 0o644); err != nil {
+		if err := os.WriteFile(s.dev(i, "pid"), []byte(strconv.Itoa(4200+i)+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,9 +36,9 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Mapped{
-		{Index: 0, Size: 131072 * 512, Connections: 2, Cookie: "pvc-a"},
-		{Index: 2, Size: 2048 * 512, Connections: 1},
-		{Index: 12, Size: 8 * 512, Connections: 1, Cookie: "pvc-b"},
+		{Index: 0, Size: 131072 * 512, Connections: 2, Cookie: "pvc-a", PID: 4200},
+		{Index: 2, Size: 2048 * 512, Connections: 1, PID: 4202},
+		{Index: 12, Size: 8 * 512, Connections: 1, Cookie: "pvc-b", PID: 4212},
 	}
 	if !reflect.DeepEqual(l, want) {
 		t.Errorf("List = %+v\nwant %+v", l, want)

@@ -55,6 +55,19 @@ func (s sysfs) backend(index int) (string, error) {
 	return strings.TrimSuffix(string(b), "\n"), nil
 }
 
+// pid reads /sys/block/nbdN/pid: the task that started the device.
+func (s sysfs) pid(index int) (int, error) {
+	b, err := os.ReadFile(s.dev(index, "pid"))
+	if err != nil {
+		return 0, fmt.Errorf("nbd%d pid: %w", index, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("nbd%d pid: bad value %q", index, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}
+
 // devices lists the indexes of the nbd block devices in numeric order
 // (the directory's order is lexical: nbd10 before nbd2).
 func (s sysfs) devices() ([]int, error) {

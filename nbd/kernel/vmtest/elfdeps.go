@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // libraryDirs are searched for shared libraries, in the dynamic loader's
@@ -57,9 +58,19 @@ func addProgram(a *archive, prog string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		// a library's RUNPATH (or RPATH) comes before the default
+		// directories (Ceph's libraries find libceph-common so)
+		dirs := libraryDirs()
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			if paths, err := f.DynString(tag); err == nil {
+				for _, v := range paths {
+					dirs = append(filepath.SplitList(strings.ReplaceAll(v, "$ORIGIN", filepath.Dir(p))), dirs...)
+				}
+			}
+		}
 		for _, lib := range libs {
 			found := ""
-			for _, d := range libraryDirs() {
+			for _, d := range dirs {
 				if _, err := os.Stat(filepath.Join(d, lib)); err == nil {
 					found = filepath.Join(d, lib)
 					break
