@@ -42,6 +42,8 @@ sizes take K/M/G/T suffixes (--size without a suffix is in MiB, as in rbd).`,
 	}
 	group.String(&c.pool, "-p, --pool POOL", "pool of the images whose spec names none")
 	group.String(&c.ns, "--namespace NS", "namespace of the images whose spec names no pool")
+	group.Add(c.deviceCommand())
+	group.Add(c.shorthandCommands()...)
 	return group.Add(
 		c.createCommand(),
 		c.infoCommand(),

@@ -161,28 +161,34 @@ func (o *rbdNBDOptions) mapCommand(g *globals, name, summary string, attach bool
 		MaxArgs: 1,
 		Value:   o,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			m, err := o.mapFlags(inv.Args[0], attach)
-			if err != nil {
-				return err
-			}
-			ready, err := daemonReady()
-			if err != nil {
-				return err
-			}
-			// in the background the parent checked (and the child would
-			// find the parent's attach as the device's server)
-			if attach && ready == nil {
-				if err := o.checkAttach(); err != nil {
-					return err
-				}
-			}
-			if ready == nil && !o.foreground {
-				return startDaemon(ctx, inv.Stdout, inv.Stderr)
-			}
-			m.ready = ready
-			return mapDevice(ctx, g, m, inv.Stdout, inv.Stderr)
+			return o.runMap(ctx, g, inv, inv.Args[0], attach)
 		},
 	}
+}
+
+// runMap maps (or attaches) spec: in the background unless told
+// otherwise, printing the device once the kernel has it.
+func (o *rbdNBDOptions) runMap(ctx context.Context, g *globals, inv *cli.Invocation, spec string, attach bool) error {
+	m, err := o.mapFlags(spec, attach)
+	if err != nil {
+		return err
+	}
+	ready, err := daemonReady()
+	if err != nil {
+		return err
+	}
+	// in the background the parent checked (and the child would find
+	// the parent's attach as the device's server)
+	if attach && ready == nil {
+		if err := o.checkAttach(); err != nil {
+			return err
+		}
+	}
+	if ready == nil && !o.foreground {
+		return startDaemon(ctx, inv.Stdout, inv.Stderr)
+	}
+	m.ready = ready
+	return mapDevice(ctx, g, m, inv.Stdout, inv.Stderr)
 }
 
 // checkAttach does rbd-nbd's checks of attach: a device, the cookie it
@@ -229,17 +235,18 @@ func (o *rbdNBDOptions) unmapCommand(name, summary string) *cli.Command {
 		MinArgs: 1,
 		MaxArgs: 1,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			if err := o.check(); err != nil {
-				return err
-			}
-			return o.unmap(ctx, inv.Args[0], name == "detach")
+			return o.unmap(ctx, inv.Args[0], name == "detach", func(s string) (imageSpec, error) { return parseImageArg(s, "") })
 		},
 	}
 }
 
 // unmap finds arg's device and server, then disconnects the device and
-// waits for the server (or, detach, signals the server and waits).
-func (o *rbdNBDOptions) unmap(ctx context.Context, arg string, detach bool) error {
+// waits for the server (or, detach, signals the server and waits); an
+// image spec is read by parse.
+func (o *rbdNBDOptions) unmap(ctx context.Context, arg string, detach bool, parse func(string) (imageSpec, error)) error {
+	if err := o.check(); err != nil {
+		return err
+	}
 	var target nbdServer
 	found := false
 	if strings.HasPrefix(arg, "/dev/") {
@@ -261,7 +268,7 @@ func (o *rbdNBDOptions) unmap(ctx context.Context, arg string, detach bool) erro
 			return fmt.Errorf("no process attached to %s found", arg)
 		}
 	} else {
-		spec, err := parseImageArg(arg, "")
+		spec, err := parse(arg)
 		if err != nil {
 			return err
 		}
@@ -296,17 +303,20 @@ func (o *rbdNBDOptions) listCommand() *cli.Command {
 	return &cli.Command{
 		Name:    "list-mapped",
 		Summary: "list the mapped nbd devices with their images and servers",
-		Run: func(_ context.Context, inv *cli.Invocation) error {
-			if err := o.check(); err != nil {
-				return err
-			}
-			servers, err := nbdServers()
-			if err != nil {
-				return err
-			}
-			return printNBDServers(inv.Stdout, servers, o.format, o.pretty)
-		},
+		Run:     func(_ context.Context, inv *cli.Invocation) error { return o.list(inv.Stdout) },
 	}
+}
+
+// list prints the mapped devices (list-mapped).
+func (o *rbdNBDOptions) list(w io.Writer) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	servers, err := nbdServers()
+	if err != nil {
+		return err
+	}
+	return printNBDServers(w, servers, o.format, o.pretty)
 }
 
 // printNBDServers writes list-mapped's table or JSON as rbd-nbd does.

@@ -119,7 +119,7 @@ func parseServerArgs(argv []string, dev string) (nbdServer, bool) {
 		return nbdServer{}, false
 	}
 	name := filepath.Base(argv[0])
-	if name != "rbd-nbd" && !strings.HasPrefix(name, "purerbd") {
+	if name != "rbd-nbd" && name != "rbd" && !strings.HasPrefix(name, "purerbd") {
 		return nbdServer{}, false
 	}
 	inv, err := cli.Parse(newRoot(), multiCallArgs(argv[0], argv[1:]))
@@ -131,6 +131,20 @@ func parseServerArgs(argv []string, dev string) (nbdServer, bool) {
 	switch o := inv.Command.Value.(type) {
 	case *rbdNBDOptions:
 		device, s.attach = o.device, inv.Command.Name == "attach"
+	case *rbdDeviceOptions:
+		if o.typ != deviceNBD {
+			return nbdServer{}, false
+		}
+		device, s.attach = o.nbd.device, inv.Command.Name == "attach"
+		sp, err := o.rbd.parseSpec(inv.Args[0], false)
+		if err != nil {
+			return nbdServer{}, false
+		}
+		if (device != "" && device != dev) || (s.attach && device == "") {
+			return nbdServer{}, false
+		}
+		s.spec = sp
+		return s, true
 	case *mapOptions:
 		if o.memory != "" || o.file != "" {
 			return nbdServer{}, false

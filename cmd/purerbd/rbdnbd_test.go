@@ -32,6 +32,10 @@ func TestParseServerArgs(t *testing.T) {
 		{[]string{"vim", "rbd-nbd", "map", "p/img"}, "/dev/nbd0", false, "", false},
 		{[]string{"rbd-nbd", "map", "p/img", "--no-such-option"}, "/dev/nbd0", false, "", false},
 		{[]string{"rbd-nbd"}, "/dev/nbd0", false, "", false},
+		{[]string{"rbd", "device", "map", "-t", "nbd", "-p", "pool2", "img"}, "/dev/nbd0", true, "pool2/img", false},
+		{[]string{"rbd", "map", "-t", "nbd", "-o", "try-netlink,reattach-timeout=60", "--namespace", "ns", "-p", "p", "img"}, "/dev/nbd0", true, "p/ns/img", false},
+		{[]string{"purerbd", "rbd", "device", "attach", "-t", "nbd", "--device", "/dev/nbd3", "--cookie", "c", "p/img"}, "/dev/nbd3", true, "p/img", true},
+		{[]string{"rbd", "device", "map", "p/img"}, "/dev/nbd0", false, "", false},
 	} {
 		s, ok := parseServerArgs(c.argv, c.dev)
 		if ok != c.ok || (ok && (s.spec.String() != c.spec || s.attach != c.attach || s.device != c.dev)) {

@@ -128,6 +128,30 @@ kill -TERM $pid; wait $pid; rc=$?; [ $rc = 0 ] || fail "map -f exited $rc on SIG
 $P unmap $d6 2>/tmp/unmap6.err || fail "unmap of $d6 without a server"
 [ "$($P list-mapped --format json)" = "[]" ] || fail "devices left at the end"
 echo "STEP foreground-sigterm ok"
+
+# 8: rbd device -t nbd (and rbd map, showmapped, unmap), as rbd runs
+# rbd-nbd; krbd, rbd's default, refused with the remedy
+ln -s /bin/purerbd /bin/rbd
+R=/bin/rbd
+$R map rbd/img1 2>/tmp/krbd.err && fail "rbd map without -t nbd (krbd) succeeded"
+grep -q "give -t nbd" /tmp/krbd.err || fail "rbd map, krbd: $(cat /tmp/krbd.err)"
+out=$($R device map -t nbd -o try-netlink,reattach-timeout=20 --show-cookie --cookie rbd-c7 img1 2>/tmp/map7.err) || fail "rbd device map"
+d7=${out%% *}; [ "$out" = "$d7 rbd-c7" ] || fail "rbd device map --show-cookie printed '$out'"
+d8=$($R map -t nbd -p rbd --read-only img2 2>/tmp/map8.err) || fail "rbd map -t nbd"
+# (Ceph's rbd-nbd lists only processes named rbd-nbd: Ceph's rbd device
+# map runs one, purerbd's serves in a process of its own name)
+$P list-mapped --format json >/tmp/lp.json || fail "purerbd list-mapped"
+$R device list -t nbd --format json >/tmp/rl.json || fail "rbd device list"
+cmp -s /tmp/rl.json /tmp/lp.json || fail "rbd device list differs from list-mapped: $(cat /tmp/rl.json)"
+$R showmapped -t nbd >/tmp/rs || fail "rbd showmapped"
+$P list-mapped | cmp -s - /tmp/rs || fail "rbd showmapped differs from list-mapped"
+grep -q '"image":"img2","snap":"","device":"'$d8'"' /tmp/rl.json || fail "rbd device list lacks $d8"
+dd if=$d7 of=/tmp/e bs=1M count=8 iflag=direct 2>/dev/null || fail "read $d7"
+cmp /tmp/a /tmp/e || fail "rbd device map of img1 reads other bytes"
+$R device unmap -t nbd img1 2>/tmp/unmap7.err || fail "rbd device unmap img1"
+$R unmap -t nbd $d8 2>/tmp/unmap8.err || fail "rbd unmap $d8"
+[ "$($P list-mapped --format json)" = "[]" ] || fail "devices left after rbd device unmap"
+echo "STEP rbd-device ok"
 echo "RESULT ok"
 `
 
@@ -191,7 +215,7 @@ func TestRBDNBDInVM(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || !strings.Contains(res.Console, "RESULT ok") {
 		t.Fatalf("scenario failed (err %v, exit %d); console:\n%s", err, res.ExitCode, res.Console)
 	}
-	for _, step := range []string{"map-background", "show-cookie", "list-mapped", "interop-data", "unmap-spec", "detach-attach", "foreground-sigterm"} {
+	for _, step := range []string{"map-background", "show-cookie", "list-mapped", "interop-data", "unmap-spec", "detach-attach", "foreground-sigterm", "rbd-device"} {
 		if !strings.Contains(res.Console, "STEP "+step+" ok") {
 			t.Errorf("step %s did not pass", step)
 		}
