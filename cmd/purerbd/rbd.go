@@ -42,9 +42,7 @@ sizes take K/M/G/T suffixes (--size without a suffix is in MiB, as in rbd).`,
 	}
 	group.String(&c.pool, "-p, --pool POOL", "pool of the images whose spec names none")
 	group.String(&c.ns, "--namespace NS", "namespace of the images whose spec names no pool")
-	group.Add(c.deviceCommand())
-	group.Add(c.shorthandCommands()...)
-	return group.Add(
+	group.Add(
 		c.createCommand(),
 		c.infoCommand(),
 		c.listCommand(),
@@ -73,6 +71,8 @@ sizes take K/M/G/T suffixes (--size without a suffix is in MiB, as in rbd).`,
 		c.statusCommand(),
 		c.lockCommand(),
 	)
+	group.Add(c.deviceCommand())
+	return group.Add(c.shorthandCommands()...)
 }
 
 // rbdUsageStatus exits as the rbd tool does on a mistake in its command

@@ -124,7 +124,7 @@ func (c *rbdCommand) shorthandCommands() []*cli.Command {
 	} {
 		d := c.newDeviceOptions()
 		cmd := f(d)
-		cmd.Summary += " (rbd device " + strings.TrimPrefix(strings.TrimPrefix(cmd.Name, "show"), "mapped") + ")"
+		cmd.Summary += ", as rbd device " + map[string]string{"map": "map", "unmap": "unmap", "showmapped": "list"}[cmd.Name]
 		d.register(cmd)
 		out = append(out, cmd)
 	}
