@@ -135,6 +135,10 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("listwatchers", "OBJ", 1, "list the watchers of an object", func(ctx context.Context, a []string) error {
 			return c.listwatchers(ctx, a[0])
 		}),
+		verb("watch", "OBJ", 1, "watch an object and print its notifications until enter is pressed", func(ctx context.Context, a []string) error {
+			return c.watch(ctx, a[0])
+		}),
+		verb("notify", "OBJ MESSAGE", 2, "notify the watchers of an object and print their replies", c.notify),
 		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
 		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
 		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
