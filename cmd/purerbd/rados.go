@@ -139,6 +139,9 @@ func newRadosCommand(g *globals) *cli.Command {
 			return c.watch(ctx, a[0])
 		}),
 		verb("notify", "OBJ MESSAGE", 2, "notify the watchers of an object and print their replies", c.notify),
+		verb("listsnaps", "OBJ", 1, "list an object's clones and the snapshots they serve", func(ctx context.Context, a []string) error {
+			return c.listsnaps(ctx, a[0])
+		}),
 		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
 		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
 		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
