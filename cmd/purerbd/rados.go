@@ -40,11 +40,14 @@ type radosCommand struct {
 	target    copyTarget
 	lockOpt   lockOptions
 	bench     benchOptions
-	conn      *rados.Conn
-	io        *rados.IOContext
-	stdin     io.Reader
-	stdout    io.Writer
-	stderr    io.Writer
+	purgeOpt  purgeOptions
+	// cppoolForce is cppool's --yes-i-really-mean-it
+	cppoolForce bool
+	conn        *rados.Conn
+	io          *rados.IOContext
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
 }
 
 // newRadosCommand is the rados group: its options and its verbs.
@@ -52,7 +55,7 @@ func newRadosCommand(g *globals) *cli.Command {
 	c := &radosCommand{g: g, bench: defaultBenchOptions()}
 	group := &cli.Command{
 		Name:    "rados",
-		Summary: "pool and object operations like the rados tool (ls, put, get, omap, locks, snapshots, df, bench)",
+		Summary: "pool and object operations like the rados tool (ls, put, get, omap, locks, watch, snapshots, df, purge, cppool, bench)",
 		// the rados tool exits 1 on every mistake in its command line
 		UsageStatus: func(cli.ErrorKind) int { return 1 },
 		Before:      c.connect,
@@ -142,6 +145,8 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("listsnaps", "OBJ", 1, "list an object's clones and the snapshots they serve", func(ctx context.Context, a []string) error {
 			return c.listsnaps(ctx, a[0])
 		}),
+		c.purgeCommand(),
+		c.cppoolCommand(),
 		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
 		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
 		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
@@ -178,8 +183,15 @@ func radosSize(s string) (int, error) {
 }
 
 // poolless says whether a verb runs without -p, as the rados tool's
-// lspools and df do.
-func poolless(verb string) bool { return verb == "lspools" || verb == "df" }
+// lspools, df, purge and cppool do (the last two name their pools as
+// arguments).
+func poolless(verb string) bool {
+	switch verb {
+	case "lspools", "df", "purge", "cppool":
+		return true
+	}
+	return false
+}
 
 // connect opens the pool (and namespace) before any verb runs; the
 // connection closes after it.

@@ -284,14 +284,16 @@ func TestRadosObjectVerbsAgainstRadosCLI(t *testing.T) {
 }
 
 // TestRadosWatchSnapsPoolsAgainstRadosCLI compares watch and notify
-// (each tool's watcher notified by either tool) and listsnaps with the
-// rados tool's, on one cluster.
+// (each tool's watcher notified by either tool), listsnaps, cppool and
+// purge with the rados tool's, on one cluster.
 func TestRadosWatchSnapsPoolsAgainstRadosCLI(t *testing.T) {
 	c := radostest.New(t, radostest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t.Run("watch-notify", func(t *testing.T) { testWatchNotify(t, ctx, c) })
 	t.Run("listsnaps", func(t *testing.T) { testListsnaps(t, ctx, c) })
+	// last: it gives the cluster's pool self-managed snapshots
+	t.Run("cppool-purge", func(t *testing.T) { testPurgeCppool(t, ctx, c) })
 }
 
 // mustRados runs Ceph's rados and fails the test if it fails.
