@@ -499,15 +499,46 @@ func writeValue(w io.Writer, v []byte) {
 	fmt.Fprintln(w)
 }
 
-// hexdump writes p as Ceph's bufferlist::hexdump does (hexdump -C
-// style, without collapsing repeated lines), ending with the length.
+// hexdump writes p as Ceph's bufferlist::hexdump does: hexdump -C
+// style, ending with the length. As there, a row of one repeated byte
+// that repeats the row before it is left out, a run of them shown as
+// one "*" line; the last row is always printed.
 func hexdump(w io.Writer, p []byte) {
 	if len(p) == 0 {
 		return
 	}
 	var b strings.Builder
+	last := p[0]
+	wasSame, didStar := false, false
 	for off := 0; off < len(p); off += 16 {
 		line := p[off:min(off+16, len(p))]
+		if off+16 < len(p) {
+			// Ceph's test: the row's bytes all equal the first byte
+			// of the run, which a row starting differently renews
+			same := true
+			for i, ch := range line {
+				if ch == last {
+					continue
+				}
+				if i == 0 {
+					last, wasSame, didStar = ch, false, false
+				} else {
+					same = false
+				}
+			}
+			if same {
+				if wasSame {
+					if !didStar {
+						b.WriteString("*\n")
+						didStar = true
+					}
+					continue
+				}
+				wasSame = true
+			} else {
+				wasSame, didStar = false, false
+			}
+		}
 		fmt.Fprintf(&b, "%08x  ", off)
 		for i := 0; i < 16; i++ {
 			if i < len(line) {

@@ -58,17 +58,20 @@ func testWatchNotify(t *testing.T, ctx context.Context, c *radostest.Cluster) {
 	waitWatchers("w-ceph", 1)
 	waitWatchers("w-pure", 1)
 
-	// each notify once by either tool, to either watcher
+	// each message by either tool to either watcher; the long one's
+	// hexdumps have a row Ceph collapses
 	for _, oid := range []string{"w-ceph", "w-pure"} {
-		var want strings.Builder
-		r := runCephTool(t, ctx, c, "rados", nil, &want, append(p, "notify", oid, "hello from rados")...)
-		got := pureTool(ctx, c, "rados", nil, append(p, "notify", oid, "hello from rados")...)
-		if got.code != r.code || r.code != 0 || watchShape(got.stdout) != watchShape(want.String()) {
-			t.Errorf("notify %s:\n purerbd exit %d:\n%s%s\n rados exit %d:\n%s%s", oid, got.code, got.stdout, got.stderr,
-				r.code, want.String(), r.stderr)
-		}
-		if !strings.Contains(got.stdout, "reply client.") {
-			t.Errorf("notify %s: no reply: %q", oid, got.stdout)
+		for _, msg := range []string{"hello from rados", strings.Repeat("a", 64)} {
+			var want strings.Builder
+			r := runCephTool(t, ctx, c, "rados", nil, &want, append(p, "notify", oid, msg)...)
+			got := pureTool(ctx, c, "rados", nil, append(p, "notify", oid, msg)...)
+			if got.code != r.code || r.code != 0 || watchShape(got.stdout) != watchShape(want.String()) {
+				t.Errorf("notify %s %q:\n purerbd exit %d:\n%s%s\n rados exit %d:\n%s%s", oid, msg, got.code, got.stdout, got.stderr,
+					r.code, want.String(), r.stderr)
+			}
+			if !strings.Contains(got.stdout, "reply client.") {
+				t.Errorf("notify %s: no reply: %q", oid, got.stdout)
+			}
 		}
 	}
 
@@ -81,10 +84,13 @@ func testWatchNotify(t *testing.T, ctx context.Context, c *radostest.Cluster) {
 	if pure.code != 0 {
 		t.Fatalf("purerbd rados watch: exit %d: %s", pure.code, pure.stderr)
 	}
+	if !strings.Contains(cephOut.String(), "\n*\n") {
+		t.Errorf("Ceph's watcher collapsed no hexdump row:\n%s", cephOut.String())
+	}
 	if watchShape(pure.stdout) != watchShape(cephOut.String()) {
 		t.Errorf("watch:\n purerbd:\n%s\n rados:\n%s", pure.stdout, cephOut.String())
 	}
-	if n := strings.Count(pure.stdout, "NOTIFY cookie"); n != 2 {
+	if n := strings.Count(pure.stdout, "NOTIFY cookie"); n != 4 {
 		t.Errorf("purerbd's watcher printed %d notifications:\n%s", n, pure.stdout)
 	}
 	waitWatchers("w-pure", 0) // the watch was removed at exit
