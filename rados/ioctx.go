@@ -26,6 +26,8 @@ type IOContext struct {
 	snapc    denc.SnapContext
 	// readFlags are added to data reads (FlagLocalizeReads)
 	readFlags uint32
+	// extraFlags are added to every request (FlagFullTry)
+	extraFlags uint32
 }
 
 // Pool returns the pool's id.
@@ -84,6 +86,16 @@ func (io *IOContext) WithLocalizedReads() *IOContext {
 	return &c
 }
 
+// WithFullTry returns a copy whose requests go to the OSDs even while
+// the pool or the cluster is full, instead of waiting for space
+// (librados' set_pool_full_try): removals, which free space, then run,
+// and writes fail with ErrNoSpace rather than block.
+func (io *IOContext) WithFullTry() *IOContext {
+	c := *io
+	c.extraFlags |= osdc.FlagFullTry
+	return &c
+}
+
 // dataReadFlags are the flags of a read of ops: FlagRead, with the
 // copy's readFlags unless an op is a class call (those stay with the
 // primary, as librbd's header reads do).
@@ -99,7 +111,7 @@ func (io *IOContext) dataReadFlags(ops []osdc.OSDOp) uint32 {
 // request builds an objecter request on oid.
 func (io *IOContext) request(oid string, flags uint32, ops []osdc.OSDOp) osdc.Request {
 	r := osdc.Request{
-		Pool: io.pool, Namespace: io.ns, Key: io.key, OID: oid, Ops: ops, Flags: flags,
+		Pool: io.pool, Namespace: io.ns, Key: io.key, OID: oid, Ops: ops, Flags: flags | io.extraFlags,
 		SnapContext: io.snapc,
 	}
 	if flags&osdc.FlagWrite == 0 {

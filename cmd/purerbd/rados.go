@@ -40,11 +40,14 @@ type radosCommand struct {
 	target    copyTarget
 	lockOpt   lockOptions
 	bench     benchOptions
-	conn      *rados.Conn
-	io        *rados.IOContext
-	stdin     io.Reader
-	stdout    io.Writer
-	stderr    io.Writer
+	purgeOpt  purgeOptions
+	// cppoolForce is cppool's --yes-i-really-mean-it
+	cppoolForce bool
+	conn        *rados.Conn
+	io          *rados.IOContext
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
 }
 
 // newRadosCommand is the rados group: its options and its verbs.
@@ -52,7 +55,7 @@ func newRadosCommand(g *globals) *cli.Command {
 	c := &radosCommand{g: g, bench: defaultBenchOptions()}
 	group := &cli.Command{
 		Name:    "rados",
-		Summary: "pool and object operations like the rados tool (ls, put, get, omap, locks, snapshots, df, bench)",
+		Summary: "pool and object operations like the rados tool (ls, put, get, omap, locks, watch, snapshots, df, purge, cppool, bench)",
 		// the rados tool exits 1 on every mistake in its command line
 		UsageStatus: func(cli.ErrorKind) int { return 1 },
 		Before:      c.connect,
@@ -135,6 +138,15 @@ func newRadosCommand(g *globals) *cli.Command {
 		verb("listwatchers", "OBJ", 1, "list the watchers of an object", func(ctx context.Context, a []string) error {
 			return c.listwatchers(ctx, a[0])
 		}),
+		verb("watch", "OBJ", 1, "watch an object and print its notifications until enter is pressed", func(ctx context.Context, a []string) error {
+			return c.watch(ctx, a[0])
+		}),
+		verb("notify", "OBJ MESSAGE", 2, "notify the watchers of an object and print their replies", c.notify),
+		verb("listsnaps", "OBJ", 1, "list an object's clones and the snapshots they serve", func(ctx context.Context, a []string) error {
+			return c.listsnaps(ctx, a[0])
+		}),
+		c.purgeCommand(),
+		c.cppoolCommand(),
 		verb("lssnap", "", 0, "list pool snapshots", func(ctx context.Context, _ []string) error { return c.lssnap(ctx) }),
 		verb("mksnap", "SNAP", 1, "take a pool snapshot", c.mksnap),
 		verb("rmsnap", "SNAP", 1, "remove a pool snapshot", c.rmsnap),
@@ -171,8 +183,15 @@ func radosSize(s string) (int, error) {
 }
 
 // poolless says whether a verb runs without -p, as the rados tool's
-// lspools and df do.
-func poolless(verb string) bool { return verb == "lspools" || verb == "df" }
+// lspools, df, purge and cppool do (the last two name their pools as
+// arguments).
+func poolless(verb string) bool {
+	switch verb {
+	case "lspools", "df", "purge", "cppool":
+		return true
+	}
+	return false
+}
 
 // connect opens the pool (and namespace) before any verb runs; the
 // connection closes after it.
@@ -480,15 +499,46 @@ func writeValue(w io.Writer, v []byte) {
 	fmt.Fprintln(w)
 }
 
-// hexdump writes p as Ceph's bufferlist::hexdump does (hexdump -C
-// style, without collapsing repeated lines), ending with the length.
+// hexdump writes p as Ceph's bufferlist::hexdump does: hexdump -C
+// style, ending with the length. As there, a row of one repeated byte
+// that repeats the row before it is left out, a run of them shown as
+// one "*" line; the last row is always printed.
 func hexdump(w io.Writer, p []byte) {
 	if len(p) == 0 {
 		return
 	}
 	var b strings.Builder
+	last := p[0]
+	wasSame, didStar := false, false
 	for off := 0; off < len(p); off += 16 {
 		line := p[off:min(off+16, len(p))]
+		if off+16 < len(p) {
+			// Ceph's test: the row's bytes all equal the first byte
+			// of the run, which a row starting differently renews
+			same := true
+			for i, ch := range line {
+				if ch == last {
+					continue
+				}
+				if i == 0 {
+					last, wasSame, didStar = ch, false, false
+				} else {
+					same = false
+				}
+			}
+			if same {
+				if wasSame {
+					if !didStar {
+						b.WriteString("*\n")
+						didStar = true
+					}
+					continue
+				}
+				wasSame = true
+			} else {
+				wasSame, didStar = false, false
+			}
+		}
 		fmt.Fprintf(&b, "%08x  ", off)
 		for i := 0; i < 16; i++ {
 			if i < len(line) {

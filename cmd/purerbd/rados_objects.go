@@ -52,8 +52,7 @@ type copyTarget struct {
 // cp copies an object, its data, xattrs, omap header and omap, into the
 // same pool (under another name) or into --target-pool. As with the
 // rados tool, the copy goes to the target's default namespace unless
-// --target-nspace names one, whatever -N says. The copy is read here and
-// written in one operation, so the target never shows half of it.
+// --target-nspace names one, whatever -N says.
 func (c *radosCommand) cp(ctx context.Context, args []string) error {
 	if len(args) > 2 {
 		return fmt.Errorf("too many arguments")
@@ -78,21 +77,32 @@ func (c *radosCommand) cp(ctx context.Context, args []string) error {
 	if c.target.locator != "" {
 		dst = dst.WithLocatorKey(c.target.locator)
 	}
-	data, err := c.io.ReadAll(ctx, args[0])
-	if err != nil {
+	if err := copyObject(ctx, c.io, args[0], dst, targetObj); err != nil {
 		return fail(err)
 	}
-	xattrs, err := c.io.ListXattrs(ctx, args[0])
+	return nil
+}
+
+// copyObject copies src's object oid — data, xattrs, omap header and
+// omap — to dst's object dstOid, replacing what that held. The source is
+// read here and the copy written in one operation, so the target never
+// shows half of it.
+func copyObject(ctx context.Context, src *rados.IOContext, oid string, dst *rados.IOContext, dstOid string) error {
+	data, err := src.ReadAll(ctx, oid)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	header, err := c.io.OmapGetHeader(ctx, args[0])
+	xattrs, err := src.ListXattrs(ctx, oid)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	omap, err := c.io.OmapGetAll(ctx, args[0], "")
+	header, err := src.OmapGetHeader(ctx, oid)
 	if err != nil {
-		return fail(err)
+		return err
+	}
+	omap, err := src.OmapGetAll(ctx, oid, "")
+	if err != nil {
+		return err
 	}
 	w := rados.NewWriteOp()
 	w.WriteFull(data)
@@ -106,10 +116,7 @@ func (c *radosCommand) cp(ctx context.Context, args []string) error {
 	if len(omap) > 0 {
 		w.SetOmap(omap)
 	}
-	if err := dst.OperateWrite(ctx, targetObj, w); err != nil {
-		return fail(err)
-	}
-	return nil
+	return dst.OperateWrite(ctx, dstOid, w)
 }
 
 // touch creates an object if it is missing and sets its modification

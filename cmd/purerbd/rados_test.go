@@ -24,6 +24,38 @@ func TestHexdumpLikeCeph(t *testing.T) {
 	}
 }
 
+// TestHexdumpCollapsesLikeCeph checks the rows Ceph's hexdump leaves
+// out: a row of one byte repeating the row before it (a run of them is
+// one "*"), never the last row.
+func TestHexdumpCollapsesLikeCeph(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want string
+	}{
+		{append([]byte{'@', 0, 0, 0}, bytes.Repeat([]byte("a"), 64)...),
+			"00000000  40 00 00 00 61 61 61 61  61 61 61 61 61 61 61 61  |@...aaaaaaaaaaaa|\n" +
+				"00000010  61 61 61 61 61 61 61 61  61 61 61 61 61 61 61 61  |aaaaaaaaaaaaaaaa|\n" +
+				"*\n" +
+				"00000040  61 61 61 61                                       |aaaa|\n" +
+				"00000044\n"},
+		{make([]byte, 48),
+			"00000000  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00  |................|\n" +
+				"*\n" +
+				"00000020  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00  |................|\n" +
+				"00000030\n"},
+		{make([]byte, 32),
+			"00000000  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00  |................|\n" +
+				"00000010  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00  |................|\n" +
+				"00000020\n"},
+	} {
+		var b bytes.Buffer
+		hexdump(&b, tc.in)
+		if b.String() != tc.want {
+			t.Errorf("hexdump of %d bytes:\n%s\nwant:\n%s", len(tc.in), b.String(), tc.want)
+		}
+	}
+}
+
 // TestRadosVerbsAgainstRadosCLI runs each verb of `purerbd rados` and the
 // rados tool on the same cluster: what one writes the other reads, and
 // their outputs are the same line by line.

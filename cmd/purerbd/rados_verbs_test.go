@@ -104,6 +104,18 @@ func sameEventually(t *testing.T, ctx context.Context, c *radostest.Cluster, arg
 	}
 }
 
+// sameExit runs args through both tools and fails the test unless the
+// exit codes agree, for command lines the rados tool answers with its
+// usage, which it prints partly on standard output.
+func sameExit(t *testing.T, ctx context.Context, c *radostest.Cluster, args ...string) {
+	t.Helper()
+	var out strings.Builder
+	want := runCephTool(t, ctx, c, "rados", nil, &out, args...)
+	if got := pureTool(ctx, c, "rados", nil, args...); got.code != want.code {
+		t.Errorf("rados %s: purerbd exit %d (%s), rados exit %d", strings.Join(args, " "), got.code, got.stderr, want.code)
+	}
+}
+
 // waitSnaps waits until the rados tool lists n snapshots of pool, so
 // that both tools' OSD maps have them.
 func waitSnaps(t *testing.T, ctx context.Context, c *radostest.Cluster, pool string, n int) {
@@ -269,6 +281,19 @@ func TestRadosObjectVerbsAgainstRadosCLI(t *testing.T) {
 	} {
 		same(args...)
 	}
+}
+
+// TestRadosWatchSnapsPoolsAgainstRadosCLI compares watch and notify
+// (each tool's watcher notified by either tool), listsnaps, cppool and
+// purge with the rados tool's, on one cluster.
+func TestRadosWatchSnapsPoolsAgainstRadosCLI(t *testing.T) {
+	c := radostest.New(t, radostest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Run("watch-notify", func(t *testing.T) { testWatchNotify(t, ctx, c) })
+	t.Run("listsnaps", func(t *testing.T) { testListsnaps(t, ctx, c) })
+	// last: it gives the cluster's pool self-managed snapshots
+	t.Run("cppool-purge", func(t *testing.T) { testPurgeCppool(t, ctx, c) })
 }
 
 // mustRados runs Ceph's rados and fails the test if it fails.
