@@ -40,10 +40,8 @@ func (img *Image) CheckObjectMap(ctx context.Context, progress func(done, total 
 		if err != nil {
 			return err
 		}
-		have, err := img.loadObjectMap(ctx)
-		if errors.Is(err, syscall.ENOENT) {
-			have = objectmap.New(0)
-		} else if err != nil {
+		have, err := img.loadMapOrAssume(ctx, want.Len())
+		if err != nil {
 			return err
 		}
 		valid = true
@@ -81,11 +79,11 @@ func (img *Image) RebuildObjectMap(ctx context.Context, progress func(done, tota
 		if err != nil {
 			return err
 		}
-		have, err := img.loadObjectMap(ctx)
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
+		have, err := img.loadMapOrAssume(ctx, want.Len())
+		if err != nil {
 			return err
 		}
-		if img.snapID == noSnap && have != nil {
+		if img.snapID == noSnap {
 			for i := uint64(0); i < min(want.Len(), have.Len()); i++ {
 				if have.Get(i) == objectmap.Exists && want.Get(i) == objectmap.Nonexistent {
 					want.Set(i, objectmap.Exists)
@@ -106,6 +104,22 @@ func (img *Image) RebuildObjectMap(ctx context.Context, progress func(done, tota
 		img.installObjectMap(ctx, img.hdr.Load())
 		return nil
 	})
+}
+
+// loadMapOrAssume loads the open view's object map; a missing one is
+// taken as n objects all existing, as librbd's object map refresh
+// assumes (so that a rebuild keeps the head's marks where it cannot
+// tell).
+func (img *Image) loadMapOrAssume(ctx context.Context, n uint64) (*objectmap.BitVector, error) {
+	bv, err := img.loadObjectMap(ctx)
+	if !errors.Is(err, syscall.ENOENT) {
+		return bv, err
+	}
+	bv = objectmap.New(n)
+	for i := range n {
+		bv.Set(i, objectmap.Exists)
+	}
+	return bv, nil
 }
 
 // mismatchTolerated reports whether an object marked cur that should be
