@@ -13,8 +13,8 @@ import (
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
-// TestProgressAgainstRbd: import, export, export-diff, import-diff and
-// flatten print their progress on a terminal, ending with the line rbd ends
+// TestProgressAgainstRbd: import, export, export-diff, import-diff,
+// flatten and object-map check and rebuild print their progress on a terminal, ending with the line rbd ends
 // with (rbd prints it to any stderr); with --no-progress, or when
 // stderr is not a terminal, they print nothing.
 func TestProgressAgainstRbd(t *testing.T) {
@@ -39,6 +39,8 @@ func TestProgressAgainstRbd(t *testing.T) {
 		{"export-diff", "rbd/imp-%s", filepath.Join(dir, "diff-%s")},
 		{"import-diff", filepath.Join(dir, "diff-%s"), "rbd/target"},
 		{"flatten", "rbd/clone-%s"},
+		{"object-map", "check", "rbd/imp-%s"},
+		{"object-map", "rebuild", "rbd/imp-%s"},
 	}
 	last := func(s string) string {
 		s = strings.TrimRight(s, "\n")

@@ -19,7 +19,7 @@ import (
 // rbd's does and flag the map invalid where rbd's check does, rebuild
 // must clear the flags, leave byte-identical object maps (head and
 // snapshot), pass the other tool's check, and give the same rbd diff
-// and du.
+// and du. A head map removed altogether is found and rebuilt alike.
 func TestRBDObjectMapAgainstRbd(t *testing.T) {
 	c := radostest.New(t, radostest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -106,6 +106,23 @@ func TestRBDObjectMapAgainstRbd(t *testing.T) {
 		if got != want {
 			t.Errorf("rbd %s after rebuild: purerbd's image %s, rbd's %s", strings.Join(args, " "), got, want)
 		}
+	}
+
+	// a head map removed behind librbd's back
+	for _, id := range ids {
+		mustRados(t, ctx, c, "-p", "rbd", "rm", "rbd_object_map."+id)
+	}
+	for _, args := range [][]string{
+		{"object-map", "check", "--no-progress", "IMG"},
+		{"object-map", "rebuild", "--no-progress", "IMG"},
+	} {
+		sameOnTwins(t, ctx, c, withImage(args, twins[0]), withImage(args, twins[1]))
+		if got, want := imageFlags(t, ctx, c, twins[1]), imageFlags(t, ctx, c, twins[0]); got != want {
+			t.Errorf("flags after rbd %s of a removed map: purerbd's image %s, rbd's %s", strings.Join(args, " "), got, want)
+		}
+	}
+	if got, want := radosGet(t, ctx, c, "rbd_object_map."+ids[1]), radosGet(t, ctx, c, "rbd_object_map."+ids[0]); got != want {
+		t.Errorf("object map rebuilt from nothing: purerbd's %x, rbd's %x", got, want)
 	}
 
 	// an image without an object map
