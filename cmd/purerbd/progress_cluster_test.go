@@ -79,6 +79,8 @@ func TestProgressAgainstRbd(t *testing.T) {
 			t.Errorf("%s: purerbd printed %q, rbd ends with %q", line[0], gotOut, last(want.stderr))
 		}
 	}
+	// flattening an image that is no clone fails alike
+	sameAsRbd(t, ctx, c, "flatten", "--no-progress", "rbd/target")
 	// not a terminal, or --no-progress: nothing
 	r := pureRbd(ctx, c, nil, "export", "rbd/imp-purerbd", filepath.Join(dir, "quiet"))
 	tty, master := openPTYPair(t)

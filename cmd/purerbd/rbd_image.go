@@ -101,5 +101,8 @@ func (c *rbdCommand) flatten(ctx context.Context, spec string, noProgress bool) 
 	pr := newProgress(c.stderr, "Image flatten", noProgress)
 	err = c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error { return img.FlattenProgress(ctx, pr.update) })
 	pr.finish(err)
-	return err
+	if err != nil {
+		return rbdFailure(c.stderr, "flatten", err)
+	}
+	return nil
 }
