@@ -330,6 +330,13 @@ func Clone(ctx context.Context, parentIoc *rados.IOContext, parentName, snapName
 // Flatten copies every object the clone still shares with its parent into
 // the clone and detaches it from the parent.
 func (img *Image) Flatten(ctx context.Context) error {
+	return img.FlattenProgress(ctx, nil)
+}
+
+// FlattenProgress is Flatten reporting the objects done of those to copy
+// up to progress (when not nil) after each one, as librbd's flatten
+// reports to its ProgressContext.
+func (img *Image) FlattenProgress(ctx context.Context, progress func(done, total uint64)) error {
 	if img.readOnly {
 		return ErrReadOnly
 	}
@@ -379,6 +386,9 @@ func (img *Image) Flatten(ctx context.Context) error {
 		}()
 		if err != nil {
 			return err
+		}
+		if progress != nil {
+			progress(objno+1, n)
 		}
 	}
 	err = img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {

@@ -55,6 +55,11 @@ type OpenOptions struct {
 	// WriteAround turns on librbd's write-around cache (off by default;
 	// see WriteAround).
 	WriteAround WriteAround
+	// ObjectMapRepair opens for writing an image whose object map is
+	// flagged invalid (otherwise refused), to check or rebuild the map
+	// (CheckObjectMap, RebuildObjectMap); writes stay refused until the
+	// map is rebuilt.
+	ObjectMapRepair bool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -149,7 +154,7 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 		}
 		img.snapID = s.ID
 	}
-	if !img.readOnly && h.features&FeatureObjectMap != 0 && h.flags&FlagObjectMapInvalid != 0 {
+	if !img.readOnly && !opts.ObjectMapRepair && h.features&FeatureObjectMap != 0 && h.flags&FlagObjectMapInvalid != 0 {
 		return nil, fmt.Errorf("rbd: image %q: object map is flagged invalid; rebuild it with `rbd object-map rebuild` before writing", name)
 	}
 	img.hdr.Store(h)

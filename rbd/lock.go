@@ -27,6 +27,10 @@ type exclusiveLock struct {
 	cookieMu  sync.Mutex
 	curCookie string // cookie, readable without mu
 	omap      atomic.Pointer[objectMap]
+	// mapOptional lets an acquisition go on without the object map when
+	// it is flagged invalid or does not load: set while the map is
+	// checked or rebuilt (objectmaprepair.go).
+	mapOptional atomic.Bool
 
 	releasing  atomic.Bool
 	acquiredAt atomic.Int64 // unix nanoseconds of the last acquisition
@@ -195,16 +199,16 @@ func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
 	}
 	h := img.hdr.Load()
 	if h.features&FeatureObjectMap != 0 {
-		if h.flags&FlagObjectMapInvalid != 0 {
-			l.unlockHeader(ctx)
-			return fmt.Errorf("rbd: image %q: object map is flagged invalid; rebuild it with `rbd object-map rebuild`", img.name)
-		}
-		om, err := openObjectMap(ctx, img, h)
-		if err != nil {
+		om, err := l.loadObjectMap(ctx, h)
+		switch {
+		case err != nil && l.mapOptional.Load():
+			img.log.Debug("acquiring without the object map", "err", err)
+		case err != nil:
 			l.unlockHeader(ctx)
 			return err
+		default:
+			l.omap.Store(om)
 		}
-		l.omap.Store(om)
 	}
 	l.acquiredAt.Store(time.Now().UnixNano())
 	l.owned.Store(true)
@@ -214,6 +218,15 @@ func (l *exclusiveLock) postAcquire(ctx context.Context, cookie string) error {
 		img.log.Debug("acquired-lock notification", "err", err)
 	}
 	return nil
+}
+
+// loadObjectMap opens the head's object map for the new owner; one
+// flagged invalid is refused.
+func (l *exclusiveLock) loadObjectMap(ctx context.Context, h *header) (*objectMap, error) {
+	if h.flags&FlagObjectMapInvalid != 0 {
+		return nil, fmt.Errorf("rbd: image %q: object map is flagged invalid; rebuild it with `rbd object-map rebuild`", l.img.name)
+	}
+	return openObjectMap(ctx, l.img, h)
 }
 
 func (l *exclusiveLock) unlockHeader(ctx context.Context) {

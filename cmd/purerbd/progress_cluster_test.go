@@ -13,8 +13,8 @@ import (
 	"github.com/purerbd/purerbd/rados/radostest"
 )
 
-// TestProgressAgainstRbd: import, export, export-diff and import-diff
-// print their progress on a terminal, ending with the line rbd ends
+// TestProgressAgainstRbd: import, export, export-diff, import-diff,
+// flatten and object-map check and rebuild print their progress on a terminal, ending with the line rbd ends
 // with (rbd prints it to any stderr); with --no-progress, or when
 // stderr is not a terminal, they print nothing.
 func TestProgressAgainstRbd(t *testing.T) {
@@ -27,11 +27,20 @@ func TestProgressAgainstRbd(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRbd(t, ctx, c, "create", "--size", "8M", "--image-feature", "layering", "rbd/target")
+	mustRbd(t, ctx, c, "import", "--no-progress", in, "rbd/parent")
+	mustRbd(t, ctx, c, "snap", "create", "rbd/parent@s")
+	mustRbd(t, ctx, c, "snap", "protect", "rbd/parent@s")
+	for _, who := range []string{"rbd", "purerbd"} {
+		mustRbd(t, ctx, c, "clone", "rbd/parent@s", "rbd/clone-"+who)
+	}
 	lines := [][]string{
 		{"import", in, "rbd/imp-%s"},
 		{"export", "rbd/imp-%s", filepath.Join(dir, "exp-%s")},
 		{"export-diff", "rbd/imp-%s", filepath.Join(dir, "diff-%s")},
 		{"import-diff", filepath.Join(dir, "diff-%s"), "rbd/target"},
+		{"flatten", "rbd/clone-%s"},
+		{"object-map", "check", "rbd/imp-%s"},
+		{"object-map", "rebuild", "rbd/imp-%s"},
 	}
 	last := func(s string) string {
 		s = strings.TrimRight(s, "\n")
@@ -70,6 +79,8 @@ func TestProgressAgainstRbd(t *testing.T) {
 			t.Errorf("%s: purerbd printed %q, rbd ends with %q", line[0], gotOut, last(want.stderr))
 		}
 	}
+	// flattening an image that is no clone fails alike
+	sameAsRbd(t, ctx, c, "flatten", "--no-progress", "rbd/target")
 	// not a terminal, or --no-progress: nothing
 	r := pureRbd(ctx, c, nil, "export", "rbd/imp-purerbd", filepath.Join(dir, "quiet"))
 	tty, master := openPTYPair(t)

@@ -84,16 +84,25 @@ func (c *rbdCommand) resize(ctx context.Context, spec string, size int64, allowS
 }
 
 func (c *rbdCommand) flattenCommand() *cli.Command {
-	return &cli.Command{
+	var noProgress bool
+	cmd := &cli.Command{
 		Name: "flatten", Summary: "copy a clone's data from its parent and detach it", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
-		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.flatten(ctx, inv.Args[0]) },
+		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.flatten(ctx, inv.Args[0], noProgress) },
 	}
+	noProgressOption(cmd, &noProgress)
+	return cmd
 }
 
-func (c *rbdCommand) flatten(ctx context.Context, spec string) error {
+func (c *rbdCommand) flatten(ctx context.Context, spec string, noProgress bool) error {
 	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
-	return c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error { return img.Flatten(ctx) })
+	pr := newProgress(c.stderr, "Image flatten", noProgress)
+	err = c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error { return img.FlattenProgress(ctx, pr.update) })
+	pr.finish(err)
+	if err != nil {
+		return rbdFailure(c.stderr, "flatten", err)
+	}
+	return nil
 }
