@@ -103,6 +103,11 @@ type Image struct {
 
 	refreshMu sync.Mutex
 	closed    atomic.Bool
+
+	// qos is the throttles of the image's QoS limits (nil: none);
+	// qosMu serializes their reloads
+	qos   atomic.Pointer[qosState]
+	qosMu sync.Mutex
 }
 
 // Open opens image name in the pool of ioc.
@@ -169,6 +174,9 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 	if !img.readOnly && h.features&FeatureExclusiveLock != 0 {
 		// Before the watch starts: its notifications read img.lock.
 		img.lock = newExclusiveLock(img)
+	}
+	if err := img.loadQoS(ctx); err != nil {
+		img.log.Warn("reading the image's qos options", "image", img.name, "err", err)
 	}
 	if img.snapID == noSnap {
 		if err := img.startWatch(ctx); err != nil {
@@ -270,6 +278,9 @@ func (img *Image) refresh(ctx context.Context) error {
 	img.hdr.Store(h)
 	if old != nil && img.sizeOf(old) != img.sizeOf(h) {
 		img.sizeChanged(int64(img.sizeOf(h)))
+	}
+	if err := img.loadQoS(ctx); err != nil {
+		img.log.Warn("reading the image's qos options", "image", img.name, "err", err)
 	}
 	return nil
 }

@@ -232,6 +232,9 @@ func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, 
 	if off < 0 {
 		return 0, fmt.Errorf("%w: negative offset", ErrInvalid)
 	}
+	if err := img.throttle(ctx, false, int64(len(p))); err != nil {
+		return 0, err
+	}
 	h, err := img.header(ctx)
 	if err != nil {
 		return 0, err
@@ -334,6 +337,9 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if err := img.throttle(ctx, true, int64(len(p))); err != nil {
+		return 0, err
 	}
 	h, om, done, err := img.beginWrite(ctx)
 	if err != nil {
@@ -451,6 +457,9 @@ func (img *Image) Discard(ctx context.Context, off, length int64) error {
 	}
 	if length == 0 {
 		return nil
+	}
+	if err := img.throttle(ctx, true, length); err != nil {
+		return err
 	}
 	h, om, done, err := img.beginWrite(ctx)
 	if err != nil {

@@ -71,9 +71,10 @@ func (img *Image) handleNotify(ev notifyEvent) []byte {
 	switch m.Op {
 	case watchnotify.OpHeaderUpdate:
 		img.stale.Store(true)
-		if img.hasSizeSubscribers() && !img.closed.Load() {
-			// someone waits for size changes: look now rather than at
-			// the next I/O
+		if (img.hasSizeSubscribers() || img.qos.Load() != nil) && !img.closed.Load() {
+			// someone waits for size changes, or QoS limits may have
+			// changed (an I/O held by the old ones would wait before it
+			// looked): look now rather than at the next I/O
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
