@@ -29,6 +29,7 @@ var controllerCaps = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 	csi.ControllerServiceCapability_RPC_GET_VOLUME,
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 }
 
 func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
@@ -87,8 +88,9 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err := checkCapabilities(req.GetVolumeCapabilities(), src != nil); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, status.Error(codes.InvalidArgument, "mutable parameters are not supported")
+	qos, err := parseQoSParams(req.GetMutableParameters())
+	if err != nil {
+		return nil, err
 	}
 	p, err := parseVolumeParams(req.GetParameters())
 	if err != nil {
@@ -174,6 +176,9 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 			Order: p.Layout.order(), StripeUnit: p.Layout.StripeUnit, StripeCount: p.Layout.StripeCount},
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := setQoS(ctx, s, cred, img, qos); err != nil {
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
