@@ -179,6 +179,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 	csi.RegisterIdentityServer(srv, &identity{d: d})
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})
+		csi.RegisterSnapshotMetadataServer(srv, &snapshotMetadata{d: d})
 	}
 	if d.cfg.Node {
 		// Take over what a previous process staged before answering.

@@ -37,6 +37,7 @@ type harness struct {
 	sock   string
 	logs   *syncBuffer
 	ctrl   csipb.ControllerClient
+	meta   csipb.SnapshotMetadataClient
 	ident  csipb.IdentityClient
 	faults *faults
 	drv    *csi.Driver
@@ -180,6 +181,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		}
 	})
 	h.ctrl = csipb.NewControllerClient(conn)
+	h.meta = csipb.NewSnapshotMetadataClient(conn)
 	h.ident = csipb.NewIdentityClient(conn)
 	return h
 }

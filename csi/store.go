@@ -75,6 +75,12 @@ type Session interface {
 	RemoveSnapshot(ctx context.Context, img ImageRef, name string) error
 	// RenameSnapshot renames a snapshot.
 	RenameSnapshot(ctx context.Context, img ImageRef, oldName, newName string) error
+	// SnapshotExtents calls fn, in offset order from start, for each
+	// range of the image as of snapshot snap that holds data (fromSnap
+	// empty; a clone's parent data included) or that changed since the
+	// earlier snapshot fromSnap (written or discarded), as rbd diff lists
+	// them; it returns the size of the image at snap.
+	SnapshotExtents(ctx context.Context, img ImageRef, fromSnap, snap string, start uint64, fn func(off, length uint64) error) (size uint64, err error)
 
 	// LockOperation takes the lock of one controller operation on key
 	// in a pool's namespace, shared by every replica of the controller:

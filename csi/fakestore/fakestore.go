@@ -580,6 +580,35 @@ func (se *session) CreateSnapshot(_ context.Context, ref csi.ImageRef, name stri
 	})
 }
 
+// SnapshotExtents reports the whole image as one extent: the fake
+// store keeps no data, so every byte may hold some or have changed.
+func (se *session) SnapshotExtents(_ context.Context, ref csi.ImageRef, fromSnap, snap string, start uint64, fn func(off, length uint64) error) (uint64, error) {
+	var size uint64
+	err := se.image(ref, func(_ *namespace, im *image) error {
+		found := func(name string) (*csi.SnapInfo, bool) {
+			for _, sn := range im.snaps {
+				if sn.Name == name {
+					return sn, true
+				}
+			}
+			return nil, false
+		}
+		sn, ok := found(snap)
+		if !ok {
+			return fmt.Errorf("snapshot %q: %w", snap, csi.ErrNotFound)
+		}
+		if _, ok := found(fromSnap); fromSnap != "" && !ok {
+			return fmt.Errorf("snapshot %q: %w", fromSnap, csi.ErrNotFound)
+		}
+		size = sn.Size
+		return nil
+	})
+	if err != nil || start >= size {
+		return size, err
+	}
+	return size, fn(start, size-start)
+}
+
 func (se *session) ListSnapshots(_ context.Context, ref csi.ImageRef) ([]csi.SnapInfo, error) {
 	var out []csi.SnapInfo
 	err := se.image(ref, func(_ *namespace, im *image) error {

@@ -53,6 +53,7 @@ type plugin struct {
 	sock  string
 	drv   *csi.Driver
 	ctrl  csipb.ControllerClient
+	meta  csipb.SnapshotMetadataClient
 	ident csipb.IdentityClient
 	logs  *lockedBuffer
 	fail  func(step string) error
@@ -101,6 +102,7 @@ func startPlugin(t *testing.T) *plugin {
 		assert.NotContains(t, p.logs.String(), cluster.AdminKey, "the key leaked into the logs")
 	})
 	p.ctrl = csipb.NewControllerClient(conn)
+	p.meta = csipb.NewSnapshotMetadataClient(conn)
 	p.ident = csipb.NewIdentityClient(conn)
 	return p
 }

@@ -316,6 +316,35 @@ func (s *session) SetMetadata(ctx context.Context, img csi.ImageRef, key, value 
 	return mapErr(rbd.MetadataSet(ctx, io, id, key, value))
 }
 
+func (s *session) SnapshotExtents(ctx context.Context, img csi.ImageRef, fromSnap, snap string, start uint64, fn func(off, length uint64) error) (uint64, error) {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	opts := rbd.OpenOptions{ReadOnly: true, Snapshot: snap, Logger: s.log}
+	var im *rbd.Image
+	if img.Name != "" {
+		im, err = rbd.Open(ctx, io, img.Name, opts)
+	} else {
+		im, err = rbd.OpenByID(ctx, io, img.ID, opts)
+	}
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	defer func() {
+		if cerr := im.CloseContext(context.WithoutCancel(ctx)); cerr != nil {
+			s.log.Warn("closing image", "image", im.Name(), "error", cerr.Error())
+		}
+	}()
+	size := uint64(im.Size())
+	if start >= size {
+		return size, nil
+	}
+	err = im.Diff(ctx, int64(start), int64(size-start), rbd.DiffOptions{FromSnap: fromSnap, IncludeParent: fromSnap == ""},
+		func(off, length int64, _ bool) error { return fn(uint64(off), uint64(length)) })
+	return size, mapErr(err)
+}
+
 func (s *session) CreateSnapshot(ctx context.Context, img csi.ImageRef, name string) error {
 	return s.open(ctx, img, false, func(im *rbd.Image) error { return im.CreateSnapshot(ctx, name) })
 }
