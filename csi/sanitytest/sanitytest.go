@@ -90,6 +90,8 @@ func Run(t *testing.T, o Options) {
 		cfg.TestVolumeSize = 64 << 20
 	}
 	cfg.TestVolumeExpandSize = 2 * cfg.TestVolumeSize
+	// a VolumeAttributesClass's parameters: librbd's QoS options
+	cfg.TestVolumeMutableParameters = map[string]string{"rbd_qos_iops_limit": "5000", "rbd_qos_bps_limit": "1073741824"}
 	cfg.IDGen = idGen{valid: o.ValidVolumeID}
 	cfg.IdempotentCount = 3
 
@@ -144,7 +146,7 @@ func secretsYAML(s map[string]string) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, field := range []string{"CreateVolumeSecret", "DeleteVolumeSecret", "ControllerValidateVolumeCapabilitiesSecret",
-		"CreateSnapshotSecret", "DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "ListSnapshotsSecret", "GetSnapshotSecret",
+		"CreateSnapshotSecret", "DeleteSnapshotSecret", "ControllerExpandVolumeSecret", "ControllerModifyVolumeSecret", "ListSnapshotsSecret", "GetSnapshotSecret",
 		"NodeStageVolumeSecret", "NodePublishVolumeSecret"} {
 		fmt.Fprintf(&b, "%s:\n", field)
 		for _, k := range keys {
