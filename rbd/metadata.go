@@ -142,28 +142,14 @@ func metadataRemove(ctx context.Context, o objects, id, key string, mustExist bo
 }
 
 func metadataList(ctx context.Context, o objects, id string) (map[string]string, error) {
-	out := map[string]string{}
-	start := ""
-	for {
-		reply, err := call(ctx, o, headerObject(id), cls.MetadataList(start, 512))
-		if errors.Is(err, syscall.ENOENT) {
-			return nil, fmt.Errorf("%w: image id %q", ErrNotFound, id)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rbd: metadata_list: %w", err)
-		}
-		kvs, err := cls.DecodeMetadataList(reply)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range kvs {
-			out[kv.Key] = string(kv.Value)
-		}
-		if len(kvs) < 512 {
-			return out, nil
-		}
-		start = kvs[len(kvs)-1].Key
+	out, err := metadataListOf(ctx, o, headerObject(id))
+	if errors.Is(err, syscall.ENOENT) {
+		return nil, fmt.Errorf("%w: image id %q", ErrNotFound, id)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("rbd: metadata_list: %w", err)
+	}
+	return out, nil
 }
 
 // headerWrite is a compound write calling m on a header, after an

@@ -19,8 +19,8 @@ import (
 // cliRun runs a built binary and returns its outputs and exit status.
 type cliRun func(env []string, args ...string) (stdout, stderr string, code int)
 
-// buildCLI builds purerbd as `make build` does and returns how to run it.
-func buildCLI(t *testing.T) cliRun {
+// buildBinary builds purerbd as `make build` does and returns its path.
+func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "purerbd")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
@@ -28,6 +28,13 @@ func buildCLI(t *testing.T) cliRun {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// buildCLI builds purerbd as `make build` does and returns how to run it.
+func buildCLI(t *testing.T) cliRun {
+	t.Helper()
+	bin := buildBinary(t)
 	return func(env []string, args ...string) (string, string, int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
