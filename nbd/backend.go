@@ -81,6 +81,26 @@ type BlockStatuser interface {
 	BlockStatus(ctx context.Context, off, length int64) ([]Extent, error)
 }
 
+// DirtyBitmapper offers dirty bitmaps as qemu:dirty-bitmap:NAME metadata
+// contexts, as qemu-nbd exports a qcow2 image's bitmaps: for each name,
+// the ranges that changed since the point in time the name stands for
+// (an RBD export: each earlier snapshot). Backup tools read them with
+// NBD_CMD_BLOCK_STATUS (qemu-img map's x-dirty-bitmap, nbdinfo --map).
+type DirtyBitmapper interface {
+	// DirtyBitmaps names the bitmaps the export offers now.
+	DirtyBitmaps(ctx context.Context) ([]string, error)
+	// DirtyStatus returns consecutive extents of bitmap starting at off,
+	// as BlockStatus does: at least one byte, and they may stop before
+	// off+length or run past it.
+	DirtyStatus(ctx context.Context, bitmap string, off, length int64) ([]DirtyExtent, error)
+}
+
+// DirtyExtent is a range of a dirty bitmap: changed or not.
+type DirtyExtent struct {
+	Length int64
+	Dirty  bool
+}
+
 // SparseReader is implemented by a BlockStatuser to say whether the
 // server may call BlockStatus before a structured read, to send the holes
 // in it as hole chunks instead of zero bytes; without it, it may. A

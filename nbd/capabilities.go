@@ -8,6 +8,7 @@ type capabilities struct {
 	trim   func(ctx context.Context, off, length int64) error
 	zero   Zeroer
 	status BlockStatuser
+	dirty  DirtyBitmapper
 	// sparseReads: status is cheap enough to cut holes out of structured
 	// reads (a BlockStatuser that does not decline through SparseReader).
 	sparseReads bool
@@ -33,6 +34,9 @@ func discover(b Backend) capabilities {
 		if r, ok := b.(SparseReader); ok && !r.SparseReads() {
 			c.sparseReads = false
 		}
+	}
+	if d, ok := b.(DirtyBitmapper); ok {
+		c.dirty = d
 	}
 	if k, ok := b.(Cacher); ok {
 		c.cache = k

@@ -309,32 +309,54 @@ func (t *transmission) extents(off, length int64, clip bool) ([]Extent, error) {
 	return out, nil
 }
 
-// blockStatusReply answers NBD_CMD_BLOCK_STATUS for base:allocation.
+// blockStatusReply answers NBD_CMD_BLOCK_STATUS: one chunk per selected
+// context (base:allocation, dirty bitmaps), the last one flagged done;
+// if any context fails, nothing but the error is sent.
 func (t *transmission) blockStatusReply(r *reply, req *request) {
 	if req.length == 0 {
 		t.encodeError(r, req, ErrInvalid, "block status: empty range")
 		return
 	}
-	var extents []Extent
-	if t.exp.caps.status != nil {
+	descs := make([][]byte, 0, len(t.contexts))
+	for _, c := range t.contexts {
+		var extents []Extent
 		var err error
-		extents, err = t.extents(int64(req.off), int64(req.length), false)
+		switch {
+		case c.bitmap != "":
+			extents, err = t.dirtyExtents(c.bitmap, int64(req.off), int64(req.length))
+		case t.exp.caps.status != nil:
+			extents, err = t.extents(int64(req.off), int64(req.length), false)
+		default:
+			extents = []Extent{{Length: int64(req.length)}}
+		}
 		if err != nil {
 			t.replyError(r, req, err)
 			return
 		}
-	} else {
-		extents = []Extent{{Length: int64(req.length)}}
+		descs = append(descs, encodeStatus(c.id, extents, req.length, req.flags&cmdFlagReqOne != 0))
 	}
-	reqOne := req.flags&cmdFlagReqOne != 0
+	for i, desc := range descs {
+		var flags uint16
+		if i == len(descs)-1 {
+			flags = replyFlagDone
+		}
+		r.chunk(req.cookie, flags, replyTypeBlockStatus, uint32(len(desc)))
+		r.addMeta(desc)
+	}
+}
+
+// encodeStatus is the payload of a block status chunk: the context id,
+// then a descriptor (length, flags) per extent, as far as length reaches
+// (one descriptor with reqOne), at most maxExtents.
+func encodeStatus(id uint32, extents []Extent, length uint32, reqOne bool) []byte {
 	desc := make([]byte, 4, 4+8*min(len(extents), 64))
-	binary.BigEndian.PutUint32(desc, metaContextBaseAllocation)
+	binary.BigEndian.PutUint32(desc, id)
 	var covered int64
 	for _, e := range extents {
-		for e.Length > 0 && covered < int64(req.length) {
+		for e.Length > 0 && covered < int64(length) {
 			n := min(e.Length, maxReplyExtent)
 			if reqOne {
-				n = min(n, int64(req.length))
+				n = min(n, int64(length))
 			}
 			desc = binary.BigEndian.AppendUint32(desc, uint32(n))
 			desc = binary.BigEndian.AppendUint32(desc, uint32(e.Flags))
@@ -344,12 +366,49 @@ func (t *transmission) blockStatusReply(r *reply, req *request) {
 				break
 			}
 		}
-		if reqOne || covered >= int64(req.length) || (len(desc)-4)/8 >= maxExtents {
+		if reqOne || covered >= int64(length) || (len(desc)-4)/8 >= maxExtents {
 			break
 		}
 	}
-	r.chunk(req.cookie, replyFlagDone, replyTypeBlockStatus, uint32(len(desc)))
-	r.addMeta(desc)
+	return desc
+}
+
+// dirtyExtents gathers a dirty bitmap's ranges over [off, off+length)
+// as extents (flag extentDirty), merging neighbours alike and stopping
+// at the end of the export, as extents does for allocation.
+func (t *transmission) dirtyExtents(bitmap string, off, length int64) ([]Extent, error) {
+	size := t.exp.Backend.Size()
+	end := min(off+length, size)
+	var out []Extent
+	pos := off
+	for calls := 0; pos < end && calls < maxExtentCalls && len(out) < maxExtents; calls++ {
+		got, err := t.exp.caps.dirty.DirtyStatus(t.ctx, bitmap, pos, end-pos)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 0 {
+			return nil, fmt.Errorf("dirty bitmap %q at %d: backend returned no extent", bitmap, pos)
+		}
+		for _, d := range got {
+			if d.Length <= 0 {
+				return nil, fmt.Errorf("dirty bitmap %q at %d: backend returned an empty extent", bitmap, pos)
+			}
+			e := Extent{Length: min(d.Length, size-pos)}
+			if d.Dirty {
+				e.Flags = extentDirty
+			}
+			if n := len(out); n > 0 && out[n-1].Flags == e.Flags {
+				out[n-1].Length += e.Length
+			} else {
+				out = append(out, e)
+			}
+			pos += e.Length
+			if pos >= end || len(out) >= maxExtents {
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // writeZeroes answers NBD_CMD_WRITE_ZEROES, through the backend's Zeroer

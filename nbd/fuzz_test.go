@@ -77,8 +77,12 @@ func fuzzServer(t *testing.T) *nbd.Server {
 	t.Helper()
 	a, _ := nbd.NewMemory(fuzzExportSize)
 	b, _ := nbd.NewMemory(4096)
+	// "d" offers a dirty bitmap, so that block status answers two
+	// contexts ("e" stays a bare Memory, served by the inline path)
+	m, _ := nbd.NewMemory(fuzzExportSize)
+	d := bitmapDisk{Memory: m, bitmaps: map[string][][2]int64{"b1": {{4096, 8192}, {fuzzExportSize / 2, 512}}}}
 	srv, err := nbd.NewServer(nbd.Config{
-		Exports:     []*nbd.Export{{Name: "e", Description: "fuzz", Backend: a}, {Name: "", Backend: b}},
+		Exports:     []*nbd.Export{{Name: "e", Description: "fuzz", Backend: a}, {Name: "", Backend: b}, {Name: "d", Backend: d}},
 		MaxInFlight: 8,
 	})
 	if err != nil {
@@ -200,7 +204,8 @@ const (
 	modeKernel     = 0 // ServeTransmission: simple replies
 	modeSimple     = 1 // handshake without structured replies
 	modeStructured = 2 // structured replies and base:allocation
-	modeCount      = 3
+	modeBitmap     = 3 // structured replies, base:allocation and a dirty bitmap (export "d")
+	modeCount      = 4
 	// With this bit set, every request header gets the right magic, so
 	// that mutations explore fields rather than magics.
 	modeFixMagic = 0x80
@@ -226,6 +231,13 @@ func FuzzTransmissionRequests(f *testing.F) {
 			prefix = handshakePrefix(false)
 		case modeStructured:
 			prefix = handshakePrefix(true)
+		case modeBitmap:
+			prefix = bitmapPrefix()
+		}
+		structured := kind == modeStructured || kind == modeBitmap
+		contexts := 1
+		if kind == modeBitmap {
+			contexts = 2
 		}
 		srv := fuzzServer(t)
 		defer srv.Close()
@@ -238,15 +250,19 @@ func FuzzTransmissionRequests(f *testing.F) {
 			}
 			return srv.ServeConn(context.Background(), conn)
 		}
-		alloctest.CheckAllowing(t, len(wire), connBuffers+exportState+declaredPayloads(reqs), func() {
+		alloctest.CheckAllowing(t, len(wire), connBuffers+exportState+declaredPayloads(reqs, contexts), func() {
 			c = &memConn{in: bytes.NewReader(wire)}
 			serveWithin(t, "serve", func() error { return serve(c) })
 		})
 		out := c.output()
 		if kind != modeKernel {
-			out = skipHandshake(t, out, kind == modeStructured)
+			out = skipHandshake(t, out, structured)
 		}
-		if err := checkReplies(plan, out, kind == modeStructured); err != nil {
+		negotiated := 0
+		if structured {
+			negotiated = contexts
+		}
+		if err := checkReplies(plan, out, structured, negotiated); err != nil {
 			t.Fatalf("%v\nrequests % x\noutput   % x", err, reqs, out)
 		}
 		overPipe(t, append(prefix, reqs...), serve)
@@ -265,20 +281,25 @@ const exportState = 64 << 10
 // requests of in call for by what they declare, complete or not (in has
 // its magics fixed by planRequests): a READ's or WRITE's length rounded up
 // to the buffer pool's power-of-two class (at least 4 KiB), a block
-// status reply at its largest. The server takes those before a WRITE's
-// payload arrives and for a READ whatever its length; what bounds them is
-// the connection's budget (MaxInFlight and the payload limit, issue 22
-// item 8), not the bytes received, so the allocation check allows them.
-func declaredPayloads(in []byte) uint64 {
+// status reply at its largest for each of its contexts. The server takes
+// those before a WRITE's payload arrives and for a READ whatever its
+// length; what bounds them is the connection's budget (MaxInFlight and
+// the payload limit, issue 22 item 8), not the bytes received, so the
+// allocation check allows them. A READ counts twice: its reply also
+// grows the test connection's output buffer, and a Memory export read
+// inline (no pool buffer) takes its 16 KiB of zeros for holes.
+func declaredPayloads(in []byte, contexts int) uint64 {
 	var n uint64
 	for len(in) >= 28 && binary.BigEndian.Uint32(in) == nbdtest.MagicRequest {
 		typ, length := binary.BigEndian.Uint16(in[6:]), binary.BigEndian.Uint32(in[24:])
 		in = in[28:]
 		switch typ {
-		case nbdtest.CmdRead, nbdtest.CmdWrite:
+		case nbdtest.CmdRead:
+			n += 2 << bits.Len32(max(16<<10, min(length, nbd.DefaultMaxPayload))-1)
+		case nbdtest.CmdWrite:
 			n += 1 << bits.Len32(max(4096, min(length, nbd.DefaultMaxPayload))-1)
 		case nbdtest.CmdBlockStatus:
-			n += blockStatusReply
+			n += uint64(contexts) * blockStatusReply
 		}
 		if typ != nbdtest.CmdWrite {
 			continue
@@ -291,8 +312,9 @@ func declaredPayloads(in []byte) uint64 {
 	return n
 }
 
-// blockStatusReply is the largest block status a request can get: 2^16
-// extents of 8 bytes, and the extents' list on the way.
+// blockStatusReply is the largest block status a request can get for
+// one metadata context: 2^16 extents of 8 bytes, and the extents' list
+// on the way.
 const blockStatusReply = 1 << 16 * (16 + 8)
 
 // plannedRequest is a complete request of the fuzz input.
@@ -341,7 +363,17 @@ func handshakePrefix(structured bool) []byte {
 	return append(b, nbdtest.Option(nbdtest.OptGo, nbdtest.InfoData("e", nbdtest.InfoBlockSize))...)
 }
 
-// skipHandshake removes the greeting and the replies to handshakePrefix.
+// bitmapPrefix is a client handshake selecting base:allocation and the
+// dirty bitmap b1 of "d", then NBD_OPT_GO for "d".
+func bitmapPrefix() []byte {
+	b := binary.BigEndian.AppendUint32(nil, nbdtest.FlagFixedNewstyle|nbdtest.FlagNoZeroes)
+	b = append(b, nbdtest.Option(nbdtest.OptStructuredReply, nil)...)
+	b = append(b, nbdtest.Option(nbdtest.OptSetMetaContext, nbdtest.MetaContextData("d", "base:allocation", "qemu:dirty-bitmap:b1"))...)
+	return append(b, nbdtest.Option(nbdtest.OptGo, nbdtest.InfoData("d", nbdtest.InfoBlockSize))...)
+}
+
+// skipHandshake removes the greeting and the replies to handshakePrefix
+// (or bitmapPrefix).
 func skipHandshake(t *testing.T, out []byte, structured bool) []byte {
 	t.Helper()
 	if len(out) < 18 {
@@ -369,9 +401,14 @@ func skipHandshake(t *testing.T, out []byte, structured bool) []byte {
 }
 
 // checkReplies is the oracle of FuzzTransmissionRequests.
-func checkReplies(plan []plannedRequest, out []byte, structured bool) error {
+func checkReplies(plan []plannedRequest, out []byte, structured bool, contexts int) error {
 	done := make([]bool, len(plan))
 	covered := make([]uint64, len(plan))
+	// the contexts (ids 1..contexts: base:allocation, then the dirty
+	// bitmap) a block status answered so far, one bit each; an error
+	// excuses the rest
+	statusSeen := make([]uint32, len(plan))
+	failed := make([]bool, len(plan))
 	remaining := len(plan)
 	for len(out) > 0 {
 		if len(out) < 4 {
@@ -436,12 +473,24 @@ func checkReplies(plan []plannedRequest, out []byte, structured bool) error {
 				}
 				covered[cookie] += size
 			case nbdtest.ReplyTypeBlockStatus:
-				if r.typ != nbdtest.CmdBlockStatus || n < 12 || (n-4)%8 != 0 || binary.BigEndian.Uint32(p) != 1 {
-					return fmt.Errorf("bad block status chunk")
+				id := uint32(0)
+				if n >= 4 {
+					id = binary.BigEndian.Uint32(p)
+				}
+				if r.typ != nbdtest.CmdBlockStatus || n < 12 || (n-4)%8 != 0 || id < 1 || id > uint32(contexts) || statusSeen[cookie]&(1<<id) != 0 {
+					return fmt.Errorf("bad block status chunk (context %d of %d)", id, contexts)
+				}
+				statusSeen[cookie] |= 1 << id
+				valid := uint32(3) // base:allocation: hole, zero
+				if id > 1 {
+					valid = 1 // qemu:dirty-bitmap: dirty
 				}
 				for i := 4; i < int(n); i += 8 {
 					if binary.BigEndian.Uint32(p[i:]) == 0 {
 						return fmt.Errorf("empty extent")
+					}
+					if binary.BigEndian.Uint32(p[i+4:])&^valid != 0 {
+						return fmt.Errorf("context %d: flags %#x", id, binary.BigEndian.Uint32(p[i+4:]))
 					}
 				}
 			case nbdtest.ReplyTypeError, nbdtest.ReplyTypeErrorOffset:
@@ -449,12 +498,16 @@ func checkReplies(plan []plannedRequest, out []byte, structured bool) error {
 					return fmt.Errorf("bad error chunk")
 				}
 				covered[cookie] = uint64(r.length) // an error excuses missing data
+				failed[cookie] = true
 			default:
 				return fmt.Errorf("unknown chunk type %d", typ)
 			}
 			if flags&nbdtest.ReplyFlagDone != 0 {
 				if r.typ == nbdtest.CmdRead && covered[cookie] != uint64(r.length) {
 					return fmt.Errorf("read of %d answered with %d bytes", r.length, covered[cookie])
+				}
+				if r.typ == nbdtest.CmdBlockStatus && !failed[cookie] && statusSeen[cookie] != 0 && statusSeen[cookie] != (1<<(contexts+1))-2 {
+					return fmt.Errorf("block status answered contexts %#b of %d", statusSeen[cookie], contexts)
 				}
 				done[cookie] = true
 				remaining--
@@ -477,7 +530,9 @@ func handshakeSeeds() [][]byte {
 		cat(flags, nbdtest.Option(nbdtest.OptInfo, nbdtest.InfoData("e", 0, 1, 2, 3)), nbdtest.Option(nbdtest.OptGo, nbdtest.InfoData(""))),
 		cat(flags, nbdtest.Option(nbdtest.OptStructuredReply, nil),
 			nbdtest.Option(nbdtest.OptListMetaContext, nbdtest.MetaContextData("e")),
+			nbdtest.Option(nbdtest.OptListMetaContext, nbdtest.MetaContextData("d", "qemu:", "qemu:dirty-bitmap:")),
 			nbdtest.Option(nbdtest.OptSetMetaContext, nbdtest.MetaContextData("e", "base:allocation", "base:", "x-y:z")),
+			nbdtest.Option(nbdtest.OptSetMetaContext, nbdtest.MetaContextData("d", "base:allocation", "qemu:dirty-bitmap:b1", "qemu:dirty-bitmap:b2")),
 			nbdtest.Option(nbdtest.OptGo, nbdtest.InfoData("e", 3))),
 		cat(flags, nbdtest.Option(99, []byte("junk")), nbdtest.Option(nbdtest.OptStartTLS, nil), nbdtest.Option(nbdtest.OptExportName, []byte("e"))),
 		cat(binary.BigEndian.AppendUint32(nil, 0), nbdtest.Option(nbdtest.OptExportName, nil)),
@@ -514,6 +569,7 @@ func transmissionSeeds() [][]byte {
 		cat(modeStructured, structured),
 		cat(modeStructured, req(0, nbdtest.CmdDisc, 0, 0, 0, nil), req(0, nbdtest.CmdRead, 0, 0, 1, nil)),
 		cat(modeSimple, []byte{0x12, 0x56, 0x09, 0x53}, make([]byte, 24)),
+		cat(modeBitmap|modeFixMagic, structured, req(0, nbdtest.CmdBlockStatus, 0, fuzzExportSize/2-100, 1000, nil)),
 	}
 }
 

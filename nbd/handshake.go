@@ -174,7 +174,7 @@ func (ss *session) optExportName(data []byte) (*exportState, bool, error) {
 		return nil, false, fmt.Errorf("nbd handshake: NBD_OPT_EXPORT_NAME: no export %q", name)
 	}
 	if ss.metaExport != name {
-		ss.metaSelected = false
+		ss.metaContexts = nil
 	}
 	var r [8 + 2 + 124]byte
 	binary.BigEndian.PutUint64(r[0:], uint64(exp.Backend.Size()))
@@ -233,7 +233,7 @@ func (ss *session) optStartTLS(data []byte) error {
 	ss.tlsUp = true
 	// Nothing negotiated before TLS survives it.
 	ss.structured = false
-	ss.metaExport, ss.metaSelected = "", false
+	ss.metaExport, ss.metaContexts = "", nil
 	return nil
 }
 
@@ -281,7 +281,7 @@ func (ss *session) optInfoGo(opt uint32, data []byte) (*exportState, bool, error
 		return nil, false, nil
 	}
 	if ss.metaExport != req.name {
-		ss.metaSelected = false
+		ss.metaContexts = nil
 	}
 	return exp, true, nil
 }
@@ -289,7 +289,7 @@ func (ss *session) optInfoGo(opt uint32, data []byte) (*exportState, bool, error
 func (ss *session) optMetaContext(opt uint32, data []byte) error {
 	if opt == optSetMetaContext {
 		// A SET replaces the selection even when it fails.
-		ss.metaExport, ss.metaSelected = "", false
+		ss.metaExport, ss.metaContexts = "", nil
 		if !ss.structured {
 			return ss.optReplyMsg(opt, repErrInvalid, "structured replies not negotiated")
 		}
@@ -298,27 +298,25 @@ func (ss *session) optMetaContext(opt uint32, data []byte) error {
 	if err != nil {
 		return ss.optReplyMsg(opt, repErrInvalid, err.Error())
 	}
-	if ss.srv.lookup(req.export) == nil {
+	exp := ss.srv.lookup(req.export)
+	if exp == nil {
 		return ss.optReplyMsg(opt, repErrUnknown, fmt.Sprintf("no export %q", req.export))
 	}
-	matched := false
-	if opt == optListMetaContext {
-		matched = req.queries == 0 || req.listAllocation
-	} else {
-		matched = req.setAllocation
-	}
-	if matched {
+	picked := matchContexts(exportContexts(ss.ctx, exp, ss.srv.log), req.queries, opt == optListMetaContext)
+	for _, c := range picked {
 		id := uint32(0) // LIST replies carry a reserved zero id
 		if opt == optSetMetaContext {
-			id = metaContextBaseAllocation
-			ss.metaExport, ss.metaSelected = req.export, true
+			id = c.id
 		}
-		b := make([]byte, 4, 4+len(baseAllocation))
+		b := make([]byte, 4, 4+len(c.name))
 		binary.BigEndian.PutUint32(b, id)
-		b = append(b, baseAllocation...)
+		b = append(b, c.name...)
 		if err := ss.optReply(opt, repMetaContext, b); err != nil {
 			return err
 		}
+	}
+	if opt == optSetMetaContext {
+		ss.metaExport, ss.metaContexts = req.export, picked
 	}
 	return ss.optReply(opt, repAck, nil)
 }

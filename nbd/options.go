@@ -1,9 +1,11 @@
 package nbd
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -50,20 +52,15 @@ func parseInfoRequest(d []byte) (infoRequest, error) {
 }
 
 // metaContextRequest is the data of NBD_OPT_LIST_META_CONTEXT and
-// NBD_OPT_SET_META_CONTEXT, reduced to what this server offers.
+// NBD_OPT_SET_META_CONTEXT.
 type metaContextRequest struct {
 	export  string
-	queries uint32
-	// listAllocation: some query matches base:allocation when listing
-	// ("base:" or "base:allocation"); setAllocation: some query selects it.
-	listAllocation bool
-	setAllocation  bool
+	queries []string
 }
 
 // parseMetaContextRequest decodes: export name length (32 bits), name,
 // number of queries (32 bits), then each query as length (32 bits) and
-// string. Queries for namespaces other than base: are ignored, as the
-// protocol asks.
+// string. Every query must name its namespace ("ns:...").
 func parseMetaContextRequest(d []byte) (metaContextRequest, error) {
 	var r metaContextRequest
 	name, d, err := takeString(d, "export name")
@@ -74,30 +71,75 @@ func parseMetaContextRequest(d []byte) (metaContextRequest, error) {
 	if len(d) < 4 {
 		return r, errors.New("option ends before the number of queries")
 	}
-	r.queries = binary.BigEndian.Uint32(d)
+	n := binary.BigEndian.Uint32(d)
 	d = d[4:]
-	if uint64(r.queries)*4 > uint64(len(d)) {
-		return r, fmt.Errorf("%d queries cannot fit in %d bytes", r.queries, len(d))
+	if uint64(n)*4 > uint64(len(d)) {
+		return r, fmt.Errorf("%d queries cannot fit in %d bytes", n, len(d))
 	}
-	for i := uint32(0); i < r.queries; i++ {
+	for i := uint32(0); i < n; i++ {
 		var q string
 		q, d, err = takeString(d, "query")
 		if err != nil {
 			return r, err
 		}
-		switch {
-		case q == baseAllocation:
-			r.listAllocation, r.setAllocation = true, true
-		case q == "base:":
-			r.listAllocation = true
-		case !strings.Contains(q, ":"):
+		if !strings.Contains(q, ":") {
 			return r, fmt.Errorf("query %q has no namespace", q)
 		}
+		r.queries = append(r.queries, q)
 	}
 	if len(d) != 0 {
 		return r, fmt.Errorf("%d bytes after the last query", len(d))
 	}
 	return r, nil
+}
+
+// metaContext is a metadata context an export offers: its id and name,
+// and for a dirty bitmap the bitmap's name.
+type metaContext struct {
+	id     uint32
+	name   string
+	bitmap string
+}
+
+// exportContexts lists the contexts exp offers: base:allocation, then a
+// qemu:dirty-bitmap: context for each of its backend's bitmaps. Bitmaps
+// the backend cannot list now are left out, and said so.
+func exportContexts(ctx context.Context, exp *exportState, log *slog.Logger) []metaContext {
+	out := []metaContext{{id: metaContextBaseAllocation, name: baseAllocation}}
+	if d := exp.caps.dirty; d != nil {
+		names, err := d.DirtyBitmaps(ctx)
+		if err != nil {
+			log.Warn("nbd: listing dirty bitmaps; offering none", "export", exp.Name, "err", err)
+		}
+		for i, b := range names {
+			out = append(out, metaContext{id: metaContextBaseAllocation + 1 + uint32(i), name: qemuDirtyBitmap + b, bitmap: b})
+		}
+	}
+	return out
+}
+
+// matchContexts picks the contexts of avail that queries ask for: SET
+// takes exact names; LIST also takes a query ending in ':' ("base:",
+// "qemu:", "qemu:dirty-bitmap:") as every context it prefixes, and no
+// query as every context.
+func matchContexts(avail []metaContext, queries []string, list bool) []metaContext {
+	if list && len(queries) == 0 {
+		return avail
+	}
+	var out []metaContext
+	seen := map[uint32]bool{}
+	for _, q := range queries {
+		for _, c := range avail {
+			if seen[c.id] {
+				continue
+			}
+			if c.name == q || list && strings.HasSuffix(q, ":") && strings.HasPrefix(c.name, q) {
+				seen[c.id] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // takeString splits a 32-bit length-prefixed string off d.

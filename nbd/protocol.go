@@ -144,7 +144,11 @@ const (
 	// protocol allows 2^20; 2^16 keeps a reply at 512 KiB).
 	maxExtents = 1 << 16
 
-	// metaContextBaseAllocation is the id given to base:allocation.
+	// metaContextBaseAllocation is the id given to base:allocation;
+	// dirty bitmaps get the ids after it, in the backend's order.
 	metaContextBaseAllocation = 1
 	baseAllocation            = "base:allocation"
+	qemuDirtyBitmap           = "qemu:dirty-bitmap:"
+	// extentDirty flags a changed range in a qemu:dirty-bitmap context.
+	extentDirty = 1
 )

@@ -38,8 +38,8 @@ type session struct {
 	noZeroes      bool
 	tlsUp         bool
 	structured    bool
-	metaExport    string // export named by the last SET_META_CONTEXT
-	metaSelected  bool   // whether that selected base:allocation
+	metaExport    string        // export named by the last SET_META_CONTEXT
+	metaContexts  []metaContext // what that selected
 }
 
 func (s *Server) newSession(ctx context.Context, c net.Conn) (*session, error) {

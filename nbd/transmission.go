@@ -58,13 +58,13 @@ type transmission struct {
 	ss *session
 	// ctx is what backend calls run under: the session's, cancelled
 	// early when the kernel gives up on the connection.
-	ctx         context.Context
-	cancel      context.CancelFunc
-	exp         *exportState
-	br          *bufio.Reader
-	structured  bool
-	blockStatus bool // base:allocation selected for this export
-	kernel      bool // entered by ServeTransmission
+	ctx        context.Context
+	cancel     context.CancelFunc
+	exp        *exportState
+	br         *bufio.Reader
+	structured bool
+	contexts   []metaContext // the metadata contexts selected for this export
+	kernel     bool          // entered by ServeTransmission
 	// inline: requests are served by the goroutine that reads them, which
 	// also writes their replies, batched until it would wait for more
 	// requests. For backends that never block (Memory), this saves two
@@ -96,20 +96,29 @@ type transmission struct {
 	readShut bool // the read side is shut: the client's sends now fail
 }
 
+// selectedContexts are the contexts the last SET_META_CONTEXT selected,
+// if it named exp and structured replies are on.
+func (ss *session) selectedContexts(exp *exportState) []metaContext {
+	if !ss.structured || ss.metaExport != exp.Name {
+		return nil
+	}
+	return ss.metaContexts
+}
+
 // transmit serves requests until the client disconnects, the connection
 // fails or the server shuts down.
 func (ss *session) transmit(exp *exportState, kernel bool) error {
 	t := &transmission{
-		ss:          ss,
-		exp:         exp,
-		br:          ss.br,
-		structured:  ss.structured,
-		blockStatus: ss.structured && ss.metaSelected && ss.metaExport == exp.Name,
-		kernel:      kernel,
-		inline:      exp.inline,
-		budget:      newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes, ss.srv.maxReplyBytes),
-		idle:        make(chan *request),
-		stopIdle:    make(chan struct{}),
+		ss:         ss,
+		exp:        exp,
+		br:         ss.br,
+		structured: ss.structured,
+		contexts:   ss.selectedContexts(exp),
+		kernel:     kernel,
+		inline:     exp.inline,
+		budget:     newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes, ss.srv.maxReplyBytes),
+		idle:       make(chan *request),
+		stopIdle:   make(chan struct{}),
 	}
 	t.ctx, t.cancel = context.WithCancel(ss.ctx)
 	defer t.cancel()
@@ -383,7 +392,7 @@ func (t *transmission) validate(req *request) (Errno, string) {
 	case cmdCache:
 	case cmdBlockStatus:
 		allowed |= cmdFlagReqOne
-		if !t.blockStatus {
+		if len(t.contexts) == 0 {
 			return ErrInvalid, "no metadata context negotiated"
 		}
 	default:
@@ -447,7 +456,7 @@ func (t *transmission) dispatch(req *request) error {
 	case cmdWrite:
 		req.share = share{bytes: int64(req.length)}
 	case cmdBlockStatus:
-		req.share = share{bytes: blockStatusShare, reply: true}
+		req.share = share{bytes: blockStatusShare * int64(len(t.contexts)), reply: true}
 	}
 	if err := t.budget.acquire(t.ss.ctx, req.share); err != nil {
 		abandon()

@@ -1,10 +1,12 @@
 package rbd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,6 +26,24 @@ func (img *Image) Snapshots(ctx context.Context) ([]SnapInfo, error) {
 		return nil, err
 	}
 	return snapInfos(img.hdr.Load().snaps), nil
+}
+
+// SnapshotsBefore lists the user snapshots taken before the one the
+// image is open at (all of them, for the head), oldest first: the
+// snapshots Diff can start from.
+func (img *Image) SnapshotsBefore(ctx context.Context) ([]SnapInfo, error) {
+	all, err := img.Snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []SnapInfo
+	for _, s := range all {
+		if s.Namespace == SnapNamespaceUser && (img.snapID == noSnap || s.ID < img.snapID) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b SnapInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 func validSnapName(name string) error {

@@ -62,7 +62,18 @@ var (
 	_ nbd.MultiConnCoherent = (*Backend)(nil)
 	_ nbd.ReadOnlyBackend   = (*Backend)(nil)
 	_ nbd.SizeNotifier      = (*Backend)(nil)
+	_ nbd.DirtyBitmapper    = (*Backend)(nil)
 )
+
+// snapshotDiffer is what an Image needs for dirty bitmaps (*rbd.Image
+// has it): the snapshots before the one it is open at, and what changed
+// since one of them.
+type snapshotDiffer interface {
+	SnapshotsBefore(ctx context.Context) ([]rbd.SnapInfo, error)
+	Diff(ctx context.Context, off, length int64, opts rbd.DiffOptions, fn func(off, length int64, exists bool) error) error
+}
+
+var _ snapshotDiffer = (*rbd.Image)(nil)
 
 // zeroStep is the size of the writes that zero a range kept allocated.
 const zeroStep = 1 << 20
@@ -133,6 +144,63 @@ func (b *Backend) BlockStatus(ctx context.Context, off, length int64) ([]nbd.Ext
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// DirtyBitmaps names a qemu:dirty-bitmap: context for each snapshot taken
+// before the one the image is open at (each snapshot, for the head):
+// a backup tool reads what changed since its last backup's snapshot.
+// An image that cannot diff offers none.
+func (b *Backend) DirtyBitmaps(ctx context.Context) ([]string, error) {
+	d, ok := b.img.(snapshotDiffer)
+	if !ok {
+		return nil, nil
+	}
+	snaps, err := d.SnapshotsBefore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(snaps))
+	for i, s := range snaps {
+		names[i] = s.Name
+	}
+	return names, nil
+}
+
+// DirtyStatus reports what changed since snapshot bitmap (written or
+// discarded) as dirty, the rest as clean: rbd diff --from-snap.
+func (b *Backend) DirtyStatus(ctx context.Context, bitmap string, off, length int64) ([]nbd.DirtyExtent, error) {
+	d, ok := b.img.(snapshotDiffer)
+	if !ok {
+		return nil, fmt.Errorf("rbdnbd: the image cannot tell what changed since %q", bitmap)
+	}
+	end := min(off+length, b.img.Size())
+	var out []nbd.DirtyExtent
+	add := func(n int64, dirty bool) {
+		if k := len(out); k > 0 && out[k-1].Dirty == dirty {
+			out[k-1].Length += n
+		} else {
+			out = append(out, nbd.DirtyExtent{Length: n, Dirty: dirty})
+		}
+	}
+	pos := off
+	err := d.Diff(ctx, off, end-off, rbd.DiffOptions{FromSnap: bitmap}, func(o, n int64, _ bool) error {
+		if o < pos || n <= 0 {
+			return fmt.Errorf("rbdnbd: change reported at %d+%d, before %d", o, n, pos)
+		}
+		if o > pos {
+			add(o-pos, false)
+		}
+		add(n, true)
+		pos = o + n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if pos < end {
+		add(end-pos, false)
 	}
 	return out, nil
 }
