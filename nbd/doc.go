@@ -12,9 +12,10 @@
 // export, which never blocks, is served inline instead: the goroutine that
 // reads the requests serves them and buffers the replies until it would
 // wait for the client. Structured
-// replies, sparse reads, the base:allocation metadata context and block
-// status are offered to clients that negotiate them; the kernel gets simple
-// replies only.
+// replies, sparse reads, the base:allocation metadata context, a
+// backend's dirty bitmaps as qemu:dirty-bitmap: contexts (DirtyBitmapper)
+// and block status are offered to clients that negotiate them; the
+// kernel gets simple replies only.
 //
 // NBD has no authentication of its own. A Server bounds what any client
 // can make it hold: its connections (Config.MaxConns), the time to finish
