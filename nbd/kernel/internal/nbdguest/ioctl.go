@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/purerbd/purerbd/nbd"
@@ -52,9 +53,10 @@ func (s *scenario) ioctlInterface(ctx context.Context) error {
 		return fmt.Errorf("nbd%d has a backend attribute (%v): no cookie expected through ioctls", idx, err)
 	}
 	// listed as running, with its two queues and no cookie, from sysfs
-	// alone: what `purerbd device list` shows on a kernel without netlink
-	if m, err := listed(idx); err != nil || m != (kernel.Mapped{Index: idx, Size: 32 * mib, Connections: 2}) {
-		return fmt.Errorf("kernel.List: %+v, %v; want size 32 MiB, 2 connections, no cookie", m, err)
+	// alone: what `purerbd device list` shows on a kernel without netlink;
+	// its pid a thread of this process, which started it
+	if m, err := listed(idx); err != nil || m != (kernel.Mapped{Index: idx, Size: 32 * mib, Connections: 2, PID: m.PID}) || tgidOf(m.PID) != os.Getpid() {
+		return fmt.Errorf("kernel.List: %+v, %v; want size 32 MiB, 2 connections, no cookie, a pid of process %d", m, err, os.Getpid())
 	}
 	if st, ok, err := s.client.DeviceStatus(ctx, idx); err != nil || !ok || !st.Connected {
 		return fmt.Errorf("netlink STATUS of the ioctl device: %+v %v %v", st, ok, err)
@@ -148,4 +150,19 @@ func listed(idx int) (kernel.Mapped, error) {
 		}
 	}
 	return kernel.Mapped{}, fmt.Errorf("nbd%d: %w (list %+v)", idx, errNotListed, l)
+}
+
+// tgidOf is the process of thread tid, from /proc (0 if unknown).
+func tgidOf(tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
