@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 )
 
@@ -274,27 +275,56 @@ const (
 // the backend stopped short); without, the last one may run past it, as
 // block status allows.
 func (t *transmission) extents(off, length int64, clip bool) ([]Extent, error) {
+	return t.gather(off, length, clip, "block status", func(pos, n int64) ([]Extent, error) {
+		got, err := t.exp.caps.status.BlockStatus(t.ctx, pos, n)
+		out := make([]Extent, len(got)) // the backend's slice stays its own
+		for i, e := range got {
+			out[i] = Extent{Length: e.Length, Flags: e.Flags & (ExtentHole | ExtentZero)}
+		}
+		return out, err
+	})
+}
+
+// dirtyExtents gathers a dirty bitmap's ranges over [off, off+length)
+// as extents (flag extentDirty), as extents does for allocation.
+func (t *transmission) dirtyExtents(bitmap string, off, length int64) ([]Extent, error) {
+	return t.gather(off, length, false, "dirty bitmap "+strconv.Quote(bitmap), func(pos, n int64) ([]Extent, error) {
+		got, err := t.exp.caps.dirty.DirtyStatus(t.ctx, bitmap, pos, n)
+		out := make([]Extent, len(got))
+		for i, d := range got {
+			out[i].Length = d.Length
+			if d.Dirty {
+				out[i].Flags = extentDirty
+			}
+		}
+		return out, err
+	})
+}
+
+// gather calls status from off until [off, off+length) (up to the end of
+// the export) is covered, merging neighbours with equal flags, within
+// maxExtentCalls calls and maxExtents extents; clip as extents says.
+func (t *transmission) gather(off, length int64, clip bool, what string, status func(pos, n int64) ([]Extent, error)) ([]Extent, error) {
 	size := t.exp.Backend.Size()
 	end := min(off+length, size)
 	var out []Extent
 	pos := off
 	for calls := 0; pos < end && calls < maxExtentCalls && len(out) < maxExtents; calls++ {
-		got, err := t.exp.caps.status.BlockStatus(t.ctx, pos, end-pos)
+		got, err := status(pos, end-pos)
 		if err != nil {
 			return nil, err
 		}
 		if len(got) == 0 {
-			return nil, fmt.Errorf("block status at %d: backend returned no extent", pos)
+			return nil, fmt.Errorf("%s at %d: backend returned no extent", what, pos)
 		}
 		for _, e := range got {
 			if e.Length <= 0 {
-				return nil, fmt.Errorf("block status at %d: backend returned an empty extent", pos)
+				return nil, fmt.Errorf("%s at %d: backend returned an empty extent", what, pos)
 			}
 			e.Length = min(e.Length, size-pos)
 			if clip {
 				e.Length = min(e.Length, end-pos)
 			}
-			e.Flags &= ExtentHole | ExtentZero
 			if n := len(out); n > 0 && out[n-1].Flags == e.Flags {
 				out[n-1].Length += e.Length
 			} else {
@@ -371,44 +401,6 @@ func encodeStatus(id uint32, extents []Extent, length uint32, reqOne bool) []byt
 		}
 	}
 	return desc
-}
-
-// dirtyExtents gathers a dirty bitmap's ranges over [off, off+length)
-// as extents (flag extentDirty), merging neighbours alike and stopping
-// at the end of the export, as extents does for allocation.
-func (t *transmission) dirtyExtents(bitmap string, off, length int64) ([]Extent, error) {
-	size := t.exp.Backend.Size()
-	end := min(off+length, size)
-	var out []Extent
-	pos := off
-	for calls := 0; pos < end && calls < maxExtentCalls && len(out) < maxExtents; calls++ {
-		got, err := t.exp.caps.dirty.DirtyStatus(t.ctx, bitmap, pos, end-pos)
-		if err != nil {
-			return nil, err
-		}
-		if len(got) == 0 {
-			return nil, fmt.Errorf("dirty bitmap %q at %d: backend returned no extent", bitmap, pos)
-		}
-		for _, d := range got {
-			if d.Length <= 0 {
-				return nil, fmt.Errorf("dirty bitmap %q at %d: backend returned an empty extent", bitmap, pos)
-			}
-			e := Extent{Length: min(d.Length, size-pos)}
-			if d.Dirty {
-				e.Flags = extentDirty
-			}
-			if n := len(out); n > 0 && out[n-1].Flags == e.Flags {
-				out[n-1].Length += e.Length
-			} else {
-				out = append(out, e)
-			}
-			pos += e.Length
-			if pos >= end || len(out) >= maxExtents {
-				break
-			}
-		}
-	}
-	return out, nil
 }
 
 // writeZeroes answers NBD_CMD_WRITE_ZEROES, through the backend's Zeroer

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -64,14 +62,7 @@ func TestDirtyBitmapsAgainstRbdDiff(t *testing.T) {
 		{"rbd/cbt", "s2", []string{"s1", "s2"}, []string{"--from-snap", "s2", "rbd/cbt"}},
 	} {
 		socket := filepath.Join(dir, tc.bitmap+".sock")
-		cmd := exec.Command(bin, "-c", c.Conf, "nbd", "serve", "--image", tc.export, "--read-only", "--socket", socket)
-		cmd.Env = append(cleanEnv(), runDirEnv+"="+filepath.Join(dir, "run-"+tc.bitmap))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		_, stderr := startServeBinary(t, bin, c.Conf, filepath.Join(dir, "run-"+tc.bitmap), "--image", tc.export, "--read-only", "--socket", socket)
 		waitSocket(t, socket, 60*time.Second)
 		uri := "nbd+unix:///?socket=" + socket
 

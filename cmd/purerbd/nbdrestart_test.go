@@ -48,15 +48,7 @@ func TestNBDServeRestartAfterSIGKILL(t *testing.T) {
 	socket := filepath.Join(dir, "nbd.sock")
 	uri := "nbd+unix:///?socket=" + socket
 	serve := func() (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command(bin, "-c", c.Conf, "nbd", "serve", "--image", "rbd/restart", "--socket", socket)
-		cmd.Env = append(cleanEnv(), runDirEnv+"="+filepath.Join(dir, "run"))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd, &stderr
+		return startServeBinary(t, bin, c.Conf, filepath.Join(dir, "run"), "--image", "rbd/restart", "--socket", socket)
 	}
 	cur, _ := serve()
 	waitSocket(t, socket, 60*time.Second)
@@ -115,6 +107,21 @@ func TestNBDServeRestartAfterSIGKILL(t *testing.T) {
 	if !bytes.Equal(b[:len(data)], data) {
 		t.Fatal("rbd export differs from what nbdcopy wrote through the restarted server")
 	}
+}
+
+// startServeBinary starts the built `purerbd nbd serve` with args, its role locks under
+// runDir, killed at the end of the test; its standard error is kept.
+func startServeBinary(t *testing.T, bin, conf, runDir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-c", conf, "nbd", "serve"}, args...)...)
+	cmd.Env = append(cleanEnv(), runDirEnv+"="+runDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, &stderr
 }
 
 // waitSocket waits until a unix socket accepts connections.

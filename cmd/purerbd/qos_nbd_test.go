@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,14 +34,7 @@ func TestQoSThroughNBD(t *testing.T) {
 	}
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "nbd.sock")
-	cmd := exec.Command(bin, "-c", c.Conf, "nbd", "serve", "--image", "rbd/qos", "--socket", socket)
-	cmd.Env = append(cleanEnv(), runDirEnv+"="+filepath.Join(dir, "run"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	_, stderr := startServeBinary(t, bin, c.Conf, filepath.Join(dir, "run"), "--image", "rbd/qos", "--socket", socket)
 	waitSocket(t, socket, 60*time.Second)
 	measure := func(limit float64) {
 		t.Helper()
