@@ -91,11 +91,13 @@ func (c *rbdCommand) list(ctx context.Context, pos []string, long bool, of outpu
 		}
 		return t.write(c.stdout)
 	})
-	if err != nil {
+	if errors.Is(err, rados.ErrPoolNotFound) || errors.Is(err, rbd.ErrNotFound) {
+		// what rbd says and exits with; a cluster that cannot be reached
+		// fails as every verb does
 		fmt.Fprintf(c.stderr, "rbd: listing images failed: %v\n", err)
 		return cli.ExitStatus(errnoOf(err))
 	}
-	return nil
+	return err
 }
 
 // longRow is one image or snapshot of `rbd ls -l --format json`, with
