@@ -51,7 +51,8 @@ func requireFile(t *testing.T, path, pkg string) string {
 // for about 30; then the cost in sequential 1 MiB writes. Figures are
 // logged. (Its backend-stall step is left out: see runAdaptive;
 // PURERBD_VM_ADAPTIVE_STALL=1 runs the "adaptive-stall" reproducer
-// instead.)
+// instead; PURERBD_VM_ADAPTIVE_REPEAT=1 repeats the kill steps whose
+// device goes from one connection to four.)
 func TestAdaptiveTimeoutInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/nbd/kernel/internal/nbdguest")
@@ -59,12 +60,16 @@ func TestAdaptiveTimeoutInVM(t *testing.T) {
 	if os.Getenv("PURERBD_VM_ADAPTIVE_STALL") == "1" {
 		scenario = "adaptive-stall"
 	}
+	timeout := 6 * time.Minute
+	if os.Getenv("PURERBD_VM_ADAPTIVE_REPEAT") == "1" {
+		scenario, timeout = "adaptive-repeat", 25*time.Minute
+	}
 	vmtest.RunScenario(t, host, vmtest.Config{
 		Modules: []string{"nbd"},
 		Files:   map[string]string{"/bin/nbdguest": guest},
 		Command: []string{"/bin/nbdguest", scenario},
 		CPUs:    4, // four connections need four hardware queues
-		Timeout: 6 * time.Minute,
+		Timeout: timeout,
 	})
 }
 

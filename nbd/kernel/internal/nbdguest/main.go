@@ -30,6 +30,8 @@ func main() {
 		err = runSmoke(ctx)
 	case "adaptive", "adaptive-stall":
 		err = runAdaptive(ctx, os.Args[1] == "adaptive-stall")
+	case "adaptive-repeat":
+		err = runAdaptiveRepeat(ctx, 8)
 	case "serve", "reattach":
 		err = runServer(ctx, os.Args[1], os.Args[2:])
 	default:
