@@ -53,15 +53,7 @@ const (
 // without a stall comes from devices without a request timeout instead
 // (kernel.AttachConfig.ResendInterval, the "resend" kill step).
 func runAdaptive(ctx context.Context, stall bool) error {
-	s := &scenario{start: time.Now(), Report: guestio.NewReport()}
-	err := s.Step("load nbd", func() error {
-		if err := kernel.LoadModule(ctx, kernel.ModuleConfig{NbdsMax: 4}); err != nil {
-			return err
-		}
-		var err error
-		s.client, err = kernel.Open(ctx, kernel.ClientConfig{})
-		return err
-	})
+	s, err := startAdaptive(ctx)
 	if err == nil && stall {
 		err = s.Step("adaptive timeout rides out a backend stall", func() error { return s.adaptiveStall(ctx) })
 	}
@@ -85,11 +77,9 @@ func runAdaptive(ctx context.Context, stall bool) error {
 	return s.Finish(err)
 }
 
-// runAdaptiveRepeat is the "adaptive-repeat" reproducer (not run by the
-// tests): the kill-and-reattach steps whose device changes from one
-// connection to four, rounds times over, to catch a fresh attach whose
-// first writes never complete.
-func runAdaptiveRepeat(ctx context.Context, rounds int) error {
+// startAdaptive begins the adaptive scenarios: nbd loaded and a netlink
+// client opened, as their first step.
+func startAdaptive(ctx context.Context) (*scenario, error) {
 	s := &scenario{start: time.Now(), Report: guestio.NewReport()}
 	err := s.Step("load nbd", func() error {
 		if err := kernel.LoadModule(ctx, kernel.ModuleConfig{NbdsMax: 4}); err != nil {
@@ -99,6 +89,15 @@ func runAdaptiveRepeat(ctx context.Context, rounds int) error {
 		s.client, err = kernel.Open(ctx, kernel.ClientConfig{})
 		return err
 	})
+	return s, err
+}
+
+// runAdaptiveRepeat is the "adaptive-repeat" reproducer (not run by the
+// tests): the kill-and-reattach steps whose device changes from one
+// connection to four, rounds times over, to catch a fresh attach whose
+// first writes never complete.
+func runAdaptiveRepeat(ctx context.Context, rounds int) error {
+	s, err := startAdaptive(ctx)
 	for i := 0; i < rounds && err == nil; i++ {
 		for _, mode := range []string{"resend", "resend-held", "fixed"} {
 			if err == nil {
