@@ -372,3 +372,38 @@ func RollbackGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, sna
 	}
 	return nil
 }
+
+// GroupSnapshotOf returns the names of the group and of the group
+// snapshot that image snapshot s (of SnapNamespaceGroup) belongs to, as
+// rbd snap ls --all shows them (ErrNotFound when they are gone).
+func (img *Image) GroupSnapshotOf(ctx context.Context, s SnapInfo) (group, snap string, err error) {
+	if s.Group == nil {
+		return "", "", fmt.Errorf("%w: snapshot %d of %q is not a group's", ErrInvalid, s.ID, img.name)
+	}
+	o, err := img.meta.pool(ctx, s.Group.PoolID, img.meta.namespace())
+	if err != nil {
+		return "", "", err
+	}
+	out, err := call(ctx, o, groupDirectoryObject, cls.DirGetName(s.Group.GroupID))
+	if errors.Is(err, syscall.ENOENT) {
+		return "", "", fmt.Errorf("%w: group id %s", ErrGroupNotFound, s.Group.GroupID)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("rbd: looking up group id %s: %w", s.Group.GroupID, err)
+	}
+	if group, err = cls.DecodeString(out); err != nil {
+		return "", "", err
+	}
+	out, err = call(ctx, o, groupHeaderObject(s.Group.GroupID), cls.GroupSnapGetByID(s.Group.GroupSnapID))
+	if errors.Is(err, syscall.ENOENT) {
+		return "", "", fmt.Errorf("%w: snapshot %s of group %q", ErrNotFound, s.Group.GroupSnapID, group)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("rbd: reading snapshot %s of group %q: %w", s.Group.GroupSnapID, group, err)
+	}
+	rec, err := cls.DecodeGroupSnapGetByID(out)
+	if err != nil {
+		return "", "", err
+	}
+	return group, rec.Name, nil
+}

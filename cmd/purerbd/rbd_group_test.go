@@ -101,6 +101,8 @@ func TestRBDGroupAgainstRbd(t *testing.T) {
 		{"group", "snap", "ls", "@@g"}, {"group", "snap", "list", "@@g", "--format", "json"},
 		{"group", "snap", "ls", "@@g5", "--format", "json", "--pretty-format"}, {"group", "snap", "ls", "rbd/ns1/@@gn"},
 		{"group", "snap", "ls", "@@g2"},
+		{"snap", "ls", "--all", "@@img1"}, {"snap", "ls", "--all", "--format", "json", "@@img1"}, {"snap", "ls", "@@img1"},
+		{"snap", "ls", "--all", "--format", "json", "rbd/ns1/@@img4"},
 	} {
 		both(args...)
 	}
@@ -110,6 +112,24 @@ func TestRBDGroupAgainstRbd(t *testing.T) {
 		if strings.Count(out, `"type":"group"`) != 2 || !strings.Contains(out, `"group":"`+x+`g","group snap":"s1"`) ||
 			!strings.Contains(out, `"name":".group.1_`) {
 			t.Errorf("rbd snap ls --all of a member of %sg: %s", x, out)
+		}
+	}
+	// rbd info names a member's group
+	for _, x := range []string{"c", "p"} {
+		for _, img := range []string{"rbd/" + x + "img1", "rbd/ns1/" + x + "img4"} {
+			want := cephRbd(t, ctx, c, nil, "info", img)
+			got := pureRbd(ctx, c, nil, "info", img)
+			line := func(out string) string {
+				for _, l := range strings.Split(out, "\n") {
+					if strings.HasPrefix(l, "\tgroup: ") {
+						return l
+					}
+				}
+				return ""
+			}
+			if line(got.stdout) == "" || line(got.stdout) != line(want.stdout) {
+				t.Errorf("info %s: purerbd's group line %q, rbd's %q", img, line(got.stdout), line(want.stdout))
+			}
 		}
 	}
 	for _, args := range [][]string{
