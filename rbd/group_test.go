@@ -2,10 +2,12 @@ package rbd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 // rbdJSON runs Ceph's rbd with --format json and decodes its output.
@@ -234,4 +236,73 @@ func TestGroupsBothWays(t *testing.T) {
 	if err := RemoveGroup(ctx, pool, cg); !errors.Is(err, ErrGroupNotFound) {
 		t.Errorf("removing a removed group: %v", err)
 	}
+}
+
+// TestGroupSnapshotWhileLibrbdWrites takes a group snapshot while rbd
+// bench (librbd) holds a member's exclusive lock and writes to it: the
+// lock is asked for, handed over and taken back by librbd, whose writes
+// all succeed; the member's snapshot object map matches its data, as
+// librbd's object-map check sees after a rollback to it.
+func TestGroupSnapshotWhileLibrbdWrites(t *testing.T) {
+	ctx := ctxT(t)
+	pool := testPool(t)
+	name := imageName(t)
+	a, b := name+"-a", name+"-b"
+	for _, img := range []string{a, b} {
+		rbdCLI(t, "create", "--size", "16M", "--object-size", "1M", "rbd/"+img)
+	}
+	if err := CreateGroup(ctx, pool, name); err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range []string{a, b} {
+		if err := AddGroupImage(ctx, pool, name, pool, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := cluster.Rbd(cctx, "bench", "--io-type", "write", "--io-size", "4K", "--io-threads", "1",
+			"--io-total", "256M", "--io-pattern", "rand", "rbd/"+a)
+		done <- err
+	}()
+	// wait for librbd to hold the lock
+	for i := 0; ; i++ {
+		if len(bytes.TrimSpace(rbdCLI(t, "lock", "ls", "rbd/"+a))) > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("rbd bench ended (%v) before its lock was seen", err)
+		default:
+		}
+		if i == 100 {
+			t.Fatal("rbd bench never took the lock")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := CreateGroupSnapshot(ctx, pool, name, "s"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		t.Fatal("rbd bench ended before the group snapshot was taken")
+	default:
+	}
+	t.Logf("group snapshot taken in %v while rbd bench wrote", time.Since(start))
+	if err := <-done; err != nil {
+		t.Fatalf("rbd bench: %v", err)
+	}
+	var gsnaps []rbdGroupSnap
+	rbdJSON(t, &gsnaps, "group", "snap", "ls", "rbd/"+name)
+	if len(gsnaps) != 1 || gsnaps[0] != (rbdGroupSnap{"s", "ok"}) {
+		t.Fatalf("rbd group snap ls: %+v", gsnaps)
+	}
+	if err := RollbackGroupSnapshot(ctx, pool, name, "s"); err != nil {
+		t.Fatal(err)
+	}
+	rbdCLI(t, "object-map", "check", "rbd/"+a)
+	rbdCLI(t, "group", "rm", "rbd/"+name)
 }
