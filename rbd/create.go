@@ -197,8 +197,8 @@ type RemoveOptions struct {
 }
 
 // Remove deletes image name and all its data, like `rbd rm`: it refuses
-// images with snapshots (ErrHasSnapshots) and images other clients have
-// open (ErrBusy).
+// images with snapshots (ErrHasSnapshots), images in a group
+// (ErrInGroup) and images other clients have open (ErrBusy).
 func Remove(ctx context.Context, ioc *rados.IOContext, name string, opts RemoveOptions) error {
 	o, err := adapt(ioc)
 	if err != nil {
@@ -232,6 +232,18 @@ func remove(ctx context.Context, o objects, name string, opts RemoveOptions) err
 	if h != nil {
 		if len(h.snaps) > 0 {
 			return fmt.Errorf("%w: %q has %d snapshot(s); remove them first", ErrHasSnapshots, name, len(h.snaps))
+		}
+		if h.opFeatures&OpFeatureGroup != 0 {
+			out, err := call(ctx, o, hdrOID, cls.ImageGroupGet())
+			if err != nil && optional(err) != nil {
+				return fmt.Errorf("rbd: reading the group of %q: %w", name, err)
+			}
+			if err == nil {
+				if g, err := cls.DecodeImageGroupGet(out); err != nil || g.Valid() {
+					// as librbd: EMLINK, remove it from its group first
+					return errors.Join(fmt.Errorf("%w: %q: remove it from its group first: %w", ErrInGroup, name, syscall.EMLINK), err)
+				}
+			}
 		}
 		if !opts.Force {
 			ws, err := o.listWatchers(ctx, hdrOID)

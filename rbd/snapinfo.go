@@ -28,6 +28,19 @@ type SnapInfo struct {
 	ParentOverlap int64
 	// Flags are the snapshot's flags (FlagObjectMapInvalid, ...).
 	Flags uint64
+	// Group is the group snapshot a snapshot of SnapNamespaceGroup
+	// belongs to (nil for the others).
+	Group *SnapGroup
+	// TrashOriginalName is the name a snapshot of SnapNamespaceTrash had.
+	TrashOriginalName string
+}
+
+// SnapGroup names a group snapshot by ids (GroupSnapshotOf looks their
+// names up).
+type SnapGroup struct {
+	PoolID      int64
+	GroupID     string
+	GroupSnapID string
 }
 
 // SnapNamespace is the kind of a snapshot (cls::rbd::SnapshotNamespaceType).
@@ -80,6 +93,13 @@ func (s snapMeta) info() SnapInfo {
 		ChildCount: int(s.ChildCount), ParentOverlap: int64(s.ParentOverlap), Flags: s.Flags}
 	if !s.Timestamp.IsZero() {
 		out.Timestamp = s.Timestamp.Time()
+	}
+	switch s.Namespace.Type {
+	case cls.NamespaceGroup:
+		g := s.Namespace.Group
+		out.Group = &SnapGroup{PoolID: g.GroupPool, GroupID: g.GroupID, GroupSnapID: g.GroupSnapshotID}
+	case cls.NamespaceTrash:
+		out.TrashOriginalName = s.Namespace.Trash.OriginalName
 	}
 	return out
 }

@@ -61,46 +61,54 @@ func (img *Image) CreateSnapshot(ctx context.Context, name string) error {
 		return err
 	}
 	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
-		h := img.hdr.Load()
-		if _, ok := h.snapByName(name); ok {
+		if _, ok := img.hdr.Load().snapByName(name); ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
 		}
-		for attempt := 0; ; attempt++ {
-			id, err := img.data.allocSnap(ctx)
-			if err != nil {
-				return fmt.Errorf("rbd: allocating a snapshot id: %w", err)
-			}
-			w := newWrite(guard...)
-			writeCalls(w, cls.SnapshotAdd(id, name, cls.UserNamespace))
-			err = img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w)
-			if err != nil {
-				_ = img.data.releaseSnap(context.WithoutCancel(ctx), id)
-				if errors.Is(err, syscall.ESTALE) && attempt < 5 {
-					if err := img.refresh(ctx); err != nil {
-						return err
-					}
-					continue
-				}
-				if errors.Is(err, syscall.EEXIST) {
-					return fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
-				}
-				return fmt.Errorf("rbd: adding snapshot %s@%s: %w", img.name, name, err)
-			}
-			if img.lock != nil {
-				if om := img.lock.objectMap(); om != nil {
-					if err := om.snapshot(ctx, id, h.features&FeatureFastDiff != 0); err != nil {
-						return err
-					}
-				}
-			}
-			return img.refresh(ctx)
-		}
+		_, err := img.createSnapshotLocked(ctx, name, cls.UserNamespace, guard)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	img.notifyHeaderUpdate(ctx)
 	return nil
+}
+
+// createSnapshotLocked adds snapshot name in namespace ns and returns
+// its id; the caller holds the lock with writes held back.
+func (img *Image) createSnapshotLocked(ctx context.Context, name string, ns cls.SnapshotNamespace, guard []cls.Method) (uint64, error) {
+	h := img.hdr.Load()
+	for attempt := 0; ; attempt++ {
+		id, err := img.data.allocSnap(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("rbd: allocating a snapshot id: %w", err)
+		}
+		w := newWrite(guard...)
+		writeCalls(w, cls.SnapshotAdd(id, name, ns))
+		err = img.meta.write(ctx, headerObject(img.id), denc.SnapContext{}, w)
+		if err != nil {
+			_ = img.data.releaseSnap(context.WithoutCancel(ctx), id)
+			if errors.Is(err, syscall.ESTALE) && attempt < 5 {
+				if err := img.refresh(ctx); err != nil {
+					return 0, err
+				}
+				h = img.hdr.Load()
+				continue
+			}
+			if errors.Is(err, syscall.EEXIST) {
+				return 0, fmt.Errorf("%w: snapshot %s@%s", ErrExists, img.name, name)
+			}
+			return 0, fmt.Errorf("rbd: adding snapshot %s@%s: %w", img.name, name, err)
+		}
+		if img.lock != nil {
+			if om := img.lock.objectMap(); om != nil {
+				if err := om.snapshot(ctx, id, h.features&FeatureFastDiff != 0); err != nil {
+					return 0, err
+				}
+			}
+		}
+		return id, img.refresh(ctx)
+	}
 }
 
 // snapChildren lists the clones of snapshot snap (clone v2 and v1).
@@ -338,59 +346,66 @@ func (img *Image) setProtection(ctx context.Context, name string, protect bool) 
 // and object map).
 func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
 	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
-		h := img.hdr.Load()
-		s, ok := h.snapByName(name)
+		s, ok := img.hdr.Load().snapByName(name)
 		if !ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
 		}
-		if s.Size != h.size {
-			if err := img.resizeLocked(ctx, s.Size, guard); err != nil {
-				return err
-			}
-			h = img.hdr.Load()
-		}
-		var om *objectMap
-		if img.lock != nil {
-			om = img.lock.objectMap()
-		}
-		if om != nil {
-			out, err := call(ctx, img.meta, objectMapObject(img.id, s.ID), cls.ObjectMapLoad())
-			if err != nil {
-				return fmt.Errorf("rbd: loading object map of snapshot %s: %w", name, err)
-			}
-			bv, err := cls.DecodeObjectMapLoad(out)
-			if err != nil {
-				return err
-			}
-			w := newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""))
-			w.WriteFull(bv.Marshal())
-			err = img.meta.write(ctx, om.oid, denc.SnapContext{}, w)
-			if err != nil {
-				return fmt.Errorf("rbd: rolling back object map: %w", err)
-			}
-			if err := om.reload(ctx); err != nil {
-				return err
-			}
-		}
-		n := h.layout.NumObjects(s.Size)
-		err := forEach(ctx, int(n), func(ctx context.Context, i int) error {
-			oid := striper.ObjectName(h.prefix, uint64(i))
-			w := rados.NewWriteOp()
-			w.Rollback(s.ID)
-			err := img.data.write(ctx, oid, h.snapc, w)
-			if err != nil && !errors.Is(err, syscall.ENOENT) {
-				return fmt.Errorf("rbd: rolling back %s: %w", oid, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return img.refresh(ctx)
+		return img.rollbackLocked(ctx, s, guard)
 	})
 	if err != nil {
 		return err
 	}
 	img.notifyHeaderUpdate(ctx)
 	return nil
+}
+
+// rollbackLocked makes the head identical to snapshot s; the caller
+// holds the lock with writes held back.
+func (img *Image) rollbackLocked(ctx context.Context, s snapMeta, guard []cls.Method) error {
+	h := img.hdr.Load()
+	name := s.Name
+	if s.Size != h.size {
+		if err := img.resizeLocked(ctx, s.Size, guard); err != nil {
+			return err
+		}
+		h = img.hdr.Load()
+	}
+	var om *objectMap
+	if img.lock != nil {
+		om = img.lock.objectMap()
+	}
+	if om != nil {
+		out, err := call(ctx, img.meta, objectMapObject(img.id, s.ID), cls.ObjectMapLoad())
+		if err != nil {
+			return fmt.Errorf("rbd: loading object map of snapshot %s: %w", name, err)
+		}
+		bv, err := cls.DecodeObjectMapLoad(out)
+		if err != nil {
+			return err
+		}
+		w := newWrite(cls.AssertLocked(lockName, cls.LockExclusive, "", ""))
+		w.WriteFull(bv.Marshal())
+		err = img.meta.write(ctx, om.oid, denc.SnapContext{}, w)
+		if err != nil {
+			return fmt.Errorf("rbd: rolling back object map: %w", err)
+		}
+		if err := om.reload(ctx); err != nil {
+			return err
+		}
+	}
+	n := h.layout.NumObjects(s.Size)
+	err := forEach(ctx, int(n), func(ctx context.Context, i int) error {
+		oid := striper.ObjectName(h.prefix, uint64(i))
+		w := rados.NewWriteOp()
+		w.Rollback(s.ID)
+		err := img.data.write(ctx, oid, h.snapc, w)
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("rbd: rolling back %s: %w", oid, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return img.refresh(ctx)
 }

@@ -31,7 +31,7 @@ func newRBDCommand(g *globals) *cli.Command {
 	c := &rbdCommand{g: g, pool: "rbd"}
 	group := &cli.Command{
 		Name:    "rbd",
-		Summary: "manage RBD images (create, info, ls, rm, resize, snap, children, cp, deep cp, sparsify, namespace, pool init, trash ls, lock, feature, import, export, diff, export-diff, import-diff, du, bench, object-map, watch, device, map, unmap, showmapped)",
+		Summary: "manage RBD images (create, info, ls, rm, resize, snap, children, cp, deep cp, sparsify, namespace, group, pool init, trash ls, lock, feature, import, export, diff, export-diff, import-diff, du, bench, object-map, watch, device, map, unmap, showmapped)",
 		Help: `Manages RBD images as Ceph's rbd tool does. IMAGE is [POOL/[NAMESPACE/]]NAME;
 sizes take K/M/G/T suffixes (--size without a suffix is in MiB, as in rbd).`,
 		UsageStatus: rbdUsageStatus,
@@ -57,6 +57,7 @@ sizes take K/M/G/T suffixes (--size without a suffix is in MiB, as in rbd).`,
 		c.deepCommand(),
 		c.sparsifyCommand(),
 		c.namespaceCommand(),
+		c.groupCommand(),
 		c.poolCommand(),
 		c.trashCommand(),
 		c.featureCommand(),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
@@ -26,9 +27,15 @@ func (c *rbdCommand) remove(ctx context.Context, spec string, force bool) error 
 	if err != nil {
 		return err
 	}
-	return c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
+	err = c.withPool(ctx, sp, func(ioc *rados.IOContext) error {
 		return rbd.Remove(ctx, ioc, sp.name, rbd.RemoveOptions{Force: force})
 	})
+	if errors.Is(err, rbd.ErrInGroup) {
+		// rbd's EMLINK
+		fmt.Fprintf(c.stderr, "rbd: error: %v\nRemove the image from the group and try again.\n", err)
+		return cli.ExitStatus(errnoOf(err))
+	}
+	return err
 }
 
 func (c *rbdCommand) renameCommand() *cli.Command {

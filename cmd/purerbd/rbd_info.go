@@ -28,6 +28,7 @@ type infoJSON struct {
 	Features        []string   `json:"features"`
 	OpFeatures      []string   `json:"op_features"`
 	Flags           []string   `json:"flags"`
+	Group           string     `json:"group,omitempty"`
 	StripeUnit      uint64     `json:"stripe_unit,omitempty"`
 	StripeCount     uint64     `json:"stripe_count,omitempty"`
 	DataPool        string     `json:"data_pool,omitempty"`
@@ -102,6 +103,20 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 		if out.Features == nil {
 			out.Features = []string{}
 		}
+		if g, ok, err := img.Group(ctx); err != nil {
+			return err
+		} else if ok {
+			// as rbd: POOL/[NAMESPACE/]GROUP, the namespace the image's
+			pool, found := c.radosConn.OSDMap().PoolNames[g.PoolID]
+			if !found {
+				pool = fmt.Sprintf("<missing group pool %d>", g.PoolID)
+			}
+			out.Group = pool + "/"
+			if sp.ns != "" {
+				out.Group += sp.ns + "/"
+			}
+			out.Group += g.Name
+		}
 		if info.Features&rbd.FeatureStripingV2 != 0 {
 			out.StripeUnit, out.StripeCount = info.StripeUnit, info.StripeCount
 		}
@@ -144,6 +159,9 @@ func (c *rbdCommand) info(ctx context.Context, spec, format string) error {
 		fmt.Fprintf(w, "\tfeatures: %s\n", strings.Join(out.Features, ", "))
 		fmt.Fprintf(w, "\top_features: %s\n", strings.Join(out.OpFeatures, ", "))
 		fmt.Fprintf(w, "\tflags: %s\n", strings.Join(out.Flags, ", "))
+		if out.Group != "" {
+			fmt.Fprintf(w, "\tgroup: %s\n", out.Group)
+		}
 		if out.CreateTimestamp != "" {
 			fmt.Fprintf(w, "\tcreate_timestamp: %s\n", out.CreateTimestamp)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/purerbd/purerbd/internal/cli"
@@ -67,12 +66,22 @@ func (c *rbdCommand) snapList(ctx context.Context, spec, format string, all bool
 			return err
 		}
 		sort.Slice(snaps, func(i, j int) bool { return snaps[i].ID < snaps[j].ID })
+		// namespace is what --all adds: a JSON object, and its text
+		type namespace struct {
+			Type         string `json:"type"`
+			Pool         string `json:"pool,omitempty"`
+			Group        string `json:"group,omitempty"`
+			GroupSnap    string `json:"group snap,omitempty"`
+			OriginalName string `json:"original_name,omitempty"`
+			text         string
+		}
 		type row struct {
-			ID        uint64 `json:"id"`
-			Name      string `json:"name"`
-			Size      uint64 `json:"size"`
-			Protected string `json:"protected"`
-			Timestamp string `json:"timestamp"`
+			ID        uint64     `json:"id"`
+			Name      string     `json:"name"`
+			Size      uint64     `json:"size"`
+			Protected string     `json:"protected"`
+			Timestamp string     `json:"timestamp"`
+			Namespace *namespace `json:"namespace,omitempty"`
 		}
 		rows := []row{}
 		for _, s := range snaps {
@@ -83,8 +92,24 @@ func (c *rbdCommand) snapList(ctx context.Context, spec, format string, all bool
 			if !s.Timestamp.IsZero() {
 				ts = time.Unix(s.Timestamp.Unix(), 0).Format(time.ANSIC)
 			}
-			rows = append(rows, row{ID: s.ID, Name: s.Name, Size: uint64(s.Size), Protected: strconv.FormatBool(s.Protected),
-				Timestamp: ts})
+			r := row{ID: s.ID, Name: s.Name, Size: uint64(s.Size), Protected: strconv.FormatBool(s.Protected), Timestamp: ts}
+			if all {
+				ns := &namespace{Type: s.Namespace.String()}
+				ns.text = ns.Type
+				switch {
+				case s.Group != nil:
+					// as rbd: the bare type when the group cannot be read
+					if g, gs, err := img.GroupSnapshotOf(ctx, s); err == nil {
+						ns.Pool, ns.Group, ns.GroupSnap = c.radosConn.OSDMap().PoolNames[s.Group.PoolID], g, gs
+						ns.text = fmt.Sprintf("%s (%s/%s@%s)", ns.Type, ns.Pool, g, gs)
+					}
+				case s.Namespace == rbd.SnapNamespaceTrash:
+					ns.OriginalName = s.TrashOriginalName
+					ns.text = fmt.Sprintf("%s (%s)", ns.Type, s.TrashOriginalName)
+				}
+				r.Namespace = ns
+			}
+			rows = append(rows, r)
 		}
 		if format == "json" {
 			return json.NewEncoder(c.stdout).Encode(rows)
@@ -92,15 +117,22 @@ func (c *rbdCommand) snapList(ctx context.Context, spec, format string, all bool
 		if len(rows) == 0 {
 			return nil
 		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "SNAPID\tNAME\tSIZE\tPROTECTED\tTIMESTAMP")
+		t := &textTable{headers: []string{"SNAPID", "NAME", "SIZE", "PROTECTED", "TIMESTAMP"}, right: []bool{true, false, true, false, false}}
+		if all {
+			t.headers = append(t.headers, "NAMESPACE")
+			t.right = append(t.right, false)
+		}
 		for _, r := range rows {
 			prot := ""
 			if r.Protected == "true" {
 				prot = "yes"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.ID, r.Name, humanBytes(r.Size), prot, r.Timestamp)
+			cells := []string{strconv.FormatUint(r.ID, 10), r.Name, humanBytes(r.Size), prot, r.Timestamp}
+			if all {
+				cells = append(cells, r.Namespace.text)
+			}
+			t.add(cells...)
 		}
-		return tw.Flush()
+		return t.write(c.stdout)
 	})
 }

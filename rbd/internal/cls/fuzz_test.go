@@ -38,6 +38,13 @@ var replyDecoders = append(append([]struct {
 	}},
 	{"get_stripe_unit_count", func(b []byte) ([]byte, error) { _, _, err := DecodeGetStripeUnitCount(b); return nil, err }},
 	{"snapshot_get", func(b []byte) ([]byte, error) { _, err := DecodeSnapshotGet(b); return nil, err }},
+	{"GroupImageStatus", roundTrip[GroupImageStatus]},
+	{"GroupSpec", roundTrip[GroupSpec]},
+	{"GroupSnapshot", roundTrip[GroupSnapshot]},
+	{"group_dir_list", func(b []byte) ([]byte, error) { _, err := DecodeGroupDirList(b); return nil, err }},
+	{"group_image_list", func(b []byte) ([]byte, error) { _, err := DecodeGroupImageList(b); return nil, err }},
+	{"group_snap_list", func(b []byte) ([]byte, error) { _, err := DecodeGroupSnapList(b); return nil, err }},
+	{"image_group_get", func(b []byte) ([]byte, error) { _, err := DecodeImageGroupGet(b); return nil, err }},
 }...)
 
 // FuzzReplies feeds arbitrary bytes to every reply decoder: none may
