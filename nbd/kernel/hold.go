@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"time"
 
 	"github.com/purerbd/purerbd/nbd"
 )
@@ -106,21 +108,51 @@ func (h *HeldDevice) Serve(ctx context.Context, backend nbd.Backend, size int64,
 	return d, nil
 }
 
-// Abandon closes the held connections without reading them. The kernel
-// sees them die; its I/O waits for the next reattach, within the dead
-// connection timeout.
+// Abandon closes the held connections without answering them. The
+// kernel sees them die; its I/O waits for the next reattach, within the
+// dead connection timeout.
+//
+// Each connection is ended for the kernel's receive worker first and
+// that worker is awaited (for up to abandonWait in all): Linux 6.1's
+// worker, when it stops, marks its slot dead and shuts down whichever
+// socket the slot holds by then, so a hold that put a fresh socket in
+// the slot before the old worker stopped would lose it at once. Closing
+// the socket outright instead lets the kernel's send path see the reset
+// first, mark the slot dead and take the next hold while the worker is
+// still on its way out.
 func (h *HeldDevice) Abandon() {
 	if h.done {
 		return
 	}
 	h.done = true
+	deadline := time.Now().Add(abandonWait)
 	for _, c := range h.conns {
-		c.Close()
+		endForKernel(c, deadline)
 	}
 	h.conns = nil
 	h.d.abort()
 	h.d.client.Close()
 	h.d.log.Info("nbd: held connections abandoned", "cookie", h.cfg.Cookie)
+}
+
+// abandonWait bounds how long Abandon waits for the kernel's receive
+// workers of the abandoned connections.
+const abandonWait = 2 * time.Second
+
+// endForKernel ends the server side of connection c so that the kernel's
+// receive worker reads an end of stream, then reads and drops what the
+// kernel sent until the worker, stopping, shuts the kernel's end down
+// (an end of stream here), or until deadline, and closes c.
+func endForKernel(c net.Conn, deadline time.Time) {
+	defer c.Close()
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	if c.SetReadDeadline(deadline) != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, c)
 }
 
 // sizeOnly is a placeholder backend for checking a configuration that
