@@ -1,0 +1,174 @@
+package rbdstore_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/csi"
+)
+
+// rbdSnapAll is one entry of `rbd snap ls --all --format json`.
+type rbdSnapAll struct {
+	ID        uint64 `json:"id"`
+	Name      string `json:"name"`
+	Namespace struct {
+		Type      string `json:"type"`
+		Group     string `json:"group"`
+		GroupSnap string `json:"group snap"`
+	} `json:"namespace"`
+}
+
+func rbdSnapsAll(t *testing.T, spec string) []rbdSnapAll {
+	t.Helper()
+	var out []rbdSnapAll
+	require.NoError(t, json.Unmarshal([]byte(rbdCLI(t, "snap", "ls", "--all", "--format", "json", spec)), &out))
+	return out
+}
+
+func rbdGroups(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, json.Unmarshal([]byte(rbdCLI(t, "group", "ls", "--format", "json", cluster.Pool)), &out))
+	return out
+}
+
+// TestGroupSnapshotOnCeph takes a VolumeGroupSnapshot of two volumes
+// librbd wrote and checks it with Ceph's rbd tool: the group and its
+// complete snapshot (rbd group snap ls), no members left in the group,
+// each volume's member snapshot in the group namespace (rbd snap ls
+// --all); both members restored through CreateVolume hold exactly the
+// bytes of snapshot time though the volumes were overwritten since (rbd
+// export); DeleteVolumeGroupSnapshot leaves no group and no group
+// snapshot on the volumes, and the restored clones still read the same.
+func TestGroupSnapshotOnCeph(t *testing.T) {
+	const size = 8 << 20
+	p := startPlugin(t)
+	ctx := testCtx(t)
+	write := func(spec string, off int64, n int) {
+		b := make([]byte, n)
+		rand.Read(b)
+		importDiff(t, spec, off, b)
+	}
+	var vols []*csipb.Volume
+	var specs []string
+	for _, name := range []string{"vgs-a", "vgs-b"} {
+		v, err := p.create(t, name, size, nil)
+		require.NoError(t, err)
+		vid, err := csi.ParseVolumeID(v.GetVolumeId())
+		require.NoError(t, err)
+		spec := cluster.Pool + "/" + vid.Image
+		write(spec, 0, 64<<10)
+		write(spec, 3<<20+777, 1<<20)
+		write(spec, size-4096, 4096)
+		vols, specs = append(vols, v), append(specs, spec)
+	}
+	want := [][]byte{export(t, specs[0]), export(t, specs[1])}
+	require.False(t, bytes.Equal(want[0], want[1]))
+
+	r, err := p.group.CreateVolumeGroupSnapshot(ctx, &csipb.CreateVolumeGroupSnapshotRequest{
+		Name: "vgs-1", SourceVolumeIds: []string{vols[0].GetVolumeId(), vols[1].GetVolumeId()},
+		Parameters: map[string]string{"clusterID": cluster.FSID}, Secrets: userSecrets()})
+	require.NoError(t, err)
+	vgs := r.GetGroupSnapshot()
+	gid, err := csi.ParseGroupSnapshotID(vgs.GetGroupSnapshotId())
+	require.NoError(t, err)
+	require.Len(t, vgs.GetSnapshots(), 2)
+	// After the snapshot, other data: the restores must not see it.
+	for _, spec := range specs {
+		write(spec, 0, 64<<10)
+		write(spec, 3<<20+777, 1<<20)
+	}
+	for i, spec := range specs {
+		require.False(t, bytes.Equal(want[i], export(t, spec)), "the volume changed after the snapshot")
+	}
+
+	// Ceph's view: the group, its complete snapshot, no members.
+	assert.Contains(t, rbdGroups(t), gid.Group)
+	var gsnaps []struct {
+		Snapshot string `json:"snapshot"`
+		State    string `json:"state"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(rbdCLI(t, "group", "snap", "ls", "--format", "json", cluster.Pool+"/"+gid.Group)), &gsnaps))
+	require.Len(t, gsnaps, 1)
+	assert.Equal(t, gid.Group, gsnaps[0].Snapshot)
+	// Pacific's rbd prints a complete group snapshot's state as "ok",
+	// later releases as "complete"; an interrupted one is "incomplete".
+	assert.Contains(t, []string{"ok", "complete"}, gsnaps[0].State)
+	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+gid.Group)), "the sources are released")
+
+	member := map[string]*csipb.Snapshot{}
+	for _, sn := range vgs.GetSnapshots() {
+		assert.Equal(t, vgs.GetGroupSnapshotId(), sn.GetGroupSnapshotId())
+		assert.Equal(t, int64(size), sn.GetSizeBytes())
+		member[sn.GetSourceVolumeId()] = sn
+	}
+	var restored []*csipb.Volume
+	for i, v := range vols {
+		sn := member[v.GetVolumeId()]
+		require.NotNil(t, sn, "a member for %s", v.GetVolumeId())
+		sid, err := csi.ParseSnapshotID(sn.GetSnapshotId())
+		require.NoError(t, err)
+		var found bool
+		for _, s := range rbdSnapsAll(t, specs[i]) {
+			if s.Name == sid.Snap {
+				found = true
+				assert.Equal(t, "group", s.Namespace.Type)
+				assert.Equal(t, gid.Group, s.Namespace.Group)
+				assert.Equal(t, gid.Group, s.Namespace.GroupSnap)
+			}
+		}
+		assert.True(t, found, "rbd snap ls --all %s lists %s", specs[i], sid.Snap)
+
+		got, err := p.ctrl.GetSnapshot(ctx, &csipb.GetSnapshotRequest{SnapshotId: sn.GetSnapshotId(), Secrets: userSecrets()})
+		require.NoError(t, err)
+		assert.Equal(t, vgs.GetGroupSnapshotId(), got.GetSnapshot().GetGroupSnapshotId())
+		assert.Equal(t, codes.InvalidArgument, status.Code(p.deleteSnapshot(t, sn.GetSnapshotId())), "a member is deleted with its group")
+
+		rv, err := p.create(t, "vgs-restored-"+string(rune('a'+i)), size, fromSnapshot(sn.GetSnapshotId()))
+		require.NoError(t, err)
+		rid, err := csi.ParseVolumeID(rv.GetVolumeId())
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(want[i], export(t, cluster.Pool+"/"+rid.Image)), "volume %d restored from the group snapshot holds the bytes of snapshot time", i)
+		restored = append(restored, rv)
+	}
+
+	_, err = p.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{
+		GroupSnapshotId: vgs.GetGroupSnapshotId(), SnapshotIds: []string{vgs.GetSnapshots()[1].GetSnapshotId(), vgs.GetSnapshots()[0].GetSnapshotId()},
+		Secrets: userSecrets()})
+	require.NoError(t, err)
+	assert.NotContains(t, rbdGroups(t), gid.Group)
+	for _, spec := range specs {
+		for _, s := range rbdSnapsAll(t, spec) {
+			assert.NotEqual(t, "group", s.Namespace.Type, "%s keeps group snapshot %s", spec, s.Name)
+			assert.Equal(t, "trash", s.Namespace.Type, "%s: only the members the clones need stay, in the trash: %s", spec, s.Name)
+		}
+	}
+	_, err = p.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), Secrets: userSecrets()})
+	assert.Equal(t, codes.NotFound, status.Code(err))
+	for i, rv := range restored {
+		rid, _ := csi.ParseVolumeID(rv.GetVolumeId())
+		assert.True(t, bytes.Equal(want[i], export(t, cluster.Pool+"/"+rid.Image)), "restored volume %d after the group snapshot's deletion", i)
+	}
+
+	// The sources go (kept as tombstones for their clones), then the
+	// clones, and with them everything.
+	for _, v := range append(vols, restored...) {
+		require.NoError(t, p.deleteVolume(t, v.GetVolumeId()))
+	}
+	for _, img := range images(t) {
+		assert.NotContains(t, img, "vgs", "left behind")
+	}
+	for _, spec := range specs {
+		out, err := cluster.Rbd(ctx, "info", spec)
+		assert.Error(t, err, "%s is gone: %s", spec, out)
+	}
+}
