@@ -31,9 +31,14 @@
 // Callers need not know this layout: besides opening images, the package
 // looks names and ids up (ImageID, ImageName, NamespaceExists), reads and
 // writes metadata and renames snapshots of an image by id without
-// opening it (MetadataGet, MetadataSet, RenameSnapshot, ...), and keeps
+// opening it (MetadataGet, MetadataSet, RenameSnapshot, ...), keeps
 // advisory locks of the caller's own on an open image's header
-// (Image.LockHeader, HeaderLockers, BreakHeaderLock).
+// (Image.LockHeader, HeaderLockers, BreakHeaderLock), and keeps groups of
+// images as librbd does (rbd_group_directory, rbd_group_header.ID and
+// each member's back reference), with their snapshots: one snapshot of
+// every member in the group snapshot namespace, taken while all members'
+// exclusive locks are held (CreateGroup, AddGroupImage,
+// CreateGroupSnapshot, RollbackGroupSnapshot, ...).
 //
 // An Image is also a block device for package nbd, which this package
 // does not import: package nbd/rbdnbd serves it with block status

@@ -306,3 +306,39 @@ func TestGroupSnapshotWhileLibrbdWrites(t *testing.T) {
 	rbdCLI(t, "object-map", "check", "rbd/"+a)
 	rbdCLI(t, "group", "rm", "rbd/"+name)
 }
+
+// TestGroupSnapshotFailureCleansUp makes one member refuse purerbd (it
+// has the journaling feature): the group snapshot fails naming the
+// feature and leaves neither a record nor snapshots behind, as librbd
+// cleans up after a failed group snapshot.
+func TestGroupSnapshotFailureCleansUp(t *testing.T) {
+	ctx := ctxT(t)
+	pool := testPool(t)
+	name := imageName(t)
+	a, b := name+"-a", name+"-b"
+	for _, img := range []string{a, b} {
+		rbdCLI(t, "create", "--size", "4M", "rbd/"+img)
+	}
+	rbdCLI(t, "feature", "enable", "rbd/"+b, "journaling")
+	rbdCLI(t, "group", "create", "rbd/"+name)
+	for _, img := range []string{a, b} {
+		rbdCLI(t, "group", "image", "add", "rbd/"+name, "rbd/"+img)
+	}
+	if err := CreateGroupSnapshot(ctx, pool, name, "s"); !errors.Is(err, ErrUnsupportedFeature) {
+		t.Fatalf("a group snapshot of a journaling member: %v", err)
+	}
+	var gsnaps []rbdGroupSnap
+	rbdJSON(t, &gsnaps, "group", "snap", "ls", "rbd/"+name)
+	if len(gsnaps) != 0 {
+		t.Errorf("group snapshot record left: %+v", gsnaps)
+	}
+	for _, img := range []string{a, b} {
+		var snaps []rbdSnap
+		rbdJSON(t, &snaps, "snap", "ls", "--all", "rbd/"+img)
+		if len(snaps) != 0 {
+			t.Errorf("snapshots left on %s: %+v", img, snaps)
+		}
+	}
+	// librbd, which has the feature, takes it
+	rbdCLI(t, "group", "snap", "create", "rbd/"+name+"@s")
+}
