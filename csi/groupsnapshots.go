@@ -107,7 +107,7 @@ func (c *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		if err != nil {
 			return nil, status.Errorf(codes.NotFound, "source volume %q not found: %v", id, err)
 		}
-		if h.clusterID() != handles[0].clusterID() && i > 0 {
+		if i > 0 && h.clusterID() != handles[0].clusterID() {
 			return nil, status.Errorf(codes.InvalidArgument, "source volumes are in clusters %q and %q: a group snapshot is of one cluster", handles[0].clusterID(), h.clusterID())
 		}
 		handles[i] = h
@@ -132,7 +132,7 @@ func (c *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		if err != nil {
 			return nil, storeError(err, cred, "source volume %q", ids[i])
 		}
-		if vid.Namespace != refs[0].Namespace && i > 0 {
+		if i > 0 && vid.Namespace != refs[0].Namespace {
 			return nil, status.Errorf(codes.FailedPrecondition, "source volumes are in RADOS namespaces %q and %q: an RBD group holds images of one namespace", refs[0].Namespace, vid.Namespace)
 		}
 		refs[i] = vid.ref()
@@ -179,6 +179,9 @@ func imageIDKey(pool int64, id string) string { return itoa(pool) + "/" + id }
 func (d *Driver) lockGroup(ctx context.Context, s Session, cluster string, g GroupRef) (func(), error) {
 	key := "group " + cluster + "/" + itoa(g.Pool) + "/" + g.Namespace + "/" + g.Name
 	release, err := s.LockOperation(ctx, g.Pool, g.Namespace, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "group %s: %v", key, err)
+	}
 	if errors.Is(err, ErrBusy) {
 		return nil, status.Errorf(codes.Aborted, "an operation on %s is already in progress in another controller replica", key)
 	}
@@ -496,6 +499,9 @@ func (c *groupController) DeleteVolumeGroupSnapshot(ctx context.Context, req *cs
 	}
 	g := gid.ref()
 	release, err := d.lockGroup(ctx, s, cl.ID, g)
+	if status.Code(err) == codes.NotFound {
+		return &csi.DeleteVolumeGroupSnapshotResponse{}, nil // no such pool or namespace
+	}
 	if err != nil {
 		return nil, err
 	}

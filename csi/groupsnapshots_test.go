@@ -94,8 +94,14 @@ func TestGroupSnapshotCreateGetDelete(t *testing.T) {
 	_, err = h.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: "g1-nonsense"})
 	assert.Equal(t, codes.NotFound, code(err))
 	missing := csi.GroupSnapshotID{ClusterID: testCluster, Pool: h.pool, Group: testGroupName("nope")}.String()
-	_, err = h.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: missing})
-	assert.Equal(t, codes.NotFound, code(err))
+	noPool := csi.GroupSnapshotID{ClusterID: testCluster, Pool: 99, Group: testGroupName("nope")}.String()
+	noNS := csi.GroupSnapshotID{ClusterID: testCluster, Pool: h.pool, Namespace: "nope", Group: testGroupName("nope")}.String()
+	for _, id := range []string{missing, noPool, noNS} {
+		_, err = h.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: id})
+		assert.Equal(t, codes.NotFound, code(err), "%s: %v", id, err)
+		_, err = h.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: id, Secrets: secrets()})
+		assert.NoError(t, err, id)
+	}
 
 	// Delete: wrong member list, then right, then again.
 	_, err = h.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), SnapshotIds: snapshotIDs(vgs2), Secrets: secrets()})

@@ -154,6 +154,12 @@ func TestGroupSnapshotOnCeph(t *testing.T) {
 	}
 	_, err = p.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), Secrets: userSecrets()})
 	assert.Equal(t, codes.NotFound, status.Code(err))
+	gone := gid
+	gone.Pool = 4242 // no such pool
+	for _, id := range []string{vgs.GetGroupSnapshotId(), gone.String()} {
+		_, err = p.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: id, Secrets: userSecrets()})
+		assert.NoError(t, err, "deleting %s again", id)
+	}
 	for i, rv := range restored {
 		rid, _ := csi.ParseVolumeID(rv.GetVolumeId())
 		assert.True(t, bytes.Equal(want[i], export(t, cluster.Pool+"/"+rid.Image)), "restored volume %d after the group snapshot's deletion", i)
