@@ -527,25 +527,8 @@ func (c *groupController) DeleteVolumeGroupSnapshot(ctx context.Context, req *cs
 			return nil, status.Errorf(codes.InvalidArgument, "the snapshot IDs given are not the members of volume group snapshot %q", req.GetGroupSnapshotId())
 		}
 	}
-	if found {
-		if err := d.step("delete-group-snapshot/remove"); err != nil {
-			return nil, err
-		}
-		if err := s.RemoveGroupSnapshot(ctx, g, g.Name); err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, storeError(err, cred, "removing group snapshot %s", g.Name)
-		}
-	}
-	if err := d.step("delete-group-snapshot/group"); err != nil {
+	if err := d.removeGroupSnapshot(ctx, s, cred, cl.ID, g, gs, found); err != nil {
 		return nil, err
-	}
-	if err := s.RemoveGroup(ctx, g); err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, storeError(err, cred, "removing group %s", g.Name)
-	}
-	if err := d.step("delete-group-snapshot/unreserve"); err != nil {
-		return nil, err
-	}
-	if err := s.RemoveReservation(ctx, g.Pool, g.Namespace, groupReservationKey(g.Name)); err != nil {
-		return nil, storeError(err, cred, "reservation of group %s", g.Name)
 	}
 	// Source volumes deleted while this snapshot held them are
 	// tombstones that may now go; what stays is left for Sweep.
@@ -553,6 +536,49 @@ func (c *groupController) DeleteVolumeGroupSnapshot(ctx context.Context, req *cs
 		d.retireTombstone(ctx, s, cred, cl.ID, ImageRef{Pool: m.Pool, Namespace: g.Namespace, ID: m.ImageID})
 	}
 	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
+}
+
+// removeGroupSnapshot removes group snapshot gs (if found), the group
+// and its reservation, holding the member images' locks so that no
+// CreateVolume clones a member meanwhile.
+func (d *Driver) removeGroupSnapshot(ctx context.Context, s Session, cred Credentials, cluster string, g GroupRef, gs GroupSnapInfo, found bool) error {
+	var refs []ImageRef
+	for _, m := range gs.Members {
+		info, err := s.StatImage(ctx, ImageRef{Pool: m.Pool, Namespace: g.Namespace, ID: m.ImageID})
+		if errors.Is(err, ErrNotFound) {
+			continue // its snapshots went with it
+		}
+		if err != nil {
+			return storeError(err, cred, "member image %s of group %s", m.ImageID, g.Name)
+		}
+		refs = append(refs, ImageRef{Pool: m.Pool, Namespace: g.Namespace, Name: info.Name})
+	}
+	unlock, err := d.lockImages(ctx, s, cluster, refs...)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if found {
+		if err := d.step("delete-group-snapshot/remove"); err != nil {
+			return err
+		}
+		if err := s.RemoveGroupSnapshot(ctx, g, g.Name); err != nil && !errors.Is(err, ErrNotFound) {
+			return storeError(err, cred, "removing group snapshot %s", g.Name)
+		}
+	}
+	if err := d.step("delete-group-snapshot/group"); err != nil {
+		return err
+	}
+	if err := s.RemoveGroup(ctx, g); err != nil && !errors.Is(err, ErrNotFound) {
+		return storeError(err, cred, "removing group %s", g.Name)
+	}
+	if err := d.step("delete-group-snapshot/unreserve"); err != nil {
+		return err
+	}
+	if err := s.RemoveReservation(ctx, g.Pool, g.Namespace, groupReservationKey(g.Name)); err != nil {
+		return storeError(err, cred, "reservation of group %s", g.Name)
+	}
+	return nil
 }
 
 // retireTombstone removes img if it is a tombstone of the driver's that

@@ -375,3 +375,42 @@ func TestGroupSnapshotID(t *testing.T) {
 	_, err = long.Encode()
 	assert.ErrorIs(t, err, csi.ErrIDTooLong)
 }
+
+// TestGroupSnapshotDeleteRetried fails DeleteVolumeGroupSnapshot before
+// each of its steps; every retry carries on and the last leaves nothing.
+func TestGroupSnapshotDeleteRetried(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	a := h.createVolume("vol-a", 1<<20)
+	b := h.createVolume("vol-b", 1<<20)
+	vgs := h.createGroupSnapshot("vgs", a.GetVolumeId(), b.GetVolumeId())
+	// A source deleted while the group snapshot holds it is a tombstone
+	// that goes with the group snapshot.
+	require.NoError(t, h.deleteVolume(a.GetVolumeId()))
+	assert.Len(t, h.store.Images(testCluster), 2)
+	del := &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), Secrets: secrets()}
+	for _, step := range []string{"delete-group-snapshot/remove", "delete-group-snapshot/group", "delete-group-snapshot/unreserve"} {
+		h.faults.failOnce(step)
+		_, err := h.group.DeleteVolumeGroupSnapshot(ctx, del)
+		assert.Equal(t, codes.Internal, code(err), step)
+	}
+	_, err := h.group.DeleteVolumeGroupSnapshot(ctx, del)
+	require.NoError(t, err)
+	assert.Empty(t, h.store.Groups(testCluster, h.pool, ""))
+	assert.Empty(t, h.store.Reservations(testCluster, h.pool, ""))
+	bName := imageOfVolume(t, h, b.GetVolumeId()).Name
+	// The retry that found the group snapshot gone no longer knew its
+	// members: the tombstone is the sweep's.
+	assert.Len(t, h.imageNames(), 2)
+	require.NoError(t, h.drv.Sweep(ctx))
+	assert.Equal(t, []string{bName}, h.imageNames(), "the sweep removed the deleted source")
+
+	// Without failures the tombstone goes with the group snapshot.
+	vgs = h.createGroupSnapshot("vgs-2", b.GetVolumeId())
+	require.NoError(t, h.deleteVolume(b.GetVolumeId()))
+	assert.Len(t, h.imageNames(), 1)
+	assert.Contains(t, h.imageNames()[0], "-deleted-")
+	_, err = h.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), Secrets: secrets()})
+	require.NoError(t, err)
+	assert.Empty(t, h.imageNames(), "the deleted source went with the group snapshot")
+}
