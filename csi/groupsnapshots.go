@@ -167,11 +167,25 @@ func (c *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		byImage[imageIDKey(src.own.ref.Pool, src.own.info.ID)] = src.id
 	}
 	vgs, err := d.groupSnapshotMessage(ctx, s, cred, cl, gid, group, gs, byImage)
+	if errors.Is(err, errMemberIDTooLong) {
+		// The member names are known only once the snapshot is cut; a
+		// snapshot the CO cannot be given IDs for is of no use.
+		if derr := s.RemoveGroup(context.WithoutCancel(ctx), group); derr != nil && !errors.Is(derr, ErrNotFound) {
+			d.log.Warn("removing a group snapshot whose member IDs are too long", "group", group.Name, "error", redact(derr.Error(), cred))
+		} else if derr := s.RemoveReservation(context.WithoutCancel(ctx), group.Pool, group.Namespace, groupReservationKey(group.Name)); derr != nil {
+			d.log.Warn("removing the reservation of a discarded group", "group", group.Name, "error", redact(derr.Error(), cred))
+		}
+		return nil, status.Error(codes.InvalidArgument, errorMessage(err))
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: vgs}, nil
 }
+
+// errMemberIDTooLong marks a member snapshot whose snapshot ID would not
+// fit the CSI limit.
+var errMemberIDTooLong = errors.New("member snapshot ID too long")
 
 func imageIDKey(pool int64, id string) string { return itoa(pool) + "/" + id }
 
@@ -425,6 +439,10 @@ func (d *Driver) memberSnapshot(ctx context.Context, s Session, cred Credentials
 	for _, sn := range snaps {
 		if sn.ID != m.SnapID {
 			continue
+		}
+		sid := SnapshotID{ClusterID: cl.ID, Pool: m.Pool, Namespace: g.Namespace, ImageID: o.info.ID, Snap: sn.Name}
+		if _, err := sid.Encode(); err != nil {
+			return nil, errors.Join(errMemberIDTooLong, status.Errorf(codes.InvalidArgument, "the member snapshot of image %s in group %s: %v", o.info.Name, g.Name, err))
 		}
 		snap, ok := snapshotEntry(cl, m.Pool, g.Namespace, o.info, sn)
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -413,4 +414,34 @@ func TestGroupSnapshotDeleteRetried(t *testing.T) {
 	_, err = h.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: vgs.GetGroupSnapshotId(), Secrets: secrets()})
 	require.NoError(t, err)
 	assert.Empty(t, h.imageNames(), "the deleted source went with the group snapshot")
+}
+
+// TestGroupSnapshotMemberIDsTooLong: the member snapshots' names are
+// known only once the group snapshot is cut; when their snapshot IDs
+// would not fit 128 bytes the group snapshot is discarded and the
+// request refused, though the group snapshot's own ID fits.
+func TestGroupSnapshotMemberIDsTooLong(t *testing.T) {
+	ns := strings.Repeat("n", 66)
+	h := newHarness(t, harnessOpts{})
+	h.store.AddNamespace(testCluster, h.pool, ns)
+	ctx := context.Background()
+	var ids []string
+	for _, name := range []string{"a", "b"} {
+		req := h.volReq(name, 1<<20)
+		req.Parameters["radosNamespace"] = ns
+		req.Parameters["volumeNamePrefix"] = "v-"
+		r, err := h.ctrl.CreateVolume(ctx, req)
+		require.NoError(t, err)
+		ids = append(ids, r.GetVolume().GetVolumeId())
+	}
+	req := h.groupSnapReq("vgs", ids...)
+	req.Parameters["snapshotNamePrefix"] = "g-"
+	_, err := h.group.CreateVolumeGroupSnapshot(ctx, req)
+	assert.Equal(t, codes.InvalidArgument, code(err), "%v", err)
+	assert.Contains(t, err.Error(), "the member snapshot of image")
+	assert.Empty(t, h.store.Groups(testCluster, h.pool, ns))
+	assert.Empty(t, h.store.Reservations(testCluster, h.pool, ns))
+	for _, im := range h.store.Images(testCluster) {
+		assert.Empty(t, im.Snaps, im.Name)
+	}
 }
