@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -176,5 +177,64 @@ func TestGroupSnapshotOnCeph(t *testing.T) {
 	for _, spec := range specs {
 		out, err := cluster.Rbd(ctx, "info", spec)
 		assert.Error(t, err, "%s is gone: %s", spec, out)
+	}
+}
+
+// TestGroupSnapshotFaultsOnCeph fails CreateVolumeGroupSnapshot before
+// each of its steps on a real cluster: before the cut nothing is left
+// that Ceph's rbd can see (no group, no member snapshot, the volumes in
+// no group: DeleteVolume would not be blocked); after it the retry
+// finds the group snapshot complete and releases the members.
+func TestGroupSnapshotFaultsOnCeph(t *testing.T) {
+	p := startPlugin(t)
+	ctx := testCtx(t)
+	var ids, specs []string
+	for _, name := range []string{"vgsf-a", "vgsf-b"} {
+		v, err := p.create(t, name, 4<<20, nil)
+		require.NoError(t, err)
+		vid, err := csi.ParseVolumeID(v.GetVolumeId())
+		require.NoError(t, err)
+		ids, specs = append(ids, v.GetVolumeId()), append(specs, cluster.Pool+"/"+vid.Image)
+	}
+	req := &csipb.CreateVolumeGroupSnapshotRequest{Name: "vgsf", SourceVolumeIds: ids, Secrets: userSecrets()}
+	failAt := func(step string) {
+		p.fail = func(s string) error {
+			if s == step {
+				p.fail = nil
+				return errors.New("injected")
+			}
+			return nil
+		}
+	}
+	for _, step := range []string{"create-group-snapshot/reserve", "create-group-snapshot/group", "create-group-snapshot/add", "create-group-snapshot/snapshot"} {
+		failAt(step)
+		_, err := p.group.CreateVolumeGroupSnapshot(ctx, req)
+		require.Error(t, err, step)
+		for _, g := range rbdGroups(t) {
+			assert.NotContains(t, g, "csi-vgs-", "%s: group %s left", step, g)
+		}
+		for _, spec := range specs {
+			assert.Empty(t, rbdSnapsAll(t, spec), "%s: snapshots left on %s", step, spec)
+			assert.NotContains(t, rbdCLI(t, "info", spec), "group:", "%s: %s still in a group", step, spec)
+		}
+	}
+	failAt("create-group-snapshot/release")
+	_, err := p.group.CreateVolumeGroupSnapshot(ctx, req)
+	require.Error(t, err)
+	r, err := p.group.CreateVolumeGroupSnapshot(ctx, req)
+	require.NoError(t, err)
+	gid, err := csi.ParseGroupSnapshotID(r.GetGroupSnapshot().GetGroupSnapshotId())
+	require.NoError(t, err)
+	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+gid.Group)))
+	for _, spec := range specs {
+		assert.Len(t, rbdSnapsAll(t, spec), 1, spec)
+	}
+	_, err = p.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: gid.String(), Secrets: userSecrets()})
+	require.NoError(t, err)
+	for _, spec := range specs {
+		assert.Empty(t, rbdSnapsAll(t, spec), spec)
+	}
+	for _, id := range ids {
+		require.NoError(t, p.deleteVolume(t, id))
 	}
 }
