@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -679,4 +680,26 @@ func (d *Driver) addMemberSnapshots(ctx context.Context, s Session, cred Credent
 		}
 	}
 	return nil
+}
+
+// leaveInterruptedGroup handles an image DeleteVolume found in a group
+// (removeErr): the driver's groups hold their sources only while a
+// group snapshot is cut, under the images' locks, which the caller
+// holds; so membership of one of them is what an interrupted
+// CreateVolumeGroupSnapshot left, which the CO may never retry. The
+// image leaves such a group and is removed again; one in another's
+// group stays, and removeErr is returned.
+func (d *Driver) leaveInterruptedGroup(ctx context.Context, s Session, cred Credentials, img ImageRef, removeErr error) error {
+	g, ok, err := s.ImageGroup(ctx, img)
+	if err != nil || !ok {
+		return removeErr
+	}
+	if owned, err := ownedGroup(ctx, s, g); err != nil || !owned {
+		return removeErr
+	}
+	d.log.Info("removing a deleted volume from the group an interrupted group snapshot left it in", "image", img.Name, "group", g.Name)
+	if err := s.RemoveGroupImage(ctx, g, img); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("leaving group %s: %w", g.Name, err)
+	}
+	return s.RemoveImage(ctx, img)
 }

@@ -445,3 +445,33 @@ func TestGroupSnapshotMemberIDsTooLong(t *testing.T) {
 		assert.Empty(t, im.Snaps, im.Name)
 	}
 }
+
+// TestDeleteVolumeLeavesInterruptedGroup: a CreateVolumeGroupSnapshot
+// that died after adding its sources to the group, and was never
+// retried, does not block DeleteVolume of a source; a volume in a group
+// that is not the driver's stays.
+func TestDeleteVolumeLeavesInterruptedGroup(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	a := h.createVolume("vol-a", 1<<20)
+	b := h.createVolume("vol-b", 1<<20)
+	s, err := h.store.Session(ctx, csi.Cluster{ID: testCluster}, csi.Credentials{ID: testUser, Key: testKey})
+	require.NoError(t, err)
+	ours := csi.GroupRef{Pool: h.pool, Name: testGroupName("vgs")}
+	require.NoError(t, s.SetReservation(ctx, h.pool, "", "csi.group."+ours.Name, "vgs"))
+	require.NoError(t, s.CreateGroup(ctx, ours))
+	foreign := csi.GroupRef{Pool: h.pool, Name: testGroupName("not-reserved")}
+	require.NoError(t, s.CreateGroup(ctx, foreign))
+	aid, _ := csi.ParseVolumeID(a.GetVolumeId())
+	bid, _ := csi.ParseVolumeID(b.GetVolumeId())
+	require.NoError(t, s.AddGroupImage(ctx, ours, csi.ImageRef{Pool: h.pool, Name: aid.Image}))
+	require.NoError(t, s.AddGroupImage(ctx, foreign, csi.ImageRef{Pool: h.pool, Name: bid.Image}))
+
+	require.NoError(t, h.deleteVolume(a.GetVolumeId()))
+	err = h.deleteVolume(b.GetVolumeId())
+	assert.Equal(t, codes.FailedPrecondition, code(err), "%v", err)
+	assert.Equal(t, []string{bid.Image}, h.imageNames())
+	members, err := s.GroupImages(ctx, ours)
+	require.NoError(t, err)
+	assert.Empty(t, members)
+}

@@ -343,7 +343,11 @@ func (d *Driver) retire(ctx context.Context, s Session, cred Credentials, o owne
 		if err := d.step("delete-volume/remove"); err != nil {
 			return err
 		}
-		switch err := s.RemoveImage(ctx, img); {
+		err := s.RemoveImage(ctx, img)
+		if errors.Is(err, ErrInGroup) {
+			err = d.leaveInterruptedGroup(ctx, s, cred, img, err)
+		}
+		switch {
 		case err == nil, errors.Is(err, ErrNotFound):
 			if err := d.forgetCephCSI(ctx, s, o.cephcsi); err != nil {
 				return storeError(err, cred, "image %s", img.Name)

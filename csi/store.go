@@ -123,6 +123,9 @@ type GroupStore interface {
 	// RemoveGroupImage ends img's membership of g (by ID when img.Name
 	// is empty); an image in no group succeeds.
 	RemoveGroupImage(ctx context.Context, g GroupRef, img ImageRef) error
+	// ImageGroup returns the group img belongs to; ok is false for
+	// none.
+	ImageGroup(ctx context.Context, img ImageRef) (g GroupRef, ok bool, err error)
 	// GroupImages lists a group's members, with names and IDs.
 	GroupImages(ctx context.Context, g GroupRef) ([]ImageRef, error)
 	// GroupSnapshots lists a group's snapshots.

@@ -159,6 +159,18 @@ func (se *session) RemoveGroupImage(_ context.Context, g csi.GroupRef, img csi.I
 	})
 }
 
+func (se *session) ImageGroup(_ context.Context, ref csi.ImageRef) (csi.GroupRef, bool, error) {
+	var g csi.GroupRef
+	var ok bool
+	err := se.image(ref, func(_ *namespace, im *image) error {
+		if im.group != nil {
+			g, ok = csi.GroupRef{Pool: im.group.pool, Namespace: ref.Namespace, Name: im.group.name}, true
+		}
+		return nil
+	})
+	return g, ok, err
+}
+
 func (se *session) GroupImages(_ context.Context, g csi.GroupRef) ([]csi.ImageRef, error) {
 	var out []csi.ImageRef
 	err := se.group(g, func(_ *namespace, gr *group) error {

@@ -63,6 +63,20 @@ func (s *session) RemoveGroupImage(ctx context.Context, g csi.GroupRef, img csi.
 	return mapErr(rbd.RemoveGroupImage(ctx, gio, g.Name, iio, img.Name))
 }
 
+func (s *session) ImageGroup(ctx context.Context, img csi.ImageRef) (csi.GroupRef, bool, error) {
+	var g csi.GroupRef
+	var ok bool
+	err := s.open(ctx, img, true, func(im *rbd.Image) error {
+		ig, in, err := im.Group(ctx)
+		if err != nil || !in {
+			return err
+		}
+		g, ok = csi.GroupRef{Pool: ig.PoolID, Namespace: img.Namespace, Name: ig.Name}, true
+		return nil
+	})
+	return g, ok, err
+}
+
 func (s *session) GroupImages(ctx context.Context, g csi.GroupRef) ([]csi.ImageRef, error) {
 	io, err := s.ioctx(ctx, g.Pool, g.Namespace)
 	if err != nil {

@@ -3,6 +3,8 @@ package rbdstore_test
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/csi/rbdstore"
 )
 
 // rbdSnapAll is one entry of `rbd snap ls --all --format json`.
@@ -237,4 +240,32 @@ func TestGroupSnapshotFaultsOnCeph(t *testing.T) {
 	for _, id := range ids {
 		require.NoError(t, p.deleteVolume(t, id))
 	}
+}
+
+// TestDeleteVolumeLeavesInterruptedGroupOnCeph: a source left in the
+// driver's group by a CreateVolumeGroupSnapshot that died before its
+// cut (rbd group add, as the dead call left it) is removed by
+// DeleteVolume, which librbd would refuse while it is a member.
+func TestDeleteVolumeLeavesInterruptedGroupOnCeph(t *testing.T) {
+	p := startPlugin(t)
+	ctx := testCtx(t)
+	v, err := p.create(t, "vgsi-a", 4<<20, nil)
+	require.NoError(t, err)
+	vid, err := csi.ParseVolumeID(v.GetVolumeId())
+	require.NoError(t, err)
+	st := rbdstore.New(rbdstore.Options{})
+	defer st.Close()
+	s, err := st.Session(ctx, csiCluster(), admin())
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte("vgsi"))
+	group := "csi-vgs-" + hex.EncodeToString(sum[:])[:32]
+	require.NoError(t, s.SetReservation(ctx, vid.Pool, "", "csi.group."+group, "vgsi"))
+	rbdCLI(t, "group", "create", cluster.Pool+"/"+group)
+	rbdCLI(t, "group", "image", "add", cluster.Pool+"/"+group, cluster.Pool+"/"+vid.Image)
+
+	require.NoError(t, p.deleteVolume(t, v.GetVolumeId()))
+	assert.NotContains(t, rbdCLI(t, "ls", cluster.Pool), vid.Image)
+	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+group)))
+	rbdCLI(t, "group", "rm", cluster.Pool+"/"+group)
+	require.NoError(t, s.RemoveReservation(ctx, vid.Pool, "", "csi.group."+group))
 }
