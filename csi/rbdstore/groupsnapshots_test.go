@@ -107,6 +107,7 @@ func TestGroupSnapshotOnCeph(t *testing.T) {
 	// Pacific's rbd prints a complete group snapshot's state as "ok",
 	// later releases as "complete"; an interrupted one is "incomplete".
 	assert.Contains(t, []string{"ok", "complete"}, gsnaps[0].State)
+	t.Logf("%s: the group snapshot's state is %q", strings.TrimSpace(rbdCLI(t, "--version")), gsnaps[0].State)
 	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+gid.Group)), "the sources are released")
 
 	member := map[string]*csipb.Snapshot{}
