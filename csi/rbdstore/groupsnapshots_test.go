@@ -104,8 +104,9 @@ func TestGroupSnapshotOnCeph(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(rbdCLI(t, "group", "snap", "ls", "--format", "json", cluster.Pool+"/"+gid.Group)), &gsnaps))
 	require.Len(t, gsnaps, 1)
 	assert.Equal(t, gid.Group, gsnaps[0].Snapshot)
-	// Pacific's rbd prints a complete group snapshot's state as "ok",
-	// later releases as "complete"; an interrupted one is "incomplete".
+	// Pacific's and Reef's rbd print a complete group snapshot's state
+	// as "ok", Tentacle's as "complete"; an interrupted one is
+	// "incomplete".
 	assert.Contains(t, []string{"ok", "complete"}, gsnaps[0].State)
 	t.Logf("%s: the group snapshot's state is %q", strings.TrimSpace(rbdCLI(t, "--version")), gsnaps[0].State)
 	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+gid.Group)), "the sources are released")
