@@ -107,7 +107,7 @@ func (c *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 			return nil, storeError(err, cred, "source volume %q", ids[i])
 		}
 	}
-	gs, err := d.ensureGroupSnapshot(ctx, s, cred, req.GetName(), group, srcs)
+	gs, err := d.ensureGroupSnapshot(ctx, s, cred, cl.ID, req.GetName(), group, srcs)
 	if err != nil {
 		return nil, err
 	}

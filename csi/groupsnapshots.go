@@ -66,7 +66,7 @@ func isGroupMemberSnap(name string) bool { return strings.HasPrefix(name, groupM
 
 // ensureGroupSnapshot makes group carry a complete group snapshot of
 // exactly srcs and returns it.
-func (d *Driver) ensureGroupSnapshot(ctx context.Context, s Session, cred Credentials, name string, g GroupRef, srcs []groupSource) (GroupSnapInfo, error) {
+func (d *Driver) ensureGroupSnapshot(ctx context.Context, s Session, cred Credentials, cluster, name string, g GroupRef, srcs []groupSource) (GroupSnapInfo, error) {
 	key := groupReservationKey(g.Name)
 	switch owner, err := s.Reservation(ctx, g.Pool, g.Namespace, key); {
 	case errors.Is(err, ErrNotFound):
@@ -106,7 +106,7 @@ func (d *Driver) ensureGroupSnapshot(ctx context.Context, s Session, cred Creden
 			return gs, storeError(err, cred, "removing incomplete group snapshot %s", g.Name)
 		}
 	}
-	if err := d.cutGroupSnapshot(ctx, s, cred, g, srcs); err != nil {
+	if err := d.cutGroupSnapshot(ctx, s, cred, cluster, g, srcs); err != nil {
 		return GroupSnapInfo{}, err
 	}
 	gs, found, err = groupSnapshotOf(ctx, s, g)
@@ -119,7 +119,7 @@ func (d *Driver) ensureGroupSnapshot(ctx context.Context, s Session, cred Creden
 // cutGroupSnapshot makes the group with srcs as its members, snapshots
 // it and releases the members. A failure before the snapshot exists
 // removes the group again.
-func (d *Driver) cutGroupSnapshot(ctx context.Context, s Session, cred Credentials, g GroupRef, srcs []groupSource) (err error) {
+func (d *Driver) cutGroupSnapshot(ctx context.Context, s Session, cred Credentials, cluster string, g GroupRef, srcs []groupSource) (err error) {
 	defer func() {
 		if err == nil {
 			return
@@ -150,7 +150,11 @@ func (d *Driver) cutGroupSnapshot(ctx context.Context, s Session, cred Credentia
 		if err := d.step("create-group-snapshot/add"); err != nil {
 			return err
 		}
-		if err := s.AddGroupImage(ctx, g, src.own.ref); err != nil {
+		err := s.AddGroupImage(ctx, g, src.own.ref)
+		if errors.Is(err, ErrInGroup) && d.sweepGroupOf(ctx, s, cred, cluster, src.own.ref) {
+			err = s.AddGroupImage(ctx, g, src.own.ref)
+		}
+		if err != nil {
 			if errors.Is(err, ErrInGroup) {
 				return status.Errorf(codes.FailedPrecondition, "source volume %q belongs to another RBD group: %s", src.id, redact(err.Error(), cred))
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -474,4 +475,79 @@ func TestDeleteVolumeLeavesInterruptedGroup(t *testing.T) {
 	members, err := s.GroupImages(ctx, ours)
 	require.NoError(t, err)
 	assert.Empty(t, members)
+}
+
+// TestSweepInterruptedGroups: what CreateVolumeGroupSnapshot calls that
+// died and were never retried left, Sweep collects: a group with an
+// incomplete snapshot (its member snapshot keeping a deleted volume as a
+// tombstone; this one is swept as soon as a member goes into another
+// group snapshot), a group with members and no snapshot, the members of
+// a complete one; a live group snapshot, a group someone else made and a
+// group a call is working on stay.
+func TestSweepInterruptedGroups(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	s, err := h.store.Session(ctx, csi.Cluster{ID: testCluster}, csi.Credentials{ID: testUser, Key: testKey})
+	require.NoError(t, err)
+	vols := map[string]*csipb.Volume{}
+	images := map[string]csi.ImageRef{}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		vols[n] = h.createVolume("vol-"+n, 1<<20)
+		vid, _ := csi.ParseVolumeID(vols[n].GetVolumeId())
+		images[n] = csi.ImageRef{Pool: h.pool, Name: vid.Image}
+	}
+	// group, reserved (the driver's) or not, with members
+	group := func(name string, reserve bool, members ...string) csi.GroupRef {
+		g := csi.GroupRef{Pool: h.pool, Name: testGroupName(name)}
+		if reserve {
+			require.NoError(t, s.SetReservation(ctx, h.pool, "", "csi.group."+g.Name, name))
+		}
+		require.NoError(t, s.CreateGroup(ctx, g))
+		for _, m := range members {
+			require.NoError(t, s.AddGroupImage(ctx, g, images[m]))
+		}
+		return g
+	}
+	crashed := group("crashed", true, "a", "b")
+	h.store.CrashNextGroupSnapshot()
+	require.Error(t, s.CreateGroupSnapshot(ctx, crashed, crashed.Name))
+	require.NoError(t, s.RemoveGroupImage(ctx, crashed, images["a"]))
+	require.NoError(t, h.deleteVolume(vols["a"].GetVolumeId()), "a's incomplete member snapshot makes it a tombstone")
+	group("added", true, "c")
+	cut := group("cut", true, "d")
+	require.NoError(t, s.CreateGroupSnapshot(ctx, cut, cut.Name))
+	foreign := group("foreign", false, "e")
+	// b, left in the crashed group, is freed for the next group
+	// snapshot at once: the crashed group is swept then.
+	live := h.createGroupSnapshot("live", vols["b"].GetVolumeId())
+	assert.NotContains(t, h.store.Groups(testCluster, h.pool, ""), crashed.Name)
+	busy := group("busy", true)
+	release, err := s.LockOperation(ctx, h.pool, "", "group "+testCluster+"/"+strconv.FormatInt(h.pool, 10)+"//"+busy.Name)
+	require.NoError(t, err)
+	defer release()
+
+	require.NoError(t, h.drv.Sweep(ctx))
+	assert.ElementsMatch(t, []string{
+		cut.Name, cut.Name + "@" + cut.Name, foreign.Name, busy.Name,
+		testGroupName("live"), testGroupName("live") + "@" + testGroupName("live"),
+	}, h.store.Groups(testCluster, h.pool, ""))
+	for _, g := range []csi.GroupRef{cut, busy} {
+		members, err := s.GroupImages(ctx, g)
+		require.NoError(t, err)
+		assert.Empty(t, members, g.Name)
+	}
+	members, err := s.GroupImages(ctx, foreign)
+	require.NoError(t, err)
+	assert.Len(t, members, 1, "a group that is not the driver's keeps its members")
+	res := h.store.Reservations(testCluster, h.pool, "")
+	assert.NotContains(t, res, "csi.group."+crashed.Name)
+	assert.NotContains(t, res, "csi.group."+testGroupName("added"))
+	for _, im := range h.store.Images(testCluster) {
+		assert.NotContains(t, im.Name, "-deleted-", "the tombstone went with the incomplete member snapshot")
+	}
+	_, err = h.group.GetVolumeGroupSnapshot(ctx, &csipb.GetVolumeGroupSnapshotRequest{GroupSnapshotId: live.GetGroupSnapshotId()})
+	assert.NoError(t, err, "a live group snapshot stays")
+	for _, n := range []string{"c", "d"} {
+		require.NoError(t, h.deleteVolume(vols[n].GetVolumeId()), n)
+	}
 }

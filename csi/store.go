@@ -115,6 +115,8 @@ type Session interface {
 type GroupStore interface {
 	// CreateGroup creates a group (ErrExists when the name is taken).
 	CreateGroup(ctx context.Context, g GroupRef) error
+	// ListGroups lists the names of the groups of a pool's namespace.
+	ListGroups(ctx context.Context, pool int64, namespace string) ([]string, error)
 	// RemoveGroup removes a group with its snapshots and memberships.
 	RemoveGroup(ctx context.Context, g GroupRef) error
 	// AddGroupImage makes img a member of g; an image in another group

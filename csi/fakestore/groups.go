@@ -91,6 +91,22 @@ func (se *session) CreateGroup(_ context.Context, g csi.GroupRef) error {
 	})
 }
 
+func (se *session) ListGroups(_ context.Context, poolID int64, ns string) ([]string, error) {
+	var names []string
+	err := se.with(func(*cluster) error {
+		n, err := se.s.ns(se.cluster, poolID, ns)
+		if err != nil {
+			return err
+		}
+		for name := range n.groups {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return nil
+	})
+	return names, err
+}
+
 func (se *session) RemoveGroup(_ context.Context, g csi.GroupRef) error {
 	return se.group(g, func(n *namespace, gr *group) error {
 		for _, gs := range gr.snaps {

@@ -23,6 +23,15 @@ func (s *session) CreateGroup(ctx context.Context, g csi.GroupRef) error {
 	return mapErr(rbd.CreateGroup(ctx, io, g.Name))
 }
 
+func (s *session) ListGroups(ctx context.Context, pool int64, ns string) ([]string, error) {
+	io, err := s.ioctx(ctx, pool, ns)
+	if err != nil {
+		return nil, err
+	}
+	names, err := rbd.ListGroups(ctx, io)
+	return names, mapErr(err)
+}
+
 func (s *session) RemoveGroup(ctx context.Context, g csi.GroupRef) error {
 	io, err := s.ioctx(ctx, g.Pool, g.Namespace)
 	if err != nil {

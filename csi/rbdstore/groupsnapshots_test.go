@@ -247,7 +247,8 @@ func TestGroupSnapshotFaultsOnCeph(t *testing.T) {
 // TestDeleteVolumeLeavesInterruptedGroupOnCeph: a source left in the
 // driver's group by a CreateVolumeGroupSnapshot that died before its
 // cut (rbd group add, as the dead call left it) is removed by
-// DeleteVolume, which librbd would refuse while it is a member.
+// DeleteVolume, which librbd would refuse while it is a member; the
+// sweep then removes the group.
 func TestDeleteVolumeLeavesInterruptedGroupOnCeph(t *testing.T) {
 	p := startPlugin(t)
 	ctx := testCtx(t)
@@ -268,6 +269,17 @@ func TestDeleteVolumeLeavesInterruptedGroupOnCeph(t *testing.T) {
 	require.NoError(t, p.deleteVolume(t, v.GetVolumeId()))
 	assert.NotContains(t, rbdCLI(t, "ls", cluster.Pool), vid.Image)
 	assert.Equal(t, "", strings.TrimSpace(rbdCLI(t, "group", "image", "ls", cluster.Pool+"/"+group)))
-	rbdCLI(t, "group", "rm", cluster.Pool+"/"+group)
-	require.NoError(t, s.RemoveReservation(ctx, vid.Pool, "", "csi.group."+group))
+
+	// The sweep removes the group the dead call left, and a group of
+	// that shape not reserved by the driver stays.
+	sum = sha256.Sum256([]byte("not the driver's"))
+	foreign := "csi-vgs-" + hex.EncodeToString(sum[:])[:32]
+	rbdCLI(t, "group", "create", cluster.Pool+"/"+foreign)
+	require.NoError(t, p.drv.Sweep(ctx))
+	groups := rbdGroups(t)
+	assert.NotContains(t, groups, group)
+	assert.Contains(t, groups, foreign)
+	_, err = s.Reservation(ctx, vid.Pool, "", "csi.group."+group)
+	assert.ErrorIs(t, err, csi.ErrNotFound)
+	rbdCLI(t, "group", "rm", cluster.Pool+"/"+foreign)
 }
