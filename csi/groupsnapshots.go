@@ -34,7 +34,10 @@ import (
 //
 // A failure before the snapshot is cut removes what was made; a crash
 // leaves at worst an incomplete group snapshot, which the retry removes
-// before it takes the snapshot again. DeleteVolumeGroupSnapshot's:
+// before it takes the snapshot again. A call that is never retried
+// leaves its group to Sweep (groupsweep.go); the next group snapshot of
+// one of its sources sweeps it at once, and DeleteVolume takes a source
+// out of it. DeleteVolumeGroupSnapshot's:
 //
 //	delete-group-snapshot/remove     remove the group snapshot and its member snapshots
 //	delete-group-snapshot/group      remove the group
