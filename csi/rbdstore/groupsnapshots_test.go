@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/stretchr/testify/assert"
@@ -282,4 +285,113 @@ func TestDeleteVolumeLeavesInterruptedGroupOnCeph(t *testing.T) {
 	_, err = s.Reservation(ctx, vid.Pool, "", "csi.group."+group)
 	assert.ErrorIs(t, err, csi.ErrNotFound)
 	rbdCLI(t, "group", "rm", cluster.Pool+"/"+foreign)
+}
+
+// TestGroupSnapshotOfOpenVolumesOnCeph takes a VolumeGroupSnapshot of
+// two volumes opened as the node opens them (each holding its exclusive
+// lock) while a writer stamps record i into the first, then, once that
+// write is acknowledged, into the second. The group snapshot holds
+// writes to both back at once, so restored from it the second volume
+// never has a record the first lacks (one snapshot after the other
+// could: the first snapped before a record, the second after). The
+// records are read back with rbd export; both volumes' locks return to
+// the writer, which goes on.
+func TestGroupSnapshotOfOpenVolumesOnCeph(t *testing.T) {
+	const size, rec = 8 << 20, 4096
+	p := startPlugin(t)
+	ctx := testCtx(t)
+	st := rbdstore.New(rbdstore.Options{})
+	defer st.Close()
+	var ids []string
+	var imgs []csi.NodeImage
+	for _, name := range []string{"vgso-a", "vgso-b"} {
+		v, err := p.create(t, name, size, nil)
+		require.NoError(t, err)
+		vid, err := csi.ParseVolumeID(v.GetVolumeId())
+		require.NoError(t, err)
+		img, err := st.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true})
+		require.NoError(t, err)
+		defer img.Close()
+		ids, imgs = append(ids, v.GetVolumeId()), append(imgs, img)
+	}
+	stamp := func(i int) []byte {
+		b := make([]byte, rec)
+		binary.LittleEndian.PutUint64(b, uint64(i)+1)
+		return b
+	}
+	var done atomic.Int64 // records written to both
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i := 0; i < size/rec; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, img := range imgs {
+				if _, err := img.WriteAtContext(ctx, stamp(i), int64(i)*rec); err != nil {
+					t.Errorf("record %d: %v", i, err)
+					return
+				}
+			}
+			done.Store(int64(i) + 1)
+		}
+	}()
+	// some records before the cut, and some after
+	waitFor := func(n int64) {
+		t.Helper()
+		for done.Load() < n {
+			select {
+			case <-finished:
+				t.Fatalf("the writer stopped at %d records, short of %d", done.Load(), n)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	waitFor(64)
+	r, err := p.group.CreateVolumeGroupSnapshot(ctx, &csipb.CreateVolumeGroupSnapshotRequest{
+		Name: "vgso", SourceVolumeIds: ids, Secrets: userSecrets()})
+	require.NoError(t, err)
+	waitFor(done.Load() + 64)
+	close(stop)
+	<-finished
+	n := int(done.Load())
+	require.False(t, t.Failed())
+
+	count := func(b []byte) int { // records stamped, in order from 0
+		k := 0
+		for ; k < size/rec && binary.LittleEndian.Uint64(b[k*rec:]) == uint64(k)+1; k++ {
+		}
+		return k
+	}
+	var got []int
+	for i, id := range ids {
+		var sn *csipb.Snapshot
+		for _, m := range r.GetGroupSnapshot().GetSnapshots() {
+			if m.GetSourceVolumeId() == id {
+				sn = m
+			}
+		}
+		require.NotNil(t, sn)
+		rv, err := p.create(t, "vgso-restored-"+string(rune('a'+i)), size, fromSnapshot(sn.GetSnapshotId()))
+		require.NoError(t, err)
+		rid, err := csi.ParseVolumeID(rv.GetVolumeId())
+		require.NoError(t, err)
+		got = append(got, count(export(t, cluster.Pool+"/"+rid.Image)))
+		require.NoError(t, p.deleteVolume(t, rv.GetVolumeId()))
+	}
+	t.Logf("records written %d; in the group snapshot: first volume %d, second %d", n, got[0], got[1])
+	assert.Positive(t, got[1], "records before the cut are in the snapshot")
+	assert.Less(t, got[0], n, "records after the cut are not")
+	assert.Contains(t, []int{got[1], got[1] + 1}, got[0], "the second volume has every record of the first but the one in flight between them")
+	for _, img := range imgs {
+		require.NoError(t, img.Close())
+	}
+	_, err = p.group.DeleteVolumeGroupSnapshot(ctx, &csipb.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: r.GetGroupSnapshot().GetGroupSnapshotId(), Secrets: userSecrets()})
+	require.NoError(t, err)
+	for _, id := range ids {
+		require.NoError(t, p.deleteVolume(t, id))
+	}
 }
