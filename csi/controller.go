@@ -520,6 +520,18 @@ func (c *controller) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshot
 	if err != nil {
 		return nil, err
 	}
+	if isGroupMemberSnap(sid.Snap) {
+		// The spec: a snapshot that is part of a group goes with its
+		// group (DeleteVolumeGroupSnapshot).
+		switch _, _, err := findSnapshot(ctx, s, sid, cred); status.Code(err) {
+		case codes.OK:
+			return nil, status.Errorf(codes.InvalidArgument, "snapshot %q is part of a group: delete its volume group snapshot", req.GetSnapshotId())
+		case codes.NotFound:
+			return &csi.DeleteSnapshotResponse{}, nil
+		default:
+			return nil, err
+		}
+	}
 	if err := d.removeSnapshot(ctx, s, cred, cl, sid); err != nil {
 		return nil, err
 	}
@@ -668,5 +680,5 @@ func (d *Driver) addSnapshots(ctx context.Context, s Session, cred Credentials, 
 			add(snap)
 		}
 	}
-	return nil
+	return d.addMemberSnapshots(ctx, s, cred, cl, pool, ns, info, add)
 }

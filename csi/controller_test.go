@@ -634,7 +634,7 @@ func TestProbe(t *testing.T) {
 	assert.Equal(t, "test", info.GetVendorVersion())
 	caps, err := h.ident.GetPluginCapabilities(ctx, &csipb.GetPluginCapabilitiesRequest{})
 	require.NoError(t, err)
-	assert.Len(t, caps.GetCapabilities(), 4, "controller service, snapshot metadata service, accessibility constraints and online expansion")
+	assert.Len(t, caps.GetCapabilities(), 5, "controller service, snapshot metadata service, group controller service, accessibility constraints and online expansion")
 }
 
 // TestSecretsStayOutOfErrorsAndLogs sends a wrong key and a right one and

@@ -180,6 +180,7 @@ func (d *Driver) Serve(ctx context.Context, lis net.Listener) (err error) {
 	if d.cfg.Controller {
 		csi.RegisterControllerServer(srv, &controller{d: d})
 		csi.RegisterSnapshotMetadataServer(srv, &snapshotMetadata{d: d})
+		csi.RegisterGroupControllerServer(srv, &groupController{d: d})
 	}
 	if d.cfg.Node {
 		// Take over what a previous process staged before answering.
@@ -294,6 +295,9 @@ func (d *Driver) logCalls(ctx context.Context, req any, info *grpc.UnaryServerIn
 	}
 	if r, ok := req.(interface{ GetSnapshotId() string }); ok && r.GetSnapshotId() != "" {
 		attrs = append(attrs, "snapshotID", r.GetSnapshotId())
+	}
+	if r, ok := req.(interface{ GetGroupSnapshotId() string }); ok && r.GetGroupSnapshotId() != "" {
+		attrs = append(attrs, "groupSnapshotID", r.GetGroupSnapshotId())
 	}
 	if err != nil {
 		s := status.Convert(err)

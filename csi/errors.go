@@ -24,6 +24,8 @@ func storeError(err error, cred Credentials, what string, args ...any) error {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = codes.NotFound
+	case errors.Is(err, ErrInGroup):
+		code = codes.FailedPrecondition
 	case errors.Is(err, ErrExists):
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrHasSnapshots):
@@ -46,7 +48,7 @@ func storeError(err error, cred Credentials, what string, args ...any) error {
 }
 
 func isSentinel(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrExists, ErrBusy, ErrHasSnapshots, ErrUnauthenticated, ErrPermission, ErrUnsupported, ErrUnavailable} {
+	for _, s := range []error{ErrNotFound, ErrExists, ErrBusy, ErrHasSnapshots, ErrInGroup, ErrUnauthenticated, ErrPermission, ErrUnsupported, ErrUnavailable} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -38,6 +38,7 @@ type harness struct {
 	logs   *syncBuffer
 	ctrl   csipb.ControllerClient
 	meta   csipb.SnapshotMetadataClient
+	group  csipb.GroupControllerClient
 	ident  csipb.IdentityClient
 	faults *faults
 	drv    *csi.Driver
@@ -182,6 +183,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	})
 	h.ctrl = csipb.NewControllerClient(conn)
 	h.meta = csipb.NewSnapshotMetadataClient(conn)
+	h.group = csipb.NewGroupControllerClient(conn)
 	h.ident = csipb.NewIdentityClient(conn)
 	return h
 }

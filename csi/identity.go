@@ -37,6 +37,7 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	if i.d.cfg.Controller {
 		service(csi.PluginCapability_Service_CONTROLLER_SERVICE)
 		service(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE)
+		service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE)
 	}
 	// As ceph-csi: the provisioner then passes accessibility requirements
 	// (topologyConstrainedPools needs them) whenever nodes report

@@ -29,6 +29,26 @@ type scanned struct {
 // scanImages lists the images of every cluster, as the credentials that
 // credFor returns for each.
 func (d *Driver) scanImages(ctx context.Context, credFor func(Cluster) (Credentials, error), visit func(Session, Credentials, scanned) error) error {
+	return d.scanNamespaces(ctx, credFor, func(s Session, cred Credentials, c Cluster, pool int64, ns string) error {
+		names, err := s.ListImages(ctx, pool, ns)
+		if errors.Is(err, ErrNotFound) {
+			return nil // namespace absent from this pool
+		}
+		if err != nil {
+			return storeError(err, cred, "cluster %q pool %d: listing images", c.ID, pool)
+		}
+		for _, n := range names {
+			if err := visit(s, cred, scanned{cluster: c, pool: pool, ns: ns, name: n}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scanNamespaces visits the scanned pool namespaces of every cluster, as
+// the credentials that credFor returns for each.
+func (d *Driver) scanNamespaces(ctx context.Context, credFor func(Cluster) (Credentials, error), visit func(s Session, cred Credentials, c Cluster, pool int64, ns string) error) error {
 	cs, err := d.clusters()
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
@@ -55,17 +75,8 @@ func (d *Driver) scanImages(ctx context.Context, credFor func(Cluster) (Credenti
 		}
 		for _, pool := range pools {
 			for _, ns := range namespaces {
-				names, err := s.ListImages(ctx, pool, ns)
-				if errors.Is(err, ErrNotFound) {
-					continue // namespace absent from this pool
-				}
-				if err != nil {
-					return storeError(err, cred, "cluster %q pool %d: listing images", c.ID, pool)
-				}
-				for _, n := range names {
-					if err := visit(s, cred, scanned{cluster: c, pool: pool, ns: ns, name: n}); err != nil {
-						return err
-					}
+				if err := visit(s, cred, c, pool, ns); err != nil {
+					return err
 				}
 			}
 		}
@@ -133,8 +144,9 @@ func (p *page[T]) take(after string, max int32) ([]T, string) {
 }
 
 // Sweep collects what a crash may have left behind: tombstoned images
-// whose snapshots are all gone (and the ancestors they release), and
-// internal or tombstoned snapshots no clone needs any more. It touches
+// whose snapshots are all gone (and the ancestors they release),
+// internal or tombstoned snapshots no clone needs any more, and the
+// groups of interrupted group snapshots (groupsweep.go). It touches
 // only images the driver owns (ownership.go) and, on them, only the
 // snapshots it made. It uses the plugin's own credentials and skips
 // clusters it has none for. Run calls it periodically; it is safe to
@@ -149,7 +161,18 @@ func (d *Driver) Sweep(ctx context.Context) error {
 		return Credentials{}, errNoCredentials
 	}
 	var firstErr error
-	err := d.scanImages(ctx, func(c Cluster) (Credentials, error) {
+	// Groups first: an interrupted group snapshot's member snapshots
+	// keep deleted volumes as tombstones the image sweep then removes.
+	err := d.scanNamespaces(ctx, credFor, func(s Session, cred Credentials, c Cluster, pool int64, ns string) error {
+		if err := d.sweepGroups(ctx, s, cred, c, pool, ns); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = d.scanImages(ctx, func(c Cluster) (Credentials, error) {
 		cred, err := credFor(c)
 		if err != nil {
 			d.log.Debug("sweep: no credentials, skipping cluster", "cluster", c.ID)

@@ -33,6 +33,7 @@ type source struct {
 	snapID  uint64 // known up front for snapshot sources
 	size    uint64
 	fromVol bool // the snapshot is taken by CreateVolume itself
+	byID    bool // cloned by snapID: a group snapshot's member, which no user snapshot name reaches
 }
 
 // resolveSource finds a request's content source; nil without one.
@@ -61,6 +62,7 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 			tag:    "snapshot:" + id,
 			parent: o.ref,
 			info:   o.info, snap: snap.Name, snapID: snap.ID, size: snap.Size,
+			byID: snap.Group != nil,
 		}, nil
 	case src.GetVolume() != nil:
 		id := src.GetVolume().GetVolumeId()
@@ -89,6 +91,9 @@ func (d *Driver) resolveSource(ctx context.Context, s Session, cluster Cluster, 
 // image. A snapshot that is not the driver's (its image is someone
 // else's, or its name is not a managed one) is NOT_FOUND.
 func findSnapshot(ctx context.Context, s Session, sid SnapshotID, cred Credentials) (owner, SnapInfo, error) {
+	if isGroupMemberSnap(sid.Snap) {
+		return findMemberSnapshot(ctx, s, sid, cred)
+	}
 	if !isManagedName(sid.Snap) {
 		return owner{}, SnapInfo{}, status.Errorf(codes.NotFound, "snapshot %s not found: %q is not a snapshot name the driver makes", sid, sid.Snap)
 	}
@@ -187,7 +192,11 @@ func (d *Driver) createImage(ctx context.Context, s Session, cred Credentials, r
 	if err := d.step("create-volume/create"); err != nil {
 		return err
 	}
-	if err := s.CloneImage(ctx, r.src.parent, r.src.snap, r.img, r.opts); err != nil && !errors.Is(err, ErrExists) {
+	clone := func() error { return s.CloneImage(ctx, r.src.parent, r.src.snap, r.img, r.opts) }
+	if r.src.byID {
+		clone = func() error { return s.CloneImageFromSnapID(ctx, r.src.parent, r.src.snapID, r.img, r.opts) }
+	}
+	if err := clone(); err != nil && !errors.Is(err, ErrExists) {
 		return createError(err, cred, "cloning %s@%s to %s", r.src.parent.Name, r.src.snap, r.img.Name)
 	}
 	return nil
@@ -334,7 +343,11 @@ func (d *Driver) retire(ctx context.Context, s Session, cred Credentials, o owne
 		if err := d.step("delete-volume/remove"); err != nil {
 			return err
 		}
-		switch err := s.RemoveImage(ctx, img); {
+		err := s.RemoveImage(ctx, img)
+		if errors.Is(err, ErrInGroup) {
+			err = d.leaveInterruptedGroup(ctx, s, cred, img, err)
+		}
+		switch {
 		case err == nil, errors.Is(err, ErrNotFound):
 			if err := d.forgetCephCSI(ctx, s, o.cephcsi); err != nil {
 				return storeError(err, cred, "image %s", img.Name)

@@ -173,5 +173,9 @@ func snapshotEntry(cluster Cluster, pool int64, ns string, info ImageInfo, sn Sn
 		return nil, false
 	}
 	src := VolumeID{ClusterID: cluster.ID, Pool: pool, Namespace: ns, Image: liveName(info.Name)}.String()
-	return snapshotMessage(id, src, sn), true
+	msg := snapshotMessage(id, src, sn)
+	if g := sn.Group; g != nil {
+		msg.GroupSnapshotId = GroupSnapshotID{ClusterID: cluster.ID, Pool: g.Group.Pool, Namespace: g.Group.Namespace, Group: g.Group.Name}.String()
+	}
+	return msg, true
 }

@@ -97,9 +97,82 @@ type Session interface {
 	// key is not an error.
 	RemoveReservation(ctx context.Context, pool int64, namespace, key string) error
 
+	// GroupStore keeps RBD groups and their snapshots
+	// (VolumeGroupSnapshots).
+	GroupStore
+
 	// OmapStore reads ceph-csi's journal and cleans up the entries of
 	// the ceph-csi volumes and snapshots the driver deletes.
 	OmapStore
+}
+
+// GroupStore is the part of a Session that keeps RBD groups, as librbd's
+// group API does: a group lives in one pool's namespace and takes member
+// images of that namespace (in any pool); a group snapshot is one
+// snapshot of every member, taken while writes to all of them are held
+// back, kept in RBD's group snapshot namespace where ListSnapshots does
+// not see it.
+type GroupStore interface {
+	// CreateGroup creates a group (ErrExists when the name is taken).
+	CreateGroup(ctx context.Context, g GroupRef) error
+	// ListGroups lists the names of the groups of a pool's namespace.
+	ListGroups(ctx context.Context, pool int64, namespace string) ([]string, error)
+	// RemoveGroup removes a group with its snapshots and memberships.
+	RemoveGroup(ctx context.Context, g GroupRef) error
+	// AddGroupImage makes img a member of g; an image in another group
+	// fails with ErrInGroup, one already in g succeeds.
+	AddGroupImage(ctx context.Context, g GroupRef, img ImageRef) error
+	// RemoveGroupImage ends img's membership of g (by ID when img.Name
+	// is empty); an image in no group succeeds.
+	RemoveGroupImage(ctx context.Context, g GroupRef, img ImageRef) error
+	// ImageGroup returns the group img belongs to; ok is false for
+	// none.
+	ImageGroup(ctx context.Context, img ImageRef) (g GroupRef, ok bool, err error)
+	// GroupImages lists a group's members, with names and IDs.
+	GroupImages(ctx context.Context, g GroupRef) ([]ImageRef, error)
+	// GroupSnapshots lists a group's snapshots.
+	GroupSnapshots(ctx context.Context, g GroupRef) ([]GroupSnapInfo, error)
+	// CreateGroupSnapshot snapshots every member of g at once
+	// (ErrExists when g has a snapshot of that name).
+	CreateGroupSnapshot(ctx context.Context, g GroupRef, snap string) error
+	// RemoveGroupSnapshot removes a group snapshot and its member
+	// snapshots; a member snapshot clones still need goes to RBD's
+	// snapshot trash, as RemoveSnapshot's does.
+	RemoveGroupSnapshot(ctx context.Context, g GroupRef, snap string) error
+	// GroupMemberSnapshots lists an image's snapshots that belong to
+	// group snapshots, each with its Group set.
+	GroupMemberSnapshots(ctx context.Context, img ImageRef) ([]SnapInfo, error)
+	// CloneImageFromSnapID is CloneImage of the parent's snapshot of
+	// that ID, in any snapshot namespace (a group snapshot's member).
+	CloneImageFromSnapID(ctx context.Context, parent ImageRef, snapID uint64, child ImageRef, opts ImageOptions) error
+}
+
+// GroupRef names an RBD group.
+type GroupRef struct {
+	Pool      int64
+	Namespace string
+	Name      string
+}
+
+// GroupSnapInfo describes a group snapshot.
+type GroupSnapInfo struct {
+	ID       string
+	Name     string
+	Complete bool // all member snapshots taken; false while taking or after a crash
+	Members  []GroupSnapMember
+}
+
+// GroupSnapMember is one member image's snapshot in a group snapshot.
+type GroupSnapMember struct {
+	Pool    int64
+	ImageID string
+	SnapID  uint64
+}
+
+// SnapGroup names the group snapshot an image's snapshot belongs to.
+type SnapGroup struct {
+	Group     GroupRef
+	GroupSnap string // the group snapshot's name
 }
 
 // Cluster is one entry of the cluster configuration.
@@ -169,6 +242,9 @@ type SnapInfo struct {
 	Name    string
 	Size    uint64
 	Created time.Time
+	// Group is set for the member snapshots of group snapshots
+	// (GroupMemberSnapshots), nil for the others.
+	Group *SnapGroup
 }
 
 // Errors a Session wraps so the controller can pick gRPC codes.
@@ -177,6 +253,7 @@ var (
 	ErrExists          = errors.New("already exists")
 	ErrBusy            = errors.New("in use")
 	ErrHasSnapshots    = errors.New("has snapshots")
+	ErrInGroup         = errors.New("image belongs to a group")
 	ErrUnauthenticated = errors.New("authentication failed")
 	ErrPermission      = errors.New("permission denied")
 	ErrUnsupported     = errors.New("not supported")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"syscall"
 
 	"github.com/purerbd/purerbd/rados"
@@ -264,6 +265,27 @@ func detachFromParent(ctx context.Context, o objects, id string, h *header, log 
 // (layering is required).
 func Clone(ctx context.Context, parentIoc *rados.IOContext, parentName, snapName string,
 	childIoc *rados.IOContext, childName string, opts CreateOptions) error {
+	return clone(ctx, parentIoc, parentName, snapName, func(h *header) (snapMeta, bool) { return h.snapByName(snapName) },
+		childIoc, childName, opts)
+}
+
+// CloneFromSnapID is Clone of the parent's snapshot snapID, whatever its
+// namespace: a member of a group snapshot, which no user snapshot name
+// reaches, is cloned this way (rbd clone --snap-id, librbd's
+// CloneRequest by snapshot id).
+func CloneFromSnapID(ctx context.Context, parentIoc *rados.IOContext, parentName string, snapID uint64,
+	childIoc *rados.IOContext, childName string, opts CreateOptions) error {
+	return clone(ctx, parentIoc, parentName, "{id "+strconv.FormatUint(snapID, 10)+"}", func(h *header) (snapMeta, bool) {
+		s, ok := h.snapByID(snapID)
+		if ok && s.Namespace.Type == cls.NamespaceTrash {
+			return snapMeta{}, false // removed: librbd refuses to clone it too
+		}
+		return s, ok
+	}, childIoc, childName, opts)
+}
+
+func clone(ctx context.Context, parentIoc *rados.IOContext, parentName, snapName string, findSnap func(*header) (snapMeta, bool),
+	childIoc *rados.IOContext, childName string, opts CreateOptions) error {
 	po, err := adapt(parentIoc)
 	if err != nil {
 		return err
@@ -286,7 +308,7 @@ func Clone(ctx context.Context, parentIoc *rados.IOContext, parentName, snapName
 	if ph.features&FeatureLayering == 0 {
 		return fmt.Errorf("%w: parent %q does not have the layering feature", ErrInvalid, parentName)
 	}
-	snap, ok := ph.snapByName(snapName)
+	snap, ok := findSnap(ph)
 	if !ok {
 		return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, parentName, snapName)
 	}

@@ -175,7 +175,11 @@ func (img *Image) removeSnapshotLocked(ctx context.Context, s snapMeta, guard []
 		if err != nil {
 			return err
 		}
-		if len(v2) < len(children) || s.Namespace.Type != cls.NamespaceUser {
+		// librbd trashes user and group snapshots alike: a group
+		// snapshot removed while clones of a member need it leaves
+		// that member snapshot in the trash.
+		trashable := s.Namespace.Type == cls.NamespaceUser || s.Namespace.Type == cls.NamespaceGroup
+		if len(v2) < len(children) || !trashable {
 			return fmt.Errorf("%w: snapshot %s@%s has %d clone(s)", ErrHasChildren, img.name, name, len(children))
 		}
 		w := newWrite(guard...)

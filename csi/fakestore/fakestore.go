@@ -33,6 +33,8 @@ type Store struct {
 	// removed with its last clone. Without it, such a removal fails with
 	// ErrBusy.
 	TrashSnapshots bool
+	// crashGroupSnap: see CrashNextGroupSnapshot
+	crashGroupSnap bool
 }
 
 type cluster struct {
@@ -55,6 +57,7 @@ type namespace struct {
 	reservations map[string]string
 	ghosts       map[string]bool              // names taken by an interrupted creation
 	objects      map[string]map[string]string // other RADOS objects' omaps (ceph-csi's journal)
+	groups       map[string]*group            // RBD groups, by name
 }
 
 type image struct {
@@ -67,6 +70,8 @@ type image struct {
 	meta     map[string]string
 	inUse    bool
 	nextSnap uint64
+	group    *group          // the group the image belongs to, nil for none
+	gsnaps   []*csi.SnapInfo // member snapshots of group snapshots
 }
 
 // New returns an empty store.
@@ -122,7 +127,8 @@ func (s *Store) SetInUse(clusterID string, poolID int64, ns, name string, inUse 
 }
 
 // ImageState is a snapshot of one fake image, for assertions; trashed
-// snapshots are listed as "(trash)NAME".
+// snapshots are listed as "(trash)NAME", group snapshot members as
+// "(group)NAME".
 type ImageState struct {
 	Pool      int64
 	Namespace string
@@ -146,6 +152,9 @@ func (s *Store) Images(clusterID string) []ImageState {
 				st := ImageState{Pool: pid, Namespace: nsName, Name: im.name, ID: im.id, Size: im.size, Parent: im.parent, Meta: map[string]string{}, Options: im.opts}
 				for _, sn := range im.snaps {
 					st.Snaps = append(st.Snaps, sn.Name)
+				}
+				for _, sn := range im.gsnaps {
+					st.Snaps = append(st.Snaps, "(group)"+sn.Name)
 				}
 				for _, sn := range im.trash {
 					st.Snaps = append(st.Snaps, "(trash)"+sn.Name)
@@ -184,7 +193,8 @@ func (s *Store) Reservations(clusterID string, poolID int64, ns string) map[stri
 }
 
 func newNamespace() *namespace {
-	return &namespace{images: map[string]*image{}, reservations: map[string]string{}, ghosts: map[string]bool{}, objects: map[string]map[string]string{}}
+	return &namespace{images: map[string]*image{}, reservations: map[string]string{}, ghosts: map[string]bool{}, objects: map[string]map[string]string{},
+		groups: map[string]*group{}}
 }
 
 // AddGhost leaves what an image creation interrupted halfway leaves in
@@ -492,8 +502,11 @@ func (se *session) RemoveImage(_ context.Context, ref csi.ImageRef) error {
 		return nil
 	}
 	return se.image(ref, func(n *namespace, im *image) error {
-		if k := len(im.snaps) + len(im.trash); k > 0 {
+		if k := len(im.snaps) + len(im.trash) + len(im.gsnaps); k > 0 {
 			return fmt.Errorf("image %s has %d snapshots: %w", im.name, k, csi.ErrHasSnapshots)
+		}
+		if im.group != nil {
+			return fmt.Errorf("image %s is in group %s: %w", im.name, im.group.name, csi.ErrInGroup)
 		}
 		if im.inUse {
 			return fmt.Errorf("image %s has watchers: %w", im.name, csi.ErrBusy)

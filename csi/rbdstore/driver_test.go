@@ -54,6 +54,7 @@ type plugin struct {
 	drv   *csi.Driver
 	ctrl  csipb.ControllerClient
 	meta  csipb.SnapshotMetadataClient
+	group csipb.GroupControllerClient
 	ident csipb.IdentityClient
 	logs  *lockedBuffer
 	fail  func(step string) error
@@ -103,6 +104,7 @@ func startPlugin(t *testing.T) *plugin {
 	})
 	p.ctrl = csipb.NewControllerClient(conn)
 	p.meta = csipb.NewSnapshotMetadataClient(conn)
+	p.group = csipb.NewGroupControllerClient(conn)
 	p.ident = csipb.NewIdentityClient(conn)
 	return p
 }

@@ -24,6 +24,8 @@ func mapErr(err error) error {
 		sentinel = csi.ErrPermission
 	case errors.Is(err, rbd.ErrNotFound), errors.Is(err, rados.ErrPoolNotFound), errors.Is(err, rados.ErrNotFound):
 		sentinel = csi.ErrNotFound
+	case errors.Is(err, rbd.ErrInGroup):
+		sentinel = csi.ErrInGroup
 	case errors.Is(err, rbd.ErrExists), errors.Is(err, rados.ErrExists):
 		sentinel = csi.ErrExists
 	case errors.Is(err, rbd.ErrHasSnapshots):

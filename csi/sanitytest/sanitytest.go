@@ -28,6 +28,7 @@ import (
 	"github.com/onsi/gomega"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -66,7 +67,7 @@ func Run(t *testing.T, o Options) {
 	nodeSock := o.NodeSocket
 	if nodeSock == "" {
 		nodeSock = filepath.Join(dir, "node.sock")
-		stop, err := ServeFakeNode(nodeSock, o.DriverName)
+		stop, err := serveFakeNode(nodeSock, o.DriverName, o.ControllerSocket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,12 +170,21 @@ func (g idGen) GenerateInvalidNodeID() string { return "fake-node-id" }
 // ServeFakeNode serves FakeNode and a matching Identity service on a unix
 // socket until stop is called.
 func ServeFakeNode(path, driverName string) (stop func(), err error) {
+	return serveFakeNode(path, driverName, "")
+}
+
+// serveFakeNode is ServeFakeNode whose Identity service also reports the
+// GroupController service when the plugin at controllerSocket does: the
+// suite asks the node address which plugin services there are before it
+// runs the GroupController specs, and one plugin's capabilities are the
+// same on every endpoint.
+func serveFakeNode(path, driverName, controllerSocket string) (stop func(), err error) {
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, err
 	}
 	srv := grpc.NewServer()
-	csipb.RegisterIdentityServer(srv, fakeIdentity{name: driverName})
+	csipb.RegisterIdentityServer(srv, fakeIdentity{name: driverName, controller: controllerSocket})
 	csipb.RegisterNodeServer(srv, FakeNode{})
 	go srv.Serve(lis)
 	return srv.Stop, nil
@@ -182,15 +192,34 @@ func ServeFakeNode(path, driverName string) (stop func(), err error) {
 
 type fakeIdentity struct {
 	csipb.UnimplementedIdentityServer
-	name string
+	name       string
+	controller string // the plugin's socket, if any
 }
 
 func (f fakeIdentity) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
 	return &csipb.GetPluginInfoResponse{Name: f.name, VendorVersion: "fake-node"}, nil
 }
 
-func (fakeIdentity) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{}, nil
+func (f fakeIdentity) GetPluginCapabilities(ctx context.Context, _ *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
+	if f.controller == "" {
+		return &csipb.GetPluginCapabilitiesResponse{}, nil
+	}
+	conn, err := grpc.NewClient("unix:"+f.controller, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	res, err := csipb.NewIdentityClient(conn).GetPluginCapabilities(ctx, &csipb.GetPluginCapabilitiesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := &csipb.GetPluginCapabilitiesResponse{}
+	for _, c := range res.GetCapabilities() {
+		if c.GetService().GetType() == csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE {
+			out.Capabilities = append(out.Capabilities, c)
+		}
+	}
+	return out, nil
 }
 
 func (fakeIdentity) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
