@@ -67,6 +67,16 @@ func newGroupID(instanceID uint64) string {
 	return strconv.FormatUint(instanceID, 16) + strconv.FormatUint(uint64(binary.LittleEndian.Uint32(b[:])), 16)
 }
 
+// openGroup adapts ioc and looks group's ID up in its directory.
+func openGroup(ctx context.Context, ioc *rados.IOContext, group string) (objects, string, error) {
+	o, err := adapt(ioc)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := groupID(ctx, o, group)
+	return o, id, err
+}
+
 // groupID looks a group's id up by name.
 func groupID(ctx context.Context, o objects, name string) (string, error) {
 	out, err := call(ctx, o, groupDirectoryObject, cls.DirGetID(name))
@@ -115,29 +125,14 @@ func ListGroups(ctx context.Context, ioc *rados.IOContext) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	const page = 1024
-	var out []string
-	start := ""
-	for {
-		reply, err := call(ctx, o, groupDirectoryObject, cls.GroupDirList(start, page))
-		if errors.Is(err, syscall.ENOENT) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rbd: listing groups: %w", err)
-		}
+	return listNames(ctx, o, groupDirectoryObject, "groups", cls.GroupDirList, func(reply []byte) ([]string, error) {
 		entries, err := cls.DecodeGroupDirList(reply)
-		if err != nil {
-			return nil, err
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.Name
 		}
-		for _, e := range entries {
-			out = append(out, e.Name)
-		}
-		if len(entries) < page {
-			return out, nil
-		}
-		start = entries[len(entries)-1].Name
-	}
+		return names, err
+	})
 }
 
 // RenameGroup renames group src to dst within its pool and namespace
@@ -146,11 +141,7 @@ func RenameGroup(ctx context.Context, ioc *rados.IOContext, src, dst string) err
 	if err := validName(dst); err != nil {
 		return fmt.Errorf("%w: group name %q", ErrInvalid, dst)
 	}
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	id, err := groupID(ctx, o, src)
+	o, id, err := openGroup(ctx, ioc, src)
 	if err != nil {
 		return err
 	}
@@ -167,11 +158,7 @@ func RenameGroup(ctx context.Context, ioc *rados.IOContext, src, dst string) err
 // their image snapshots), then its members' links, its header and its
 // directory entry. ErrGroupNotFound when there is no such group.
 func RemoveGroup(ctx context.Context, ioc *rados.IOContext, name string) error {
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	id, err := groupID(ctx, o, name)
+	o, id, err := openGroup(ctx, ioc, name)
 	if err != nil {
 		return err
 	}
@@ -254,20 +241,28 @@ func sameNamespace(gioc, iioc *rados.IOContext) error {
 	return nil
 }
 
+// groupAndImage checks that group (of gioc) and image (of iioc) share a
+// namespace and looks up both IDs.
+func groupAndImage(ctx context.Context, gioc *rados.IOContext, group string, iioc *rados.IOContext, image string) (o objects, gid string, io objects, iid string, err error) {
+	if err := sameNamespace(gioc, iioc); err != nil {
+		return nil, "", nil, "", err
+	}
+	o, _ = adapt(gioc)
+	io, _ = adapt(iioc)
+	if gid, err = groupID(ctx, o, group); err != nil {
+		return nil, "", nil, "", err
+	}
+	if iid, err = directoryID(ctx, io, image); err != nil {
+		return nil, "", nil, "", err
+	}
+	return o, gid, io, iid, nil
+}
+
 // AddGroupImage adds image (of iioc's pool, in the group's namespace) to
 // group (of gioc's pool and namespace). An image in another group fails
 // with ErrInGroup and ErrExists; one already in this group succeeds.
 func AddGroupImage(ctx context.Context, gioc *rados.IOContext, group string, iioc *rados.IOContext, image string) error {
-	if err := sameNamespace(gioc, iioc); err != nil {
-		return err
-	}
-	o, _ := adapt(gioc)
-	io, _ := adapt(iioc)
-	gid, err := groupID(ctx, o, group)
-	if err != nil {
-		return err
-	}
-	iid, err := directoryID(ctx, io, image)
+	o, gid, io, iid, err := groupAndImage(ctx, gioc, group, iioc, image)
 	if err != nil {
 		return err
 	}
@@ -295,16 +290,7 @@ func AddGroupImage(ctx context.Context, gioc *rados.IOContext, group string, iio
 // that is in no group succeeds, as with librbd; one in another group
 // fails (EBADF).
 func RemoveGroupImage(ctx context.Context, gioc *rados.IOContext, group string, iioc *rados.IOContext, image string) error {
-	if err := sameNamespace(gioc, iioc); err != nil {
-		return err
-	}
-	o, _ := adapt(gioc)
-	io, _ := adapt(iioc)
-	gid, err := groupID(ctx, o, group)
-	if err != nil {
-		return err
-	}
-	iid, err := directoryID(ctx, io, image)
+	o, gid, io, iid, err := groupAndImage(ctx, gioc, group, iioc, image)
 	if err != nil {
 		return err
 	}
@@ -351,11 +337,7 @@ func unlinkGroupImage(ctx context.Context, o objects, gid string, io objects, ii
 // image id). An image whose name cannot be found fails the listing, as
 // with librbd.
 func GroupImages(ctx context.Context, ioc *rados.IOContext, group string) ([]GroupImage, error) {
-	o, err := adapt(ioc)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := groupID(ctx, o, group)
+	o, gid, err := openGroup(ctx, ioc, group)
 	if err != nil {
 		return nil, err
 	}

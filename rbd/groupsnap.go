@@ -75,11 +75,7 @@ func groupSnapList(ctx context.Context, o objects, gid string) ([]cls.GroupSnaps
 // GroupSnapshots lists group's snapshots in the order the cluster keeps
 // them (by id on Pacific, by creation on newer releases).
 func GroupSnapshots(ctx context.Context, ioc *rados.IOContext, group string) ([]GroupSnapInfo, error) {
-	o, err := adapt(ioc)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := groupID(ctx, o, group)
+	o, gid, err := openGroup(ctx, ioc, group)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +178,7 @@ func CreateGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, snap 
 	if err := validSnapName(snap); err != nil {
 		return err
 	}
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	gid, err := groupID(ctx, o, group)
+	o, gid, err := openGroup(ctx, ioc, group)
 	if err != nil {
 		return err
 	}
@@ -293,14 +285,20 @@ func removeGroupSnapRecord(ctx context.Context, o objects, gid string, rec cls.G
 	return nil
 }
 
+// openGroupSnap adapts ioc and finds snapshot snap of group.
+func openGroupSnap(ctx context.Context, ioc *rados.IOContext, group, snap string) (objects, string, cls.GroupSnapshot, error) {
+	o, err := adapt(ioc)
+	if err != nil {
+		return nil, "", cls.GroupSnapshot{}, err
+	}
+	gid, rec, err := findGroupSnap(ctx, o, group, snap)
+	return o, gid, rec, err
+}
+
 // RemoveGroupSnapshot removes snapshot snap of group and its member
 // snapshots (ErrGroupNotFound, or ErrNotFound for the snapshot).
 func RemoveGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, snap string) error {
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	gid, rec, err := findGroupSnap(ctx, o, group, snap)
+	o, gid, rec, err := openGroupSnap(ctx, ioc, group, snap)
 	if err != nil {
 		return err
 	}
@@ -316,11 +314,7 @@ func RenameGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, oldNa
 	if err := validSnapName(newName); err != nil {
 		return err
 	}
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	gid, rec, err := findGroupSnap(ctx, o, group, oldName)
+	o, gid, rec, err := openGroupSnap(ctx, ioc, group, oldName)
 	if err != nil {
 		return err
 	}
@@ -338,11 +332,7 @@ func RenameGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, oldNa
 // group snapshot snap, holding all their exclusive locks throughout. A
 // member whose snapshot is missing is skipped, as librbd does.
 func RollbackGroupSnapshot(ctx context.Context, ioc *rados.IOContext, group, snap string) error {
-	o, err := adapt(ioc)
-	if err != nil {
-		return err
-	}
-	gid, rec, err := findGroupSnap(ctx, o, group, snap)
+	o, gid, rec, err := openGroupSnap(ctx, ioc, group, snap)
 	if err != nil {
 		return err
 	}

@@ -148,18 +148,26 @@ func ListNamespaces(ctx context.Context, ioc *rados.IOContext) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
+	return listNames(ctx, def, namespaceObject, "namespaces", cls.NamespaceList, cls.DecodeNamespaceList)
+}
+
+// listNames pages through a name-keyed listing of object oid with the
+// cls method list (start after a name, at most max) and its decoder; a
+// missing object lists nothing.
+func listNames(ctx context.Context, o objects, oid, what string, list func(start string, max uint64) cls.Method,
+	decode func([]byte) ([]string, error)) ([]string, error) {
 	const page = 1024
 	var out []string
 	start := ""
 	for {
-		reply, err := call(ctx, def, namespaceObject, cls.NamespaceList(start, page))
+		reply, err := call(ctx, o, oid, list(start, page))
 		if errors.Is(err, syscall.ENOENT) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("rbd: listing namespaces: %w", err)
+			return nil, fmt.Errorf("rbd: listing %s: %w", what, err)
 		}
-		names, err := cls.DecodeNamespaceList(reply)
+		names, err := decode(reply)
 		if err != nil {
 			return nil, err
 		}

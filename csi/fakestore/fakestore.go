@@ -429,20 +429,25 @@ func (se *session) CloneImage(_ context.Context, parent csi.ImageRef, snap strin
 		if sn == nil {
 			return fmt.Errorf("parent snapshot %s@%s: %w", pim.name, snap, csi.ErrNotFound)
 		}
-		cn, err := se.s.ns(se.cluster, child.Pool, child.Namespace)
-		if err != nil {
-			return err
-		}
-		if err := checkDataPool(c, opts); err != nil {
-			return err
-		}
-		im, err := se.newImage(cn, child.Name, sn.Size, opts)
-		if err != nil {
-			return err
-		}
-		im.parent = &csi.ParentInfo{Pool: parent.Pool, Namespace: parent.Namespace, ImageID: pim.id, SnapID: sn.ID}
-		return nil
+		return se.cloneSnap(c, parent, pim, sn, child, opts)
 	})
+}
+
+// cloneSnap makes child a clone of snapshot sn of parent's image pim.
+func (se *session) cloneSnap(c *cluster, parent csi.ImageRef, pim *image, sn *csi.SnapInfo, child csi.ImageRef, opts csi.ImageOptions) error {
+	cn, err := se.s.ns(se.cluster, child.Pool, child.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := checkDataPool(c, opts); err != nil {
+		return err
+	}
+	im, err := se.newImage(cn, child.Name, sn.Size, opts)
+	if err != nil {
+		return err
+	}
+	im.parent = &csi.ParentInfo{Pool: parent.Pool, Namespace: parent.Namespace, ImageID: pim.id, SnapID: sn.ID}
+	return nil
 }
 
 func (se *session) StatImage(_ context.Context, ref csi.ImageRef) (csi.ImageInfo, error) {

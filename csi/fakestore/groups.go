@@ -316,18 +316,6 @@ func (se *session) CloneImageFromSnapID(_ context.Context, parent csi.ImageRef, 
 		if sn == nil {
 			return fmt.Errorf("parent snapshot %s@{id %d}: %w", pim.name, snapID, csi.ErrNotFound)
 		}
-		cn, err := se.s.ns(se.cluster, child.Pool, child.Namespace)
-		if err != nil {
-			return err
-		}
-		if err := checkDataPool(c, opts); err != nil {
-			return err
-		}
-		im, err := se.newImage(cn, child.Name, sn.Size, opts)
-		if err != nil {
-			return err
-		}
-		im.parent = &csi.ParentInfo{Pool: parent.Pool, Namespace: parent.Namespace, ImageID: pim.id, SnapID: sn.ID}
-		return nil
+		return se.cloneSnap(c, parent, pim, sn, child, opts)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
 
@@ -45,16 +46,11 @@ func (s *session) AddGroupImage(ctx context.Context, g csi.GroupRef, img csi.Ima
 	if err != nil {
 		return err
 	}
-	iio, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	iio, name, err := s.namedImage(ctx, img)
 	if err != nil {
 		return err
 	}
-	if img.Name == "" {
-		if img.Name, err = s.nameOf(ctx, iio, img.ID); err != nil {
-			return err
-		}
-	}
-	return mapErr(rbd.AddGroupImage(ctx, gio, g.Name, iio, img.Name))
+	return mapErr(rbd.AddGroupImage(ctx, gio, g.Name, iio, name))
 }
 
 func (s *session) RemoveGroupImage(ctx context.Context, g csi.GroupRef, img csi.ImageRef) error {
@@ -167,25 +163,7 @@ func (s *session) GroupMemberSnapshots(ctx context.Context, img csi.ImageRef) ([
 }
 
 func (s *session) CloneImageFromSnapID(ctx context.Context, parent csi.ImageRef, snapID uint64, child csi.ImageRef, opts csi.ImageOptions) error {
-	co, err := createOptions(opts)
-	if err != nil {
-		return err
-	}
-	if err := s.checkNamespace(ctx, child.Pool, child.Namespace); err != nil {
-		return err
-	}
-	pio, err := s.ioctx(ctx, parent.Pool, parent.Namespace)
-	if err != nil {
-		return err
-	}
-	cio, err := s.ioctx(ctx, child.Pool, child.Namespace)
-	if err != nil {
-		return err
-	}
-	if parent.Name == "" {
-		if parent.Name, err = s.nameOf(ctx, pio, parent.ID); err != nil {
-			return err
-		}
-	}
-	return mapErr(rbd.CloneFromSnapID(ctx, pio, parent.Name, snapID, cio, child.Name, co))
+	return s.clone(ctx, parent, child, opts, func(pio *rados.IOContext, parentName string, cio *rados.IOContext, co rbd.CreateOptions) error {
+		return rbd.CloneFromSnapID(ctx, pio, parentName, snapID, cio, child.Name, co)
+	})
 }

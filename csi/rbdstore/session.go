@@ -145,6 +145,15 @@ func (s *session) CreateImage(ctx context.Context, img csi.ImageRef, size uint64
 }
 
 func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap string, child csi.ImageRef, opts csi.ImageOptions) error {
+	return s.clone(ctx, parent, child, opts, func(pio *rados.IOContext, parentName string, cio *rados.IOContext, co rbd.CreateOptions) error {
+		return rbd.Clone(ctx, pio, parentName, snap, cio, child.Name, co)
+	})
+}
+
+// clone checks and opens what a clone of parent as child needs and
+// calls do with it.
+func (s *session) clone(ctx context.Context, parent, child csi.ImageRef, opts csi.ImageOptions,
+	do func(pio *rados.IOContext, parentName string, cio *rados.IOContext, co rbd.CreateOptions) error) error {
 	co, err := createOptions(opts)
 	if err != nil {
 		return err
@@ -152,7 +161,7 @@ func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap stri
 	if err := s.checkNamespace(ctx, child.Pool, child.Namespace); err != nil {
 		return err
 	}
-	pio, err := s.ioctx(ctx, parent.Pool, parent.Namespace)
+	pio, parentName, err := s.namedImage(ctx, parent)
 	if err != nil {
 		return err
 	}
@@ -160,15 +169,25 @@ func (s *session) CloneImage(ctx context.Context, parent csi.ImageRef, snap stri
 	if err != nil {
 		return err
 	}
-	if parent.Name == "" {
-		if parent.Name, err = s.nameOf(ctx, pio, parent.ID); err != nil {
-			return err
-		}
-	}
-	return mapErr(rbd.Clone(ctx, pio, parent.Name, snap, cio, child.Name, co))
+	return mapErr(do(pio, parentName, cio, co))
 }
 
 // nameOf looks an image's name up by ID in the pool's directory.
+// namedImage returns an I/O context on img's namespace and img's name,
+// looked up by ID when the reference has none.
+func (s *session) namedImage(ctx context.Context, img csi.ImageRef) (*rados.IOContext, string, error) {
+	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	if img.Name == "" {
+		if img.Name, err = s.nameOf(ctx, io, img.ID); err != nil {
+			return nil, "", err
+		}
+	}
+	return io, img.Name, nil
+}
+
 func (s *session) nameOf(ctx context.Context, io *rados.IOContext, id string) (string, error) {
 	name, err := rbd.ImageName(ctx, io, id)
 	return name, mapErr(err)
@@ -246,17 +265,12 @@ func (s *session) ListImages(ctx context.Context, pool int64, ns string) ([]stri
 var busyRetries = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
 
 func (s *session) RemoveImage(ctx context.Context, img csi.ImageRef) error {
-	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	io, name, err := s.namedImage(ctx, img)
 	if err != nil {
 		return err
 	}
-	if img.Name == "" {
-		if img.Name, err = s.nameOf(ctx, io, img.ID); err != nil {
-			return err
-		}
-	}
 	for i := 0; ; i++ {
-		err = rbd.Remove(ctx, io, img.Name, rbd.RemoveOptions{})
+		err = rbd.Remove(ctx, io, name, rbd.RemoveOptions{})
 		if !errors.Is(err, rbd.ErrBusy) || i == len(busyRetries) {
 			return mapErr(err)
 		}
@@ -269,16 +283,11 @@ func (s *session) RemoveImage(ctx context.Context, img csi.ImageRef) error {
 }
 
 func (s *session) RenameImage(ctx context.Context, img csi.ImageRef, newName string) error {
-	io, err := s.ioctx(ctx, img.Pool, img.Namespace)
+	io, name, err := s.namedImage(ctx, img)
 	if err != nil {
 		return err
 	}
-	if img.Name == "" {
-		if img.Name, err = s.nameOf(ctx, io, img.ID); err != nil {
-			return err
-		}
-	}
-	return mapErr(rbd.Rename(ctx, io, img.Name, newName))
+	return mapErr(rbd.Rename(ctx, io, name, newName))
 }
 
 func (s *session) ResizeImage(ctx context.Context, img csi.ImageRef, size uint64) error {
