@@ -144,12 +144,19 @@ func (img *Image) snapChildren(ctx context.Context, snap uint64) ([]cls.ChildIma
 // trash instead, as librbd does: it disappears from the user's view and
 // is deleted when its last clone goes away.
 func (img *Image) RemoveSnapshot(ctx context.Context, name string) error {
+	return img.withSnapshot(ctx, name, img.removeSnapshotLocked)
+}
+
+// withSnapshot calls locked with user snapshot name under the exclusive
+// lock, writes held back, and announces the header change after it
+// succeeds.
+func (img *Image) withSnapshot(ctx context.Context, name string, locked func(ctx context.Context, s snapMeta, guard []cls.Method) error) error {
 	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
 		s, ok := img.hdr.Load().snapByName(name)
 		if !ok {
 			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
 		}
-		return img.removeSnapshotLocked(ctx, s, guard)
+		return locked(ctx, s, guard)
 	})
 	if err != nil {
 		return err
@@ -349,18 +356,7 @@ func (img *Image) setProtection(ctx context.Context, name string, protect bool) 
 // RollbackSnapshot makes the head identical to a snapshot (size, data
 // and object map).
 func (img *Image) RollbackSnapshot(ctx context.Context, name string) error {
-	err := img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {
-		s, ok := img.hdr.Load().snapByName(name)
-		if !ok {
-			return fmt.Errorf("%w: snapshot %s@%s", ErrNotFound, img.name, name)
-		}
-		return img.rollbackLocked(ctx, s, guard)
-	})
-	if err != nil {
-		return err
-	}
-	img.notifyHeaderUpdate(ctx)
-	return nil
+	return img.withSnapshot(ctx, name, img.rollbackLocked)
 }
 
 // rollbackLocked makes the head identical to snapshot s; the caller
