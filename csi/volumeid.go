@@ -233,8 +233,18 @@ type idParser struct {
 
 func (p *idParser) fail(format string, args ...any) {
 	if p.err == nil {
-		p.err = fmt.Errorf("%s %q: %s", p.what, p.s, fmt.Sprintf(format, args...))
+		p.err = fmt.Errorf("%s at %s: %s", p.what, quoteID(p.s), fmt.Sprintf(format, args...))
 	}
+}
+
+// quoteID quotes an ID, or the rest of one, for an error message: at most
+// MaxIDLength bytes of it, so that an error about a megabyte of garbage
+// stays short and costs no more than the garbage itself.
+func quoteID(s string) string {
+	if len(s) <= MaxIDLength {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:MaxIDLength], len(s))
 }
 
 func (p *idParser) literal(l string) {

@@ -150,6 +150,9 @@ func FuzzParseVolumeID(f *testing.F) {
 	for _, s := range []string{
 		"v1-24-b6f6c1d2-8a9e-4e4b-9a43-3f0b8d6c3e07-2-0--csi-vol-5d41402abc4b2a76b9719d911017c592",
 		"v1-1-c-0-3-a-b-img", "v1-1---0--x", "fake-vol-id", "v1-ff-",
+		// Kilobytes of bytes that quote to four each: the error must not
+		// quote them all.
+		"v1-" + strings.Repeat("\x01", 4096),
 	} {
 		f.Add(s)
 	}
@@ -188,6 +191,31 @@ func FuzzParseSnapshotID(f *testing.F) {
 		e, err := v.Encode()
 		if err != nil {
 			t.Fatalf("%q decoded to %+v which does not encode: %v", s, v, err)
+		}
+		if e != s {
+			t.Fatalf("%q decoded and re-encoded to %q", s, e)
+		}
+	})
+}
+
+// FuzzParseGroupSnapshotID is FuzzParseVolumeID for group snapshot IDs.
+func FuzzParseGroupSnapshotID(f *testing.F) {
+	for _, s := range []string{
+		"g1-24-b6f6c1d2-8a9e-4e4b-9a43-3f0b8d6c3e07-2-0--csi-group-snap-0123456789abcdef",
+		"g1-1-c-0-0--g", "g1-1-c-0-2-ns-g", "g1-", "g1-" + strings.Repeat("\x7f", 4096),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var g GroupSnapshotID
+		var err error
+		alloctest.Check(t, len(s), func() { g, err = ParseGroupSnapshotID(s) })
+		if err != nil {
+			return
+		}
+		e, err := g.Encode()
+		if err != nil {
+			t.Fatalf("%q decoded to %+v which does not encode: %v", s, g, err)
 		}
 		if e != s {
 			t.Fatalf("%q decoded and re-encoded to %q", s, e)
