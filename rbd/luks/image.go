@@ -1,0 +1,316 @@
+package luks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Device is the raw image under the encryption: the methods of
+// *rbd.Image that an encrypted view needs, as an interface so that tests
+// and wrappers (the CSI node's image) can stand in for it.
+type Device interface {
+	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
+	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
+	Size() int64
+	ReadOnly() bool
+	Flush(ctx context.Context) error
+	AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error
+	NotifySize(fn func(size int64)) (cancel func())
+}
+
+// Image is the plaintext view of an encrypted image, as librbd presents
+// it after rbd_encryption_load: offset 0 is the first byte of the data
+// area, Size is the image's size less the data offset, and every read and
+// write is decrypted or encrypted on the way. Its method set is the one
+// package nbd/rbdnbd serves (reads, writes, flush, discard, write zeroes,
+// block status, size changes).
+//
+// Reads of holes (ranges the cluster has no data for) return zeroes
+// without decrypting, as librbd does: a sector whose ciphertext reads as
+// all zeroes is taken to be a hole, since encryption never produces one.
+// Writes that do not cover whole sectors read, merge and rewrite the
+// sectors at their ends.
+type Image struct {
+	dev    Device
+	hdr    *Header
+	cipher *sectorCipher
+	// edges serialize the read-merge-write of partial sectors: two
+	// writes to different bytes of one sector must not both rewrite it
+	// from the same old contents.
+	edges [64]sync.Mutex
+	zeros sync.Pool
+}
+
+// Open reads and unlocks the LUKS header at the start of dev. version is
+// 1 or 2 to require that version (rbd's luks1 and luks2), or 0 for either
+// (rbd's luks). A wrong passphrase is ErrWrongPassphrase; bytes that are
+// not a LUKS header (of the required version), ErrNotLUKS.
+func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Image, error) {
+	h, err := ReadHeader(ctx, dev)
+	if err != nil {
+		return nil, err
+	}
+	if version != 0 && h.Version != version {
+		return nil, fmt.Errorf("%w: the image is LUKS%d, not LUKS%d", ErrNotLUKS, h.Version, version)
+	}
+	if h.DataOffset > dev.Size() {
+		return nil, fmt.Errorf("%w: data offset %d past the image's end at %d", ErrCorrupt, h.DataOffset, dev.Size())
+	}
+	key, err := h.Unlock(ctx, dev, passphrase)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	return newImage(dev, h, key)
+}
+
+func newImage(dev Device, h *Header, key []byte) (*Image, error) {
+	c, err := newSectorCipher(key, h.SectorSize, h.IVTweak)
+	if err != nil {
+		return nil, err
+	}
+	img := &Image{dev: dev, hdr: h, cipher: c}
+	img.zeros.New = func() any { return new([zeroChunk]byte) }
+	return img, nil
+}
+
+// ReadHeader reads and parses the LUKS header at the start of dev.
+func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
+	first := make([]byte, min(MinHeaderRead, dev.Size()))
+	if err := readFull(ctx, dev, first, 0); err != nil {
+		return nil, fmt.Errorf("luks: reading the header: %w", err)
+	}
+	n, err := HeaderLen(first)
+	if err != nil {
+		return nil, err
+	}
+	b := first
+	if n > len(first) {
+		if int64(n) > dev.Size() {
+			return nil, fmt.Errorf("%w: header of %d bytes on an image of %d", ErrCorrupt, n, dev.Size())
+		}
+		b = make([]byte, n)
+		if err := readFull(ctx, dev, b, 0); err != nil {
+			return nil, fmt.Errorf("luks: reading the header: %w", err)
+		}
+	}
+	return Parse(b)
+}
+
+// FormatImage writes a new LUKS header with one keyslot for passphrase at
+// the start of dev, as `rbd encryption format` does: the data offset is
+// aligned to alignment (the image's object size), and the image must be
+// larger than the data offset.
+func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
+	if dev.ReadOnly() {
+		return nil, errors.New("luks: the image is read-only")
+	}
+	b, h, key, err := Format(passphrase, o)
+	if err != nil {
+		return nil, err
+	}
+	clear(key)
+	if h.DataOffset >= dev.Size() {
+		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
+	}
+	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
+		return nil, fmt.Errorf("luks: writing the header: %w", err)
+	}
+	return h, nil
+}
+
+// Header returns the image's LUKS header.
+func (img *Image) Header() *Header { return img.hdr }
+
+// Size is the plaintext size: the image's size less the data offset.
+func (img *Image) Size() int64 { return max(img.dev.Size()-img.hdr.DataOffset, 0) }
+
+// ReadOnly is the underlying image's.
+func (img *Image) ReadOnly() bool { return img.dev.ReadOnly() }
+
+// Flush flushes the underlying image.
+func (img *Image) Flush(ctx context.Context) error { return img.dev.Flush(ctx) }
+
+// ReadAt reads with a background context (io.ReaderAt).
+func (img *Image) ReadAt(p []byte, off int64) (int, error) {
+	return img.ReadAtContext(context.Background(), p, off)
+}
+
+// WriteAt writes with a background context (io.WriterAt).
+func (img *Image) WriteAt(p []byte, off int64) (int, error) {
+	return img.WriteAtContext(context.Background(), p, off)
+}
+
+// ReadAtContext reads plaintext at off, following io.ReaderAt: a read
+// past the end returns what there is and io.EOF.
+func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("luks: read at negative offset %d", off)
+	}
+	size := img.Size()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	var eof error
+	if off+int64(len(p)) > size {
+		p, eof = p[:size-off], io.EOF
+	}
+	ss := int64(img.hdr.SectorSize)
+	start, end := off/ss*ss, roundUp(off+int64(len(p)), ss)
+	buf := p
+	if start != off || end != off+int64(len(p)) {
+		buf = make([]byte, end-start)
+	}
+	if err := img.readSectors(ctx, buf, start); err != nil {
+		return 0, err
+	}
+	if &buf[0] != &p[0] {
+		copy(p, buf[off-start:])
+	}
+	return len(p), eof
+}
+
+// readSectors reads and decrypts whole sectors at plaintext offset off.
+func (img *Image) readSectors(ctx context.Context, buf []byte, off int64) error {
+	if err := readFull(ctx, img.dev, buf, img.hdr.DataOffset+off); err != nil {
+		return err
+	}
+	ss := img.hdr.SectorSize
+	for i := 0; i < len(buf); i += ss {
+		s := buf[i : i+ss]
+		if allZero(s) {
+			continue // a hole reads as zeroes
+		}
+		img.cipher.decrypt(s, s, off+int64(i))
+	}
+	return nil
+}
+
+// WriteAtContext encrypts and writes p at plaintext offset off; p is not
+// changed. A write past the end fails.
+func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > img.Size() {
+		return 0, fmt.Errorf("luks: write of %d bytes at %d outside the image's %d", len(p), off, img.Size())
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	ss := int64(img.hdr.SectorSize)
+	start, end := off/ss*ss, roundUp(off+int64(len(p)), ss)
+	buf := make([]byte, end-start)
+	head, tail := start != off, end != off+int64(len(p))
+	if head || tail {
+		unlock := img.lockEdges(start/ss, end/ss-1, head, tail)
+		defer unlock()
+		if head {
+			if err := img.readSectors(ctx, buf[:ss], start); err != nil {
+				return 0, err
+			}
+		}
+		if tail && (!head || end-start > ss) {
+			if err := img.readSectors(ctx, buf[len(buf)-int(ss):], end-ss); err != nil {
+				return 0, err
+			}
+		}
+	}
+	copy(buf[off-start:], p)
+	img.cipher.encrypt(buf, buf, start)
+	if _, err := img.dev.WriteAtContext(ctx, buf, img.hdr.DataOffset+start); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// lockEdges locks the mutexes of the partial sectors first and last.
+func (img *Image) lockEdges(first, last int64, head, tail bool) (unlock func()) {
+	var idx []int
+	n := int64(len(img.edges))
+	if head {
+		idx = append(idx, int(first%n))
+	}
+	if tail && (!head || last%n != first%n) {
+		idx = append(idx, int(last%n))
+	}
+	if len(idx) == 2 && idx[0] > idx[1] {
+		idx[0], idx[1] = idx[1], idx[0]
+	}
+	for _, i := range idx {
+		img.edges[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			img.edges[i].Unlock()
+		}
+	}
+}
+
+// zeroChunk is the size of the encrypted zero writes of Discard.
+const zeroChunk = 1 << 20
+
+// Discard makes [off, off+length) read as zeroes by writing encrypted
+// zeroes, as librbd's crypto layer turns a discard into a write of
+// zeroes: a hole would read as zeroes too, but only where the cluster
+// reports it as one, which a partial object discard does not promise.
+func (img *Image) Discard(ctx context.Context, off, length int64) error {
+	if off < 0 || length < 0 || off+length > img.Size() {
+		return fmt.Errorf("luks: discard of %d bytes at %d outside the image's %d", length, off, img.Size())
+	}
+	buf := img.zeros.Get().(*[zeroChunk]byte)
+	defer img.zeros.Put(buf)
+	for length > 0 {
+		n := min(length, zeroChunk)
+		if _, err := img.WriteAtContext(ctx, buf[:n], off); err != nil {
+			return err
+		}
+		off, length = off+n, length-n
+	}
+	return nil
+}
+
+// WriteZeroes is Discard: both write encrypted zeroes, as librbd does.
+func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
+	return img.Discard(ctx, off, length)
+}
+
+// AllocatedExtents reports the underlying image's allocation of the
+// data area at plaintext offsets; holes read as zeroes.
+func (img *Image) AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error {
+	d := img.hdr.DataOffset
+	length = min(length, img.Size()-off)
+	return img.dev.AllocatedExtents(ctx, off+d, length, func(o, n int64, allocated bool) error {
+		return fn(o-d, n, allocated)
+	})
+}
+
+// NotifySize calls fn with the plaintext size when the image's size
+// changes.
+func (img *Image) NotifySize(fn func(size int64)) (cancel func()) {
+	d := img.hdr.DataOffset
+	return img.dev.NotifySize(func(size int64) { fn(max(size-d, 0)) })
+}
+
+func readFull(ctx context.Context, r ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAtContext(ctx, p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
