@@ -13,7 +13,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-common libgoogle-perftools4 python3-rados \
 	libnbd-bin nbdkit qemu-utils qemu-block-extra fio python3-libnbd rbd-nbd \
 	gcc libc6-dev linux-image-amd64 qemu-system-x86 busybox-static e2fsprogs xfsprogs cpio xz-utils \
-	containerd runc containernetworking-plugins nftables
+	containerd runc containernetworking-plugins nftables cryptsetup-bin
 
 # the release the manifests and the Helm chart pin (the image's tag)
 RELEASE   := $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' deploy/helm/purerbd-csi/Chart.yaml)

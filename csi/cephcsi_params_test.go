@@ -243,7 +243,6 @@ func TestCephCSIParameterRefusals(t *testing.T) {
 		{"mounter", "krbd", `does not map images with the kernel's rbd driver`},
 		{"mounter", "rbd", `set mounter to "rbd-nbd" or leave it out`},
 		{"mounter", "fuse", `not a ceph-csi mounter`},
-		{"encrypted", "true", `does not encrypt volumes yet`},
 		{"encrypted", "maybe", `want "true" or "false"`},
 		{"thickProvision", "true", `makes thin images`},
 		{"tryOtherMounters", "sometimes", `want "true" or "false"`},

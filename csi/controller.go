@@ -170,8 +170,12 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	enc, err := d.newVolumeEncryption(ctx, s, cred, p, source, size)
+	if err != nil {
+		return nil, err
+	}
 	info, err := d.ensureVolume(ctx, s, cred, volumeRequest{
-		name: req.GetName(), cr: req.GetCapacityRange(), img: img, src: source, size: size,
+		name: req.GetName(), cr: req.GetCapacityRange(), img: img, src: source, size: size, encryption: enc,
 		opts: ImageOptions{Features: p.Features, DataPool: p.DataPool,
 			Order: p.Layout.order(), StripeUnit: p.Layout.StripeUnit, StripeCount: p.Layout.StripeCount},
 	})

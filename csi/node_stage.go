@@ -213,7 +213,7 @@ func (n *NodeServer) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolu
 		Image:           recordImage(ref, vid),
 	}
 	start := time.Now()
-	v, err := n.stage(ctx, vid, cl, cred, rec, nc, slot)
+	v, err := n.stage(ctx, vid, cl, cred, rec, nc, slot, n.passphrase(req.GetSecrets(), rec.VolumeID))
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +254,8 @@ func prepareStagingDir(staging string) error {
 
 // stage attaches a new volume, formats and mounts it, and adds it to the
 // staged volumes in place of slot. On failure it undoes what it did.
-func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record, nc nodeCapability, slot *stageSlot) (_ *nodeVolume, err error) {
-	img, err := n.openImage(ctx, vid, cl, cred, rec)
+func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record, nc nodeCapability, slot *stageSlot, passphrase []byte) (_ *nodeVolume, err error) {
+	img, err := n.openImage(ctx, vid, cl, cred, rec, passphrase)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +314,7 @@ func (n *NodeServer) stage(ctx context.Context, vid VolumeID, cl Cluster, cred C
 		undo()
 		return nil, status.Errorf(codes.Internal, "saving the node state: %v", err)
 	}
-	if kept, err := n.state.SaveSecret(rec.VolumeID, nodestate.Secret{ID: cred.ID, Key: cred.Key}); err != nil {
+	if kept, err := n.state.SaveSecret(rec.VolumeID, nodestate.Secret{ID: cred.ID, Key: cred.Key, Passphrase: string(passphrase)}); err != nil {
 		n.log.Warn("keeping credentials for a restart", "volumeID", rec.VolumeID, "error", err.Error())
 	} else if !kept {
 		n.log.Debug("credentials not kept: the state directory is not in memory", "volumeID", rec.VolumeID)

@@ -61,12 +61,25 @@ func (n *NodeServer) update(v *nodeVolume, fn func(r *nodestate.Record)) error {
 }
 
 // openImage opens the image of a volume as the record says.
-func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record) (NodeImage, error) {
+func (n *NodeServer) openImage(ctx context.Context, vid VolumeID, cl Cluster, cred Credentials, rec *nodestate.Record, passphrase []byte) (NodeImage, error) {
 	img, err := n.cfg.Opener.OpenImage(ctx, cl, cred, vid, OpenImageOptions{ReadOnly: rec.ReadOnly, Exclusive: rec.Exclusive, Node: n.cfg.NodeID})
 	if err != nil {
 		return nil, storeError(err, cred, "opening the image of volume %q", rec.VolumeID)
 	}
-	return img, nil
+	return n.openEncrypted(ctx, img, rec.VolumeID, passphrase)
+}
+
+// passphrase is the encryption passphrase of a volume: the request's
+// secret's, or the one kept for a restart. Nil when there is none (the
+// volume is not encrypted, or a call with secrets must bring it).
+func (n *NodeServer) passphrase(secrets map[string]string, volumeID string) []byte {
+	if p := secrets[secretEncryptionPassphrase]; p != "" {
+		return []byte(p)
+	}
+	if s, ok, err := n.state.LoadSecret(volumeID); err == nil && ok && s.Passphrase != "" {
+		return []byte(s.Passphrase)
+	}
+	return nil
 }
 
 // attachConfig describes the device of a volume for kernel.Attach or
@@ -219,7 +232,7 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 	if rec.Ublk() {
 		// The kernel holds the device's I/O (user recovery) until a
 		// server takes it over: the image first, then the device.
-		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec)
+		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec, n.passphrase(secrets, rec.VolumeID))
 		if err != nil {
 			return err
 		}
@@ -239,7 +252,7 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 		if err != nil {
 			return takeoverError(rec.VolumeID, err)
 		}
-		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec)
+		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec, n.passphrase(secrets, rec.VolumeID))
 		if err != nil {
 			held.Abandon()
 			return err
@@ -285,11 +298,11 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 
 // openCandidates opens a volume's image with the first of creds that
 // the cluster takes, and returns the credentials it took.
-func (n *NodeServer) openCandidates(ctx context.Context, vid VolumeID, cl Cluster, creds []Credentials, rec *nodestate.Record) (NodeImage, Credentials, error) {
+func (n *NodeServer) openCandidates(ctx context.Context, vid VolumeID, cl Cluster, creds []Credentials, rec *nodestate.Record, passphrase []byte) (NodeImage, Credentials, error) {
 	var img NodeImage
 	var err error
 	for i, c := range creds {
-		img, err = n.openImage(ctx, vid, cl, c, rec)
+		img, err = n.openImage(ctx, vid, cl, c, rec, passphrase)
 		if err == nil || status.Code(err) != codes.Unauthenticated || i == len(creds)-1 {
 			return img, c, err
 		}

@@ -110,6 +110,9 @@ type volumeParams struct {
 	MapOptions string
 	// DeviceType is the class's deviceType, checked, for the node.
 	DeviceType string
+	// Encrypted is the class's encrypted, checked: new volumes are LUKS2
+	// volumes as ceph-csi makes them (encryption.go).
+	Encrypted bool
 }
 
 type snapshotParams struct {
@@ -152,6 +155,7 @@ func parseVolumeParams(params map[string]string) (volumeParams, error) {
 		MkfsOptions: params[paramMkfsOptions],
 		Prefix:      defaultVolumePrefix,
 	}
+	p.Encrypted, _ = parseEncryption(params) // checked above
 	var err error
 	if v := params[paramTopologyPools]; v != "" {
 		if p.TopologyPools, err = parseTopologyPools(v); err != nil {
@@ -297,15 +301,8 @@ func checkCephCSIParams(params map[string]string) error {
 			return fmt.Errorf("%s %q: want \"true\" or \"false\" (purerbd has one mounter, so either does nothing)", paramTryOtherMounters, v)
 		}
 	}
-	if v, ok := params[paramEncrypted]; ok {
-		enc, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%s %q: want \"true\" or \"false\"", paramEncrypted, v)
-		}
-		if enc {
-			return fmt.Errorf("%s %q: purerbd does not encrypt volumes yet (ceph-csi's LUKS and fscrypt encryption have no counterpart here); use a class without encryption, or keep encrypted volumes on ceph-csi",
-				paramEncrypted, v)
-		}
+	if _, err := parseEncryption(params); err != nil {
+		return err
 	}
 	if v, ok := params[paramThickProvision]; ok {
 		thick, err := strconv.ParseBool(v)

@@ -121,6 +121,9 @@ type volumeRequest struct {
 	src  *source
 	size uint64
 	opts ImageOptions
+	// encryption is the new volume's encryption mark (encryption.go),
+	// "" for a plain volume.
+	encryption string
 }
 
 // ensureVolume makes the image for r exist, complete, and compatible.
@@ -281,6 +284,14 @@ func (d *Driver) finishVolume(ctx context.Context, s Session, cred Credentials, 
 	tag := ""
 	if r.src != nil {
 		tag = r.src.tag
+	}
+	if r.encryption != "" {
+		if err := d.step("create-volume/set-encryption"); err != nil {
+			return info, err
+		}
+		if err := s.SetMetadata(ctx, r.img, metaEncrypted, r.encryption); err != nil {
+			return info, storeError(err, cred, "image %s metadata", r.img.Name)
+		}
 	}
 	if err := d.step("create-volume/set-source"); err != nil {
 		return info, err

@@ -116,3 +116,16 @@ func (i *openImage) LockHolders(ctx context.Context) ([]string, error) {
 	}
 	return l, nil
 }
+
+// Metadata returns one image metadata value (csi's imageMetadata: the
+// node reads an encrypted volume's state with it); a missing key wraps
+// csi.ErrNotFound.
+func (i *openImage) Metadata(ctx context.Context, key string) (string, error) {
+	v, err := i.Image.MetadataGet(ctx, key)
+	return v, mapErr(err)
+}
+
+// SetMetadata sets one image metadata value.
+func (i *openImage) SetMetadata(ctx context.Context, key, value string) error {
+	return mapErr(i.Image.MetadataSet(ctx, key, value))
+}

@@ -281,12 +281,16 @@ func (s *Store) Remove(volumeID string) error {
 type Secret struct {
 	ID  string
 	Key string
+	// Passphrase opens an encrypted volume's LUKS header; empty for
+	// the others.
+	Passphrase string
 }
 
 // secretFile is the JSON of a secret file.
 type secretFile struct {
-	UserID  string `json:"userID"`
-	UserKey string `json:"userKey"`
+	UserID     string `json:"userID"`
+	UserKey    string `json:"userKey"`
+	Passphrase string `json:"encryptionPassphrase,omitempty"`
 }
 
 // SaveSecret keeps cred for a restart, only if the state directory is in
@@ -295,7 +299,7 @@ func (s *Store) SaveSecret(volumeID string, cred Secret) (bool, error) {
 	if !s.inMemory {
 		return false, nil
 	}
-	b, err := json.Marshal(secretFile{UserID: cred.ID, UserKey: cred.Key})
+	b, err := json.Marshal(secretFile{UserID: cred.ID, UserKey: cred.Key, Passphrase: cred.Passphrase})
 	if err != nil {
 		return false, err
 	}
@@ -320,7 +324,7 @@ func (s *Store) LoadSecret(volumeID string) (Secret, bool, error) {
 		// Never quote the file: it holds a key.
 		return Secret{}, false, fmt.Errorf("secret file %s does not hold a user and a key", s.secretPath(volumeID))
 	}
-	return Secret{ID: f.UserID, Key: f.UserKey}, true, nil
+	return Secret{ID: f.UserID, Key: f.UserKey, Passphrase: f.Passphrase}, true, nil
 }
 
 // writeFileAtomic writes b to path with mode 0600 through a temporary

@@ -1,0 +1,195 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/purerbd/purerbd/rbd/luks"
+)
+
+// Encrypted volumes, as ceph-csi makes them with its default KMS
+// (`encrypted: "true"`, no encryptionKMSID, encryptionType block):
+//
+//   - CreateVolume marks the image (metaEncrypted = encryptionPrepared);
+//     as with ceph-csi before 3.15, the header takes its room from the
+//     capacity, so the plaintext is 16 MiB smaller than the image (the
+//     larger images ceph-csi 3.15 makes, with metaLUKS2HeaderSize, are
+//     served the same way: the header says where the data starts);
+//   - the first NodeStage formats it: a LUKS2 header at offset 0, data
+//     from 16 MiB on, AES-256-XTS with 4096-byte sectors, one Argon2id
+//     keyslot with 32 MiB of memory (ceph-csi runs `cryptsetup
+//     luksFormat --type luks2 --hash sha256 --pbkdf-memory 32768`), and
+//     marks it encrypted; every stage then opens the header with the
+//     passphrase and serves the plaintext to the kernel.
+//
+// Clones and restores of an encrypted volume carry its mark (and its
+// header, in the data they share). The passphrase is the node-stage secret's encryptionPassphrase, as
+// with ceph-csi's default KMS. The header is the one dm-crypt and
+// librbd read, so a volume moves between purerbd and ceph-csi (or
+// `rbd device map -o encryption-format=luks2`) either way.
+const (
+	metaEncrypted = "rbd.csi.ceph.com/encrypted"
+	// encryptionPrepared marks an image to format at its first stage,
+	// encryptionDone one that carries its LUKS header.
+	encryptionPrepared = "encryptionPrepared"
+	encryptionDone     = "encrypted"
+	// secretEncryptionPassphrase is the key of the passphrase in the
+	// node-stage secret.
+	secretEncryptionPassphrase = "encryptionPassphrase"
+	// luks2HeaderBytes is the room the LUKS2 header takes before the
+	// data: cryptsetup's default (and ceph-csi's --luks2-metadata-size
+	// 4096k plus --luks2-keyslots-size 8192k).
+	luks2HeaderBytes = 16 << 20
+	// encryptionTypeBlock is ceph-csi's LUKS encryption; "file" is
+	// fscrypt, which purerbd does not do.
+	encryptionTypeBlock = "block"
+)
+
+// parseEncryption checks a class's encryption parameters and reports
+// whether its volumes are encrypted.
+func parseEncryption(params map[string]string) (bool, error) {
+	v, ok := params[paramEncrypted]
+	if !ok {
+		return false, nil
+	}
+	enc, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s %q: want \"true\" or \"false\"", paramEncrypted, v)
+	}
+	if !enc {
+		return false, nil
+	}
+	if t, ok := params[paramEncryptionType]; ok && t != encryptionTypeBlock {
+		return false, fmt.Errorf("%s %q: purerbd encrypts the block device (LUKS2, %q); ceph-csi's file encryption (fscrypt) has no counterpart here",
+			paramEncryptionType, t, encryptionTypeBlock)
+	}
+	if k := params[paramEncryptionKMSID]; k != "" {
+		return false, fmt.Errorf("%s %q: purerbd takes the passphrase from the node-stage secret's %q (ceph-csi's default KMS); other KMS are not supported yet: leave it out",
+			paramEncryptionKMSID, k, secretEncryptionPassphrase)
+	}
+	return true, nil
+}
+
+// imageEncryption reads an image's encryption mark: "" for a plain
+// image.
+func imageEncryption(ctx context.Context, s Session, img ImageRef) (string, error) {
+	v, err := s.Metadata(ctx, img, metaEncrypted)
+	if errors.Is(err, ErrNotFound) {
+		return "", nil
+	}
+	return v, err
+}
+
+// imageMetadata is what the node needs of an image to format it at its
+// first stage; *rbd.Image has it.
+type imageMetadata interface {
+	// Metadata returns a value; a missing key wraps ErrNotFound.
+	Metadata(ctx context.Context, key string) (string, error)
+	SetMetadata(ctx context.Context, key, value string) error
+}
+
+// encryptedImage is the plaintext of an encrypted volume's image, as
+// the node serves it.
+type encryptedImage struct {
+	*luks.Image
+	raw NodeImage
+}
+
+func (e *encryptedImage) Close() error { return e.raw.Close() }
+
+func (e *encryptedImage) CloseContext(ctx context.Context) error { return closeImage(ctx, e.raw) }
+
+func (e *encryptedImage) Refresh(ctx context.Context) error {
+	if r, ok := e.raw.(imageRefresher); ok {
+		return r.Refresh(ctx)
+	}
+	return nil
+}
+
+// nodeFormatOptions is the header the node writes on a prepared volume:
+// cryptsetup's LUKS2 layout with ceph-csi's KDF memory.
+func nodeFormatOptions() luks.FormatOptions {
+	return luks.FormatOptions{
+		Version: 2,
+		KDF:     luks.KDF{Type: "argon2id", Time: 4, Memory: 32 << 10, CPUs: 1},
+	}
+}
+
+// openEncrypted returns img itself when its volume is not encrypted, or
+// its plaintext, formatting a volume marked prepared first. passphrase
+// is nil when no secret brought one. The image is closed on error.
+func (n *NodeServer) openEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte) (NodeImage, error) {
+	md, ok := img.(imageMetadata)
+	if !ok {
+		return img, nil // test images: never encrypted
+	}
+	fail := func(code codes.Code, format string, args ...any) (NodeImage, error) {
+		closeImage(context.WithoutCancel(ctx), img)
+		return nil, status.Errorf(code, format, args...)
+	}
+	state, err := md.Metadata(ctx, metaEncrypted)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return img, nil
+	case err != nil:
+		return fail(codes.Unavailable, "volume %q: reading its encryption state: %v", volumeID, err)
+	case state == "":
+		return img, nil
+	case state != encryptionPrepared && state != encryptionDone:
+		return fail(codes.FailedPrecondition, "volume %q: encryption state %q is neither %q nor %q", volumeID, state, encryptionPrepared, encryptionDone)
+	case len(passphrase) == 0:
+		return fail(codes.InvalidArgument, "volume %q is encrypted: the node-stage secret must hold %q", volumeID, secretEncryptionPassphrase)
+	}
+	if state == encryptionPrepared {
+		if img.ReadOnly() {
+			return fail(codes.FailedPrecondition, "volume %q is encrypted but was never staged for writing, so it has no LUKS header yet", volumeID)
+		}
+		if _, err := luks.FormatImage(ctx, img, passphrase, nodeFormatOptions()); err != nil {
+			return fail(codes.Internal, "volume %q: writing its LUKS header: %v", volumeID, err)
+		}
+		if err := md.SetMetadata(ctx, metaEncrypted, encryptionDone); err != nil {
+			return fail(codes.Unavailable, "volume %q: marking it encrypted: %v", volumeID, err)
+		}
+		n.log.Info("formatted an encrypted volume (LUKS2)", "volumeID", volumeID)
+	}
+	plain, err := luks.Open(ctx, img, passphrase, 0)
+	switch {
+	case errors.Is(err, luks.ErrWrongPassphrase):
+		return fail(codes.PermissionDenied, "volume %q: the secret's %q opens none of its LUKS keyslots", volumeID, secretEncryptionPassphrase)
+	case errors.Is(err, luks.ErrNotLUKS), errors.Is(err, luks.ErrCorrupt), errors.Is(err, luks.ErrUnsupported):
+		return fail(codes.FailedPrecondition, "volume %q is marked encrypted: %v", volumeID, err)
+	case err != nil:
+		return fail(codes.Unavailable, "volume %q: opening its LUKS header: %v", volumeID, err)
+	}
+	return &encryptedImage{Image: plain, raw: img}, nil
+}
+
+// newVolumeEncryption is the encryption state of a new volume: a clone
+// or restore has its source's (its data is the source's ciphertext,
+// whatever the class says), a new encrypted volume is prepared for
+// formatting at its first stage. An encrypted class cannot restore a
+// plain source: the data would have to be encrypted in place.
+func (d *Driver) newVolumeEncryption(ctx context.Context, s Session, cred Credentials, p volumeParams, src *source, size uint64) (string, error) {
+	if src == nil {
+		if !p.Encrypted {
+			return "", nil
+		}
+		if size <= luks2HeaderBytes {
+			return "", status.Errorf(codes.OutOfRange, "an encrypted volume needs more than %d bytes: its LUKS2 header takes the first %d", luks2HeaderBytes, luks2HeaderBytes)
+		}
+		return encryptionPrepared, nil
+	}
+	st, err := imageEncryption(ctx, s, src.parent)
+	if err != nil {
+		return "", storeError(err, cred, "source image %s", src.parent.Name)
+	}
+	if st == "" && p.Encrypted {
+		return "", status.Errorf(codes.InvalidArgument, "the class encrypts its volumes but the content source (image %s) is not encrypted: restore or clone it with a class without %s", src.parent.Name, paramEncrypted)
+	}
+	return st, nil
+}
