@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
@@ -120,10 +121,16 @@ func nodeFormatOptions() luks.FormatOptions {
 	}
 }
 
-// openEncrypted returns img itself when its volume is not encrypted, or
-// its plaintext, formatting a volume marked prepared first. passphrase
-// is nil when no secret brought one. The image is closed on error.
 func (n *NodeServer) openEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte) (NodeImage, error) {
+	return OpenEncrypted(ctx, img, volumeID, passphrase, n.log)
+}
+
+// OpenEncrypted is what the node serves of an open volume image: img
+// itself when the volume is not encrypted, else its plaintext, after
+// formatting the LUKS2 header of a volume the controller marked for it.
+// passphrase is nil when no secret brought one. Errors are gRPC statuses
+// with the codes NodeStageVolume answers; img is closed on error.
+func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte, log *slog.Logger) (NodeImage, error) {
 	md, ok := img.(imageMetadata)
 	if !ok {
 		return img, nil // test images: never encrypted
@@ -155,7 +162,7 @@ func (n *NodeServer) openEncrypted(ctx context.Context, img NodeImage, volumeID 
 		if err := md.SetMetadata(ctx, metaEncrypted, encryptionDone); err != nil {
 			return fail(codes.Unavailable, "volume %q: marking it encrypted: %v", volumeID, err)
 		}
-		n.log.Info("formatted an encrypted volume (LUKS2)", "volumeID", volumeID)
+		log.Info("formatted an encrypted volume (LUKS2)", "volumeID", volumeID)
 	}
 	plain, err := luks.Open(ctx, img, passphrase, 0)
 	switch {
