@@ -98,12 +98,24 @@ func TestCephCSIJournalLayouts(t *testing.T) {
 	dir, _ = h.store.Omap(testCluster, h.pool, "team-a", "csi.volumes.default")
 	assert.Equal(t, "41111111-2222-4333-8444-555555555555", dir["csi.volume.pvc-3"])
 
-	// Encrypted: refused, left as it is.
+	// Encrypted with a KMS other than the secret's passphrase, or with
+	// fscrypt: refused, left as it is.
 	handle, image = a.volume("default", "pvc-4", "51111111-2222-4333-8444-555555555555", h.pool,
 		map[string]string{"csi.volume.encryptKMS": "secrets-metadata", "csi.volume.encryptionType": "block"})
 	err = h.deleteVolume(handle)
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
 	assert.Contains(t, h.imageNames(), image)
+	handle, image = a.volume("default", "pvc-4f", "52111111-2222-4333-8444-555555555555", h.pool,
+		map[string]string{"csi.volume.encryptKMS": "default", "csi.volume.encryptionType": "file"})
+	err = h.deleteVolume(handle)
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	assert.Contains(t, h.imageNames(), image)
+	// LUKS with the passphrase in the secret (ceph-csi's default KMS):
+	// served, so deleted like any other.
+	handle, image = a.volume("default", "pvc-4d", "53111111-2222-4333-8444-555555555555", h.pool,
+		map[string]string{"csi.volume.encryptKMS": "default", "csi.volume.encryptionType": "block"})
+	require.NoError(t, h.deleteVolume(handle))
+	assert.NotContains(t, h.imageNames(), image)
 
 	// Malformed and unknown handles.
 	for _, id := range []string{

@@ -136,12 +136,22 @@ func (e cephCSIEntry) kind() string {
 // checkServable refuses what purerbd cannot serve: encrypted volumes
 // and snapshots.
 func (e cephCSIEntry) checkServable() error {
-	if e.KMS != "" || e.Encryption != "" {
+	switch {
+	case e.KMS == "" && e.Encryption == "":
+		return nil
+	case e.KMS == cephCSIDefaultKMS && (e.Encryption == "" || e.Encryption == encryptionTypeBlock):
+		// LUKS2 with the node-stage secret's passphrase: served as
+		// purerbd's own encrypted volumes are (encryption.go).
+		return nil
+	case e.Encryption != "" && e.Encryption != encryptionTypeBlock:
 		return status.Errorf(codes.FailedPrecondition,
-			"ceph-csi %s %s (image %s) is encrypted (KMS %q): purerbd does not support encryption; keep it on ceph-csi",
-			e.kind(), e.UUID, e.Image, e.KMS)
+			"ceph-csi %s %s (image %s) is encrypted with %q (fscrypt): purerbd encrypts only block devices; keep it on ceph-csi",
+			e.kind(), e.UUID, e.Image, e.Encryption)
+	default:
+		return status.Errorf(codes.FailedPrecondition,
+			"ceph-csi %s %s (image %s) is encrypted with KMS %q: purerbd takes passphrases only from the node-stage secret (ceph-csi's %q KMS); keep it on ceph-csi",
+			e.kind(), e.UUID, e.Image, e.KMS, cephCSIDefaultKMS)
 	}
-	return nil
 }
 
 // readCephCSIEntry reads the per-entry object of UUID in a pool's

@@ -35,6 +35,11 @@ import (
 // `rbd device map -o encryption-format=luks2`) either way.
 const (
 	metaEncrypted = "rbd.csi.ceph.com/encrypted"
+	// metaEncryptedOld is where older ceph-csi releases kept the mark.
+	metaEncryptedOld = ".rbd.csi.ceph.com/encrypted"
+	// cephCSIDefaultKMS is ceph-csi's name (its journal's
+	// csi.volume.encryptKMS) for the passphrase in the secret.
+	cephCSIDefaultKMS = "default"
 	// encryptionPrepared marks an image to format at its first stage,
 	// encryptionDone one that carries its LUKS header.
 	encryptionPrepared = "encryptionPrepared"
@@ -140,6 +145,9 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, passphra
 		return nil, status.Errorf(code, format, args...)
 	}
 	state, err := md.Metadata(ctx, metaEncrypted)
+	if errors.Is(err, ErrNotFound) {
+		state, err = md.Metadata(ctx, metaEncryptedOld)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return img, nil
