@@ -1,0 +1,130 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/deploy/e2e"
+)
+
+func init() {
+	scenarios = append(scenarios, scenario{"encrypted", encryptedVolume})
+}
+
+// encryptedVolume: a class with encrypted: "true" and a node-stage
+// secret holding encryptionPassphrase, as ceph-csi's users write them. A
+// pod writes the records on ext4 and another reads them back; the image
+// carries a LUKS2 header and no plaintext (rbd export); librbd's own LUKS
+// layer (qemu-img with encrypt.format=luks2 and the secret's passphrase)
+// decrypts a file system that e2fsck finds clean, holding the records the
+// pod read; the volume goes with its claim.
+func encryptedVolume(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+	const pass = "a passphrase only the node-stage secret knows"
+	must(t, c.Apply(ctx, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: purerbd-csi-secret-encrypted
+  namespace: purerbd
+stringData:
+  userID: %s
+  userKey: %q
+  encryptionPassphrase: %q
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: purerbd-encrypted
+provisioner: rbd.purerbd.io
+parameters:
+  clusterID: %s
+  pool: %s
+  imageFeatures: layering,exclusive-lock,object-map,fast-diff,deep-flatten
+  encrypted: "true"
+  csi.storage.k8s.io/fstype: ext4
+  csi.storage.k8s.io/provisioner-secret-name: purerbd-csi-secret
+  csi.storage.k8s.io/provisioner-secret-namespace: purerbd
+  csi.storage.k8s.io/controller-expand-secret-name: purerbd-csi-secret
+  csi.storage.k8s.io/controller-expand-secret-namespace: purerbd
+  csi.storage.k8s.io/node-stage-secret-name: purerbd-csi-secret-encrypted
+  csi.storage.k8s.io/node-stage-secret-namespace: purerbd
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+`, c.CephUser, c.CephKey, pass, c.ClusterID, c.Pool)))
+	const name = "enc-1"
+	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi", StorageClass: "purerbd-encrypted"}.Manifest()))
+	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
+	must(t, err)
+	image, err := c.ImageOf(ctx, pv)
+	must(t, err)
+	spec := c.Pool + "/" + image
+	mark := func() string {
+		out, err := c.Ceph.Rbd(ctx, "image-meta", "get", spec, "rbd.csi.ceph.com/encrypted")
+		must(t, err)
+		return strings.TrimSpace(string(out))
+	}
+	if m := mark(); m != "encryptionPrepared" {
+		t.Fatalf("a new encrypted volume's mark is %q, want encryptionPrepared", m)
+	}
+	const seed = 31
+	ts := time.Now()
+	writeRecords(ctx, t, c, name+"-w", name, seed)
+	firstPod := time.Since(ts)
+	out, err := c.RunPod(ctx, e2e.Pod{Name: name + "-r", Claim: name, Command: []string{"/bin/sh", "-c",
+		fmt.Sprintf("/bin/workload verify --path /data/records --count %d --size %d --seed %d && head -c %d /data/records | sha256sum",
+			recCount, recSize, seed, recCount*recSize)}}, 5*time.Minute)
+	must(t, err)
+	podSum := lastField(out)
+	must(t, c.Delete(ctx, "pod/"+name+"-r"))
+	if m := mark(); m != "encrypted" {
+		t.Fatalf("after the first stage the mark is %q, want encrypted", m)
+	}
+
+	// The image as stored: a LUKS2 header, and none of the records.
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "raw")
+	_, err = c.Ceph.Rbd(ctx, "export", "--no-progress", spec, raw)
+	must(t, err)
+	rb, err := os.ReadFile(raw)
+	must(t, err)
+	if !bytes.HasPrefix(rb, []byte("LUKS\xba\xbe\x00\x02")) {
+		t.Fatalf("the image does not start with a LUKS2 header: % x", rb[:8])
+	}
+
+	// The plaintext as librbd decrypts it with the secret's passphrase.
+	passFile := filepath.Join(dir, "pass")
+	must(t, os.WriteFile(passFile, []byte(pass), 0o600))
+	plain := filepath.Join(dir, "plain")
+	opts := fmt.Sprintf("driver=rbd,pool=%s,image=%s,conf=%s,encrypt.format=luks2,encrypt.key-secret=sec0", c.Pool, image, c.Ceph.Conf)
+	if out, err := c.Ceph.Program(ctx, "qemu-img", "dd", "--object", "secret,id=sec0,file="+passFile, "--image-opts", "-O", "raw",
+		"bs=1M", "if="+opts, "of="+plain); err != nil {
+		t.Fatalf("qemu-img dd through librbd's LUKS layer: %v\n%s", err, out)
+	}
+	hostSum := fileSum(t, "ext4", plain, "/data/records")
+	if hostSum != podSum {
+		t.Fatalf("librbd's plaintext holds records hashing %s, the pod read %s", hostSum, podSum)
+	}
+	// A chunk of the records, as the file system holds them, must not be
+	// in the stored image.
+	recs, err := exec.Command("debugfs", "-R", "cat /records", plain).Output()
+	must(t, err)
+	if len(recs) < recCount*recSize {
+		t.Fatalf("debugfs read %d bytes of the records from librbd's plaintext", len(recs))
+	}
+	if chunk := recs[recSize+100 : recSize+100+4096]; bytes.Contains(rb, chunk) {
+		t.Fatal("a record's bytes are in the image as stored: not encrypted")
+	}
+
+	must(t, c.Delete(ctx, "pvc/"+name))
+	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
+	must(t, c.Delete(ctx, "storageclass/purerbd-encrypted"))
+	must(t, c.Delete(ctx, "-n", "purerbd", "secret/purerbd-csi-secret-encrypted"))
+	return fmt.Sprintf("formatted and written by the first pod in %v; read back by another; LUKS2 header and no record in rbd export; librbd (qemu-img, encrypt.format=luks2) decrypts a clean ext4 with the same records (sha256 %s…); image removed",
+		firstPod.Round(time.Millisecond), hostSum[:12])
+}
