@@ -170,7 +170,7 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	enc, err := d.newVolumeEncryption(ctx, s, cred, p, source, size)
+	enc, err := d.newVolumeEncryption(ctx, s, cl, cred, p, source, size, volID, req.GetSecrets())
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,12 @@ type Config struct {
 	// ClusterConfigPath is the cluster configuration file (ceph-csi's
 	// config.json shape), read again on every request that needs it.
 	ClusterConfigPath string
+	// KMSConfigPath is the KMS configuration for encrypted classes
+	// that name an encryptionKMSID (kms.go); "" is
+	// DefaultKMSConfigPath. Secrets reads the Kubernetes Secrets its
+	// sections name; nil when the API cannot be reached.
+	KMSConfigPath string
+	Secrets       SecretReader
 	// Controller and Node select the services served besides Identity.
 	Controller bool
 	Node       bool

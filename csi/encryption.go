@@ -74,10 +74,6 @@ func parseEncryption(params map[string]string) (bool, error) {
 		return false, fmt.Errorf("%s %q: purerbd encrypts the block device (LUKS2, %q); ceph-csi's file encryption (fscrypt) has no counterpart here",
 			paramEncryptionType, t, encryptionTypeBlock)
 	}
-	if k := params[paramEncryptionKMSID]; k != "" {
-		return false, fmt.Errorf("%s %q: purerbd takes the passphrase from the node-stage secret's %q (ceph-csi's default KMS); other KMS are not supported yet: leave it out",
-			paramEncryptionKMSID, k, secretEncryptionPassphrase)
-	}
 	return true, nil
 }
 
@@ -127,15 +123,28 @@ func nodeFormatOptions() luks.FormatOptions {
 }
 
 func (n *NodeServer) openEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte) (NodeImage, error) {
-	return OpenEncrypted(ctx, img, volumeID, passphrase, n.log)
+	return OpenEncrypted(ctx, img, volumeID, VolumeKeys{Passphrase: passphrase, KMSConfigPath: n.cfg.KMSConfigPath, Secrets: n.cfg.Secrets}, n.log)
+}
+
+// VolumeKeys say where an encrypted volume's LUKS passphrase comes from.
+type VolumeKeys struct {
+	// Passphrase is the node-stage secret's encryptionPassphrase: the
+	// LUKS passphrase itself, or, for a volume made under a KMS section
+	// that names no Secret, the KMS passphrase its key is sealed with.
+	// Nil when no secret brought one.
+	Passphrase []byte
+	// KMSConfigPath and Secrets find the KMS passphrase of a volume made
+	// under a KMS (kms.go).
+	KMSConfigPath string
+	Secrets       SecretReader
 }
 
 // OpenEncrypted is what the node serves of an open volume image: img
 // itself when the volume is not encrypted, else its plaintext, after
 // formatting the LUKS2 header of a volume the controller marked for it.
-// passphrase is nil when no secret brought one. Errors are gRPC statuses
-// with the codes NodeStageVolume answers; img is closed on error.
-func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte, log *slog.Logger) (NodeImage, error) {
+// Errors are gRPC statuses with the codes NodeStageVolume answers; img is
+// closed on error.
+func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, keys VolumeKeys, log *slog.Logger) (NodeImage, error) {
 	md, ok := img.(imageMetadata)
 	if !ok {
 		return img, nil // test images: never encrypted
@@ -157,9 +166,13 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, passphra
 		return img, nil
 	case state != encryptionPrepared && state != encryptionDone:
 		return fail(codes.FailedPrecondition, "volume %q: encryption state %q is neither %q nor %q", volumeID, state, encryptionPrepared, encryptionDone)
-	case len(passphrase) == 0:
-		return fail(codes.InvalidArgument, "volume %q is encrypted: the node-stage secret must hold %q", volumeID, secretEncryptionPassphrase)
 	}
+	passphrase, err := luksPassphrase(ctx, md, volumeID, keys)
+	if err != nil {
+		closeImage(context.WithoutCancel(ctx), img)
+		return nil, err
+	}
+	defer clear(passphrase)
 	if state == encryptionPrepared {
 		if img.ReadOnly() {
 			return fail(codes.FailedPrecondition, "volume %q is encrypted but was never staged for writing, so it has no LUKS header yet", volumeID)
@@ -184,27 +197,125 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, passphra
 	return &encryptedImage{Image: plain, raw: img}, nil
 }
 
-// newVolumeEncryption is the encryption state of a new volume: a clone
-// or restore has its source's (its data is the source's ciphertext,
-// whatever the class says), a new encrypted volume is prepared for
-// formatting at its first stage. An encrypted class cannot restore a
-// plain source: the data would have to be encrypted in place.
-func (d *Driver) newVolumeEncryption(ctx context.Context, s Session, cred Credentials, p volumeParams, src *source, size uint64) (string, error) {
+// newEncryption is what CreateVolume writes on a new encrypted image.
+type newEncryption struct {
+	state  string // metaEncrypted's value; "" for a plain volume
+	kms    volumeKMS
+	sealed string // metaDEK's value, under kms; "" without a KMS
+}
+
+// newVolumeEncryption is the encryption of a new volume volumeID: a
+// clone or restore has its source's (its data is the source's
+// ciphertext, whatever the class says; under a KMS its key is sealed
+// again for the new volume), a new encrypted volume is prepared for
+// formatting at its first stage, with a new key sealed when its class
+// names a KMS. An encrypted class cannot restore a plain source: the
+// data would have to be encrypted in place.
+func (d *Driver) newVolumeEncryption(ctx context.Context, s Session, cl Cluster, cred Credentials, p volumeParams, src *source, size uint64, volumeID string, secrets map[string]string) (newEncryption, error) {
+	k := kmsConfig{path: d.cfg.KMSConfigPath, secrets: d.cfg.Secrets}
 	if src == nil {
 		if !p.Encrypted {
-			return "", nil
+			return newEncryption{}, nil
 		}
 		if size <= luks2HeaderBytes {
-			return "", status.Errorf(codes.OutOfRange, "an encrypted volume needs more than %d bytes: its LUKS2 header takes the first %d", luks2HeaderBytes, luks2HeaderBytes)
+			return newEncryption{}, status.Errorf(codes.OutOfRange, "an encrypted volume needs more than %d bytes: its LUKS2 header takes the first %d", luks2HeaderBytes, luks2HeaderBytes)
 		}
-		return encryptionPrepared, nil
+		e := newEncryption{state: encryptionPrepared}
+		if p.EncryptionKMSID == "" {
+			return e, nil
+		}
+		sec, err := k.section(p.EncryptionKMSID)
+		if err != nil {
+			return e, err
+		}
+		e.kms = volumeKMS{kmsID: p.EncryptionKMSID, tenant: p.Tenant}
+		e.sealed, err = k.sealNew(ctx, sec, p.Tenant, volumeID, secrets)
+		return e, err
 	}
 	st, err := imageEncryption(ctx, s, src.parent)
 	if err != nil {
-		return "", storeError(err, cred, "source image %s", src.parent.Name)
+		return newEncryption{}, storeError(err, cred, "source image %s", src.parent.Name)
 	}
-	if st == "" && p.Encrypted {
-		return "", status.Errorf(codes.InvalidArgument, "the class encrypts its volumes but the content source (image %s) is not encrypted: restore or clone it with a class without %s", src.parent.Name, paramEncrypted)
+	if st == "" {
+		if p.Encrypted {
+			return newEncryption{}, status.Errorf(codes.InvalidArgument, "the class encrypts its volumes but the content source (image %s) is not encrypted: restore or clone it with a class without %s", src.parent.Name, paramEncrypted)
+		}
+		return newEncryption{}, nil
 	}
-	return st, nil
+	e := newEncryption{state: st}
+	sealed, err := metadataEither(ctx, s, src.parent, metaDEK, metaDEKOld)
+	if errors.Is(err, ErrNotFound) {
+		return e, nil // the passphrase is the node-stage secret's
+	}
+	if err != nil {
+		return e, storeError(err, cred, "source image %s", src.parent.Name)
+	}
+	if e.kms.kmsID, err = metadataEither(ctx, s, src.parent, metaKMS); err != nil {
+		return e, status.Errorf(codes.FailedPrecondition, "source image %s has a sealed key but no %s: made by another driver's KMS, which purerbd cannot open", src.parent.Name, metaKMS)
+	}
+	if e.kms.tenant, err = metadataEither(ctx, s, src.parent, metaOwner); err != nil && !errors.Is(err, ErrNotFound) {
+		return e, storeError(err, cred, "source image %s", src.parent.Name)
+	}
+	from, err := VolumeID{ClusterID: cl.ID, Pool: src.parent.Pool, Namespace: src.parent.Namespace, Image: liveName(src.parent.Name)}.Encode()
+	if err != nil {
+		return e, status.Errorf(codes.Internal, "the source's volume ID: %v", err)
+	}
+	e.sealed, err = k.reseal(ctx, e.kms, from, volumeID, sealed, secrets)
+	return e, err
+}
+
+// metadataEither reads the first of keys an image has.
+func metadataEither(ctx context.Context, s Session, img ImageRef, keys ...string) (string, error) {
+	var err error
+	for _, key := range keys {
+		var v string
+		if v, err = s.Metadata(ctx, img, key); !errors.Is(err, ErrNotFound) {
+			return v, err
+		}
+	}
+	return "", err
+}
+
+// write records e on a new volume's image, the mark last.
+func (e newEncryption) write(ctx context.Context, s Session, img ImageRef) error {
+	if e.sealed != "" {
+		for _, kv := range [][2]string{{metaDEK, e.sealed}, {metaKMS, e.kms.kmsID}, {metaOwner, e.kms.tenant}} {
+			if err := s.SetMetadata(ctx, img, kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return s.SetMetadata(ctx, img, metaEncrypted, e.state)
+}
+
+// luksPassphrase is the LUKS passphrase of an encrypted volume: its own
+// key sealed under a KMS when the image has one, the node-stage secret's
+// passphrase otherwise.
+func luksPassphrase(ctx context.Context, md imageMetadata, volumeID string, keys VolumeKeys) ([]byte, error) {
+	get := func(key string) (string, error) { return md.Metadata(ctx, key) }
+	sealed, err := get(metaDEK)
+	if errors.Is(err, ErrNotFound) {
+		sealed, err = get(metaDEKOld)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if len(keys.Passphrase) == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "volume %q is encrypted: the node-stage secret must hold %q", volumeID, secretEncryptionPassphrase)
+		}
+		return append([]byte(nil), keys.Passphrase...), nil
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "volume %q: reading its sealed key: %v", volumeID, err)
+	}
+	var v volumeKMS
+	if v.kmsID, err = get(metaKMS); err != nil || v.kmsID == "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q has a sealed key but no %s: sealed under another driver's KMS, which purerbd cannot open", volumeID, metaKMS)
+	}
+	if v.tenant, err = get(metaOwner); err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, status.Errorf(codes.Unavailable, "volume %q: reading its owner: %v", volumeID, err)
+	}
+	var secrets map[string]string
+	if len(keys.Passphrase) > 0 {
+		secrets = map[string]string{secretEncryptionPassphrase: string(keys.Passphrase)}
+	}
+	return kmsConfig{path: keys.KMSConfigPath, secrets: keys.Secrets}.sealedPassphrase(ctx, v, volumeID, sealed, secrets)
 }

@@ -144,3 +144,64 @@ func TestNodeOpensEncryptedVolumes(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	assert.NoError(t, err, "cryptsetup open --test-passphrase: %s", out)
 }
+
+// TestNodeOpensKMSVolumes: a volume made under a "metadata" KMS section
+// is formatted with its own key, opened from its sealed copy with the
+// passphrase of the Secret the section names (in the recorded claim
+// namespace) or of the node-stage secret; that key is the LUKS
+// passphrase, as ceph-csi uses it (cryptsetup opens the keyslot with
+// it); a KMS passphrase that does not open the key is PERMISSION_DENIED,
+// a sealed key without its KMS recorded FAILED_PRECONDITION.
+func TestNodeOpensKMSVolumes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	kmsPath := filepath.Join(dir, "kms.json")
+	require.NoError(t, os.WriteFile(kmsPath, []byte(`{"k8s": {"encryptionKMSType": "metadata", "secretName": "kms-pass"}, "sc": {"encryptionKMSType": "metadata"}}`), 0o600))
+	secretPass := "from the kubernetes secret"
+	secrets := func(_ context.Context, ns, name string) (map[string]string, error) {
+		if ns != "team-a" || name != "kms-pass" {
+			return nil, ErrNotFound
+		}
+		return map[string]string{secretEncryptionPassphrase: secretPass}, nil
+	}
+	keys := VolumeKeys{KMSConfigPath: kmsPath, Secrets: secrets}
+	dek, err := newDEK()
+	require.NoError(t, err)
+	sealed, err := sealDEK([]byte(secretPass), "vol-k", dek)
+	require.NoError(t, err)
+	img := &memImage{data: make([]byte, 20<<20), meta: map[string]string{metaEncrypted: encryptionPrepared,
+		metaDEK: sealed, metaKMS: "k8s", metaOwner: "team-a"}}
+	log := slog.New(slog.DiscardHandler)
+
+	plain, err := OpenEncrypted(ctx, img, "vol-k", keys, log)
+	require.NoError(t, err)
+	_, err = plain.WriteAtContext(ctx, []byte("hello"), 0)
+	require.NoError(t, err)
+	again, err := OpenEncrypted(ctx, img, "vol-k", keys, log)
+	require.NoError(t, err)
+	got := make([]byte, 5)
+	_, err = again.ReadAtContext(ctx, got, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
+
+	// The LUKS passphrase is the key itself.
+	file := filepath.Join(dir, "header")
+	require.NoError(t, os.WriteFile(file, img.data[:16<<20], 0o600))
+	cmd := exec.Command("cryptsetup", "open", "--test-passphrase", "--key-file", "-", file)
+	cmd.Stdin = strings.NewReader(dek)
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "cryptsetup opens the keyslot with the volume's key: %s", out)
+
+	// The sealed key belongs to vol-k: under another ID it opens nothing.
+	_, err = OpenEncrypted(ctx, img, "vol-other", keys, log)
+	assert.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	// A section without secretName takes the node-stage secret's.
+	img.meta[metaKMS] = "sc"
+	_, err = OpenEncrypted(ctx, img, "vol-k", VolumeKeys{KMSConfigPath: kmsPath, Passphrase: []byte(secretPass)}, log)
+	assert.NoError(t, err)
+	_, err = OpenEncrypted(ctx, img, "vol-k", VolumeKeys{KMSConfigPath: kmsPath}, log)
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	delete(img.meta, metaKMS)
+	_, err = OpenEncrypted(ctx, img, "vol-k", keys, log)
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+}

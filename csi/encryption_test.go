@@ -2,6 +2,8 @@ package csi_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -79,7 +81,7 @@ func TestEncryptionParameters(t *testing.T) {
 		{map[string]string{"encrypted": "true", "encryptionType": "block"}, codes.OK},
 		{map[string]string{"encrypted": "false", "encryptionType": "file", "encryptionKMSID": "vault"}, codes.OK},
 		{map[string]string{"encrypted": "true", "encryptionType": "file"}, codes.InvalidArgument},
-		{map[string]string{"encrypted": "true", "encryptionKMSID": "vault-1"}, codes.InvalidArgument},
+		{map[string]string{"encrypted": "true", "encryptionKMSID": "vault-1"}, codes.FailedPrecondition}, // no KMS configuration
 		{map[string]string{"encrypted": "yes please"}, codes.InvalidArgument},
 	} {
 		req := h.volReq("p", 32<<20)
@@ -99,4 +101,79 @@ func mustVolumeID(t *testing.T, h *harness, req *csipb.CreateVolumeRequest) stri
 	r, err := h.ctrl.CreateVolume(context.Background(), req)
 	require.NoError(t, err)
 	return r.GetVolume().GetVolumeId()
+}
+
+// TestEncryptedVolumesUnderKMS: a class naming a KMS section of type
+// "metadata" gives each volume a sealed key of its own (with the KMS and
+// the claim's namespace recorded for the node), read from the request's
+// secret or from the Kubernetes Secret the section names; restores get
+// the key sealed again; what cannot be resolved is refused with the code
+// saying whose fault it is.
+func TestEncryptedVolumesUnderKMS(t *testing.T) {
+	read := map[string]int{}
+	h := newHarness(t, harnessOpts{
+		kmsConfig: `{"meta-sc": {"encryptionKMSType": "metadata"},
+		  "meta-secret": {"encryptionKMSType": "metadata", "secretName": "kms-pass"},
+		  "meta-fixed": {"KMS_PROVIDER": "metadata", "secretName": "kms-pass", "secretNamespace": "vault-ns"},
+		  "vault": {"encryptionKMSType": "vault", "vaultAddress": "https://vault:8200"}}`,
+		kmsSecrets: func(_ context.Context, ns, name string) (map[string]string, error) {
+			read[ns+"/"+name]++
+			if name != "kms-pass" {
+				return nil, fmt.Errorf("secrets %q not found", name)
+			}
+			return map[string]string{"encryptionPassphrase": "from the secret " + ns}, nil
+		},
+	})
+	ctx := context.Background()
+	create := func(name, kms string, withPass bool) (*csipb.Volume, error) {
+		req := h.volReq(name, 64<<20)
+		req.Parameters["encrypted"] = "true"
+		req.Parameters["encryptionKMSID"] = kms
+		req.Parameters["csi.storage.k8s.io/pvc/namespace"] = "team-a"
+		if withPass {
+			req.Secrets["encryptionPassphrase"] = "sc passphrase"
+		}
+		r, err := h.ctrl.CreateVolume(ctx, req)
+		return r.GetVolume(), err
+	}
+	v, err := create("kms-1", "meta-sc", true)
+	require.NoError(t, err)
+	im := h.image(v.GetVolumeContext()["imageName"])
+	assert.Equal(t, "encryptionPrepared", im.Meta["rbd.csi.ceph.com/encrypted"])
+	assert.Equal(t, "meta-sc", im.Meta["purerbd.csi.encryptionKMSID"])
+	assert.Equal(t, "team-a", im.Meta["purerbd.csi.owner"])
+	var sealed struct{ DEK, Nonce []byte }
+	require.NoError(t, json.Unmarshal([]byte(im.Meta["rbd.csi.ceph.com/dek"]), &sealed))
+	assert.Len(t, sealed.Nonce, 12)
+	assert.Len(t, sealed.DEK, 28+16, "a 28-character key and the GCM tag")
+
+	_, err = create("kms-2", "meta-sc", false)
+	assert.Equal(t, codes.InvalidArgument, code(err), "no passphrase in the secret: %v", err)
+
+	v2, err := create("kms-3", "meta-secret", false)
+	require.NoError(t, err)
+	assert.Equal(t, 1, read["team-a/kms-pass"], "the secret is read in the claim's namespace")
+	v3, err := create("kms-4", "meta-fixed", false)
+	require.NoError(t, err)
+	assert.Equal(t, 1, read["vault-ns/kms-pass"])
+	_, err = create("kms-5", "vault", true)
+	assert.Equal(t, codes.FailedPrecondition, code(err), "%v", err)
+	_, err = create("kms-6", "nowhere", true)
+	assert.Equal(t, codes.FailedPrecondition, code(err), "%v", err)
+
+	// A restore gets the key sealed again for its own ID, under the
+	// source's KMS, whatever its class says.
+	sn := h.createSnapshot("kms-snap", v2.GetVolumeId())
+	rr := h.volReq("kms-restore", 0)
+	rr.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+		Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: sn.GetSnapshotId()}}}
+	rv, err := h.ctrl.CreateVolume(ctx, rr)
+	require.NoError(t, err)
+	src, dst := h.image(v2.GetVolumeContext()["imageName"]), h.image(rv.GetVolume().GetVolumeContext()["imageName"])
+	assert.Equal(t, "meta-secret", dst.Meta["purerbd.csi.encryptionKMSID"])
+	assert.Equal(t, "team-a", dst.Meta["purerbd.csi.owner"])
+	assert.NotEmpty(t, dst.Meta["rbd.csi.ceph.com/dek"])
+	assert.NotEqual(t, src.Meta["rbd.csi.ceph.com/dek"], dst.Meta["rbd.csi.ceph.com/dek"])
+	assert.Equal(t, 3, read["team-a/kms-pass"], "opened from the source, sealed for the restore")
+	_ = v3
 }

@@ -124,6 +124,10 @@ type harnessOpts struct {
 	// replicaOf makes the driver another replica of that harness's
 	// controller: a driver of its own on the same store.
 	replicaOf *harness
+	// kmsConfig is the KMS configuration's JSON (encrypted classes with
+	// an encryptionKMSID); kmsSecrets the Kubernetes Secrets it names.
+	kmsConfig  string
+	kmsSecrets csi.SecretReader
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -158,6 +162,11 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		Store:             h.store,
 		Logger:            slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		FaultHook:         h.faults.hook,
+		KMSConfigPath:     filepath.Join(dir, "kms.json"),
+		Secrets:           o.kmsSecrets,
+	}
+	if o.kmsConfig != "" {
+		require.NoError(t, os.WriteFile(cfg.KMSConfigPath, []byte(o.kmsConfig), 0o600))
 	}
 	if !o.noPluginCreds {
 		cfg.Credentials = func(string) (csi.Credentials, bool) { return csi.Credentials{ID: testUser, Key: testKey}, true }

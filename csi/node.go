@@ -86,6 +86,10 @@ const nodeReleaseTimeout = 15 * time.Second
 type NodeConfig struct {
 	// NodeID identifies this node (the Kubernetes node name).
 	NodeID string
+	// KMSConfigPath and Secrets find the passphrases of encrypted
+	// volumes made under a KMS, as in Config.
+	KMSConfigPath string
+	Secrets       SecretReader
 	// Topology is this node's topology segments, reported by NodeGetInfo
 	// (typically read from node labels by the command line).
 	Topology map[string]string

@@ -111,8 +111,12 @@ type volumeParams struct {
 	// DeviceType is the class's deviceType, checked, for the node.
 	DeviceType string
 	// Encrypted is the class's encrypted, checked: new volumes are LUKS2
-	// volumes as ceph-csi makes them (encryption.go).
-	Encrypted bool
+	// volumes as ceph-csi makes them (encryption.go); EncryptionKMSID
+	// the KMS section keeping their passphrases (kms.go), "" for the
+	// node-stage secret's, and Tenant the claim's namespace.
+	Encrypted       bool
+	EncryptionKMSID string
+	Tenant          string
 }
 
 type snapshotParams struct {
@@ -156,6 +160,9 @@ func parseVolumeParams(params map[string]string) (volumeParams, error) {
 		Prefix:      defaultVolumePrefix,
 	}
 	p.Encrypted, _ = parseEncryption(params) // checked above
+	if p.Encrypted {
+		p.EncryptionKMSID, p.Tenant = params[paramEncryptionKMSID], params[paramPVCNamespace]
+	}
 	var err error
 	if v := params[paramTopologyPools]; v != "" {
 		if p.TopologyPools, err = parseTopologyPools(v); err != nil {

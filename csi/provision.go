@@ -121,9 +121,8 @@ type volumeRequest struct {
 	src  *source
 	size uint64
 	opts ImageOptions
-	// encryption is the new volume's encryption mark (encryption.go),
-	// "" for a plain volume.
-	encryption string
+	// encryption is the new volume's (encryption.go).
+	encryption newEncryption
 }
 
 // ensureVolume makes the image for r exist, complete, and compatible.
@@ -285,11 +284,11 @@ func (d *Driver) finishVolume(ctx context.Context, s Session, cred Credentials, 
 	if r.src != nil {
 		tag = r.src.tag
 	}
-	if r.encryption != "" {
+	if r.encryption.state != "" {
 		if err := d.step("create-volume/set-encryption"); err != nil {
 			return info, err
 		}
-		if err := s.SetMetadata(ctx, r.img, metaEncrypted, r.encryption); err != nil {
+		if err := r.encryption.write(ctx, s, r.img); err != nil {
 			return info, storeError(err, cred, "image %s metadata", r.img.Name)
 		}
 	}

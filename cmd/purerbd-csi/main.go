@@ -86,6 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 		"ceph-csi's --instanceid of the deployment whose volumes purerbd took over: names ceph-csi's journal, cleaned up when such a volume is deleted")
 	fs.StringVar(&cfg.ClusterConfigPath, "cluster-config", "/etc/ceph-csi-config/config.json",
 		"cluster configuration file, in ceph-csi's config.json shape")
+	fs.StringVar(&cfg.KMSConfigPath, "kms-config", csi.DefaultKMSConfigPath,
+		"KMS configuration of encrypted classes that name an encryptionKMSID (ceph-csi's ceph-csi-encryption-kms-config ConfigMap; read when such a class is used)")
 	fs.BoolVar(&cfg.Controller, "controller", false, "serve the controller service")
 	fs.BoolVar(&cfg.Node, "node", false, "serve the node service")
 	fs.StringVar(&o.secretsDir, "secrets-dir", "",
@@ -188,6 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	cfg.Logger = slog.New(h)
+	cfg.Secrets = kubeSecrets(cfg.Logger, kubeapi.ServiceAccountDir)
 	// The node plugin proves its predecessor on this node dead and
 	// learns its RADOS clients, to fence them and take their locks over
 	// at once (internal/predecessor).
@@ -244,6 +247,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Topology:          cfg.Topology,
 			MaxVolumes:        o.node.maxVolumes,
 			ClusterConfigPath: cfg.ClusterConfigPath,
+			KMSConfigPath:     cfg.KMSConfigPath,
+			Secrets:           cfg.Secrets,
 			Opener:            store,
 			Store:             store,
 			Credentials:       cfg.Credentials,

@@ -151,3 +151,25 @@ func (c *Client) NodeLabels(ctx context.Context, name string) (map[string]string
 	}
 	return node.Metadata.Labels, nil
 }
+
+// SecretData returns the data of the Secret name in namespace, decoded
+// (the API server sends it base64). The values are secrets: callers
+// never log them.
+func (c *Client) SecretData(ctx context.Context, namespace, name string) (map[string]string, error) {
+	for _, s := range []string{namespace, name} {
+		if s == "" || strings.ContainsAny(s, "/?#") {
+			return nil, fmt.Errorf("kubeapi: secret %q in namespace %q", name, namespace)
+		}
+	}
+	var sec struct {
+		Data map[string][]byte `json:"data"`
+	}
+	if err := c.get(ctx, "/api/v1/namespaces/"+namespace+"/secrets/"+name, &sec); err != nil {
+		return nil, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
+	}
+	out := make(map[string]string, len(sec.Data))
+	for k, v := range sec.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}

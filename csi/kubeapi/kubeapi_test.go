@@ -36,6 +36,9 @@ func apiServer(t *testing.T, token string) (*httptest.Server, string) {
 			fmt.Fprint(w, `{"kind":"Status","message":"Unauthorized"}`)
 		case r.URL.Path == "/api/v1/nodes/node-a" && r.Method == http.MethodGet:
 			fmt.Fprint(w, `{"kind":"Node","metadata":{"name":"node-a","labels":{"topology.kubernetes.io/zone":"z1","kubernetes.io/hostname":"node-a"}}}`)
+		case r.URL.Path == "/api/v1/namespaces/team-a/secrets/kms" && r.Method == http.MethodGet:
+			// "pass phrase" and "x", base64 as the API server sends them
+			fmt.Fprint(w, `{"kind":"Secret","metadata":{"name":"kms"},"data":{"encryptionPassphrase":"cGFzcyBwaHJhc2U=","other":"eA=="}}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprintf(w, `{"kind":"Status","message":"nodes \"%s\" not found"}`, filepath.Base(r.URL.Path))
@@ -110,4 +113,20 @@ func TestInCluster(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "https://[fd00::1]:443", cfg.URL)
 	assert.Equal(t, filepath.Join(dir, "ca.crt"), cfg.CAFile)
+}
+
+func TestSecretData(t *testing.T) {
+	srv, dir := apiServer(t, "tok-2")
+	ctx := context.Background()
+	c, err := kubeapi.New(kubeapi.Config{URL: srv.URL, TokenFile: filepath.Join(dir, "token"), CAFile: filepath.Join(dir, "ca.crt")})
+	require.NoError(t, err)
+	data, err := c.SecretData(ctx, "team-a", "kms")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"encryptionPassphrase": "pass phrase", "other": "x"}, data)
+	_, err = c.SecretData(ctx, "team-b", "kms")
+	var se *kubeapi.StatusError
+	require.True(t, errors.As(err, &se), "%v", err)
+	assert.Equal(t, http.StatusNotFound, se.Code)
+	_, err = c.SecretData(ctx, "team-a/../x", "kms")
+	assert.ErrorContains(t, err, "namespace")
 }

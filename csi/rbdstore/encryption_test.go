@@ -60,7 +60,7 @@ func TestEncryptedVolumeOnCeph(t *testing.T) {
 	open := func(passphrase string) (csi.NodeImage, error) {
 		img, err := st.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true})
 		require.NoError(t, err)
-		return csi.OpenEncrypted(ctx, img, r.GetVolume().GetVolumeId(), []byte(passphrase), slog.New(slog.DiscardHandler))
+		return csi.OpenEncrypted(ctx, img, r.GetVolume().GetVolumeId(), csi.VolumeKeys{Passphrase: []byte(passphrase)}, slog.New(slog.DiscardHandler))
 	}
 
 	img, err := open(pass)
