@@ -61,10 +61,7 @@ spec:
   volumeSnapshotClassName: purerbd
   source: {persistentVolumeClaimName: sn-src}
 `))
-	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", "volumesnapshot/sn-1"); err != nil {
-		out, _ := c.Kubectl(ctx, "describe", "volumesnapshot/sn-1")
-		t.Fatalf("%v\n%s", err, out)
-	}
+	waitReadyToUse(ctx, t, c, "volumesnapshot/sn-1")
 	snapReady := time.Since(ts)
 	must(t, c.Apply(ctx, e2e.PVC{Name: "sn-restore", Size: "256Mi", DataSource: "VolumeSnapshot/sn-1"}.Manifest()))
 	must(t, c.Apply(ctx, e2e.PVC{Name: "sn-clone", Size: "256Mi", DataSource: "PersistentVolumeClaim/sn-src"}.Manifest()))
@@ -113,6 +110,18 @@ spec:
 	}
 	return fmt.Sprintf("snapshot ready in %v; restored and cloned claims read the records; grown online %d → %d KiB seen by the pod in %v; all images removed",
 		snapReady.Round(time.Millisecond), sizeBefore, sizeAfter, grown.Round(time.Millisecond))
+}
+
+// waitReadyToUse waits until a (group) snapshot is ready to use; when it
+// is not, the failure shows the object and the end of csi-snapshotter's
+// log.
+func waitReadyToUse(ctx context.Context, t *testing.T, c *e2e.Cluster, obj string) {
+	t.Helper()
+	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", obj); err != nil {
+		out, _ := c.Kubectl(ctx, "describe", obj)
+		logs, _ := c.Kubectl(ctx, "-n", "purerbd", "logs", "-l", "app.kubernetes.io/component=controller", "-c", "csi-snapshotter", "--tail=40")
+		t.Fatalf("%v\n%s\n--- csi-snapshotter:\n%s", err, out, logs)
+	}
 }
 
 // dfKiB is the size of /data as a pod's df sees it.
@@ -201,8 +210,7 @@ spec:
   volumeSnapshotClassName: purerbd
   source: {persistentVolumeClaimName: am-src}
 `))
-	_, err = c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", "volumesnapshot/am-snap")
-	must(t, err)
+	waitReadyToUse(ctx, t, c, "volumesnapshot/am-snap")
 	must(t, c.Apply(ctx, e2e.PVC{Name: "am-rox", Size: "64Mi", AccessMode: "ReadOnlyMany", DataSource: "VolumeSnapshot/am-snap"}.Manifest()))
 	_, err = c.WaitPVCBound(ctx, "am-rox", 3*time.Minute)
 	must(t, err)
@@ -384,17 +392,9 @@ func groupSnapshot(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
 	must(t, c.Apply(ctx, `apiVersion: groupsnapshot.storage.k8s.io/v1
 kind: VolumeGroupSnapshot
 metadata: {name: gs-1}
-spec:
-  volumeGroupSnapshotClassName: purerbd
-  source:
-    selector:
-      matchLabels: {e2e-group: gs}
+spec: {volumeGroupSnapshotClassName: purerbd, source: {selector: {matchLabels: {e2e-group: gs}}}}
 `))
-	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", "volumegroupsnapshot/gs-1"); err != nil {
-		out, _ := c.Kubectl(ctx, "describe", "volumegroupsnapshot/gs-1")
-		logs, _ := c.Kubectl(ctx, "-n", "purerbd", "logs", "-l", "app.kubernetes.io/component=controller", "-c", "csi-snapshotter", "--tail=40")
-		t.Fatalf("%v\n%s\n--- csi-snapshotter:\n%s", err, out, logs)
-	}
+	waitReadyToUse(ctx, t, c, "volumegroupsnapshot/gs-1")
 	ready := time.Since(ts)
 
 	// Ceph's view: one new group carrying one complete group snapshot
