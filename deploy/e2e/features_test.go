@@ -434,9 +434,15 @@ spec: {volumeGroupSnapshotClassName: purerbd, source: {selector: {matchLabels: {
 	}
 
 	// the member VolumeSnapshots, restored
-	members := groupMembers(ctx, t, c, "gs-1")
-	if len(members) != len(claims) {
-		t.Fatalf("VolumeGroupSnapshot gs-1 has member VolumeSnapshots %v, want one of each of %v", members, claims)
+	var members map[string]string
+	for deadline := time.Now().Add(time.Minute); ; {
+		if members = groupMembers(ctx, t, c, "gs-1"); len(members) == len(claims) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("VolumeGroupSnapshot gs-1 has member VolumeSnapshots %v, want one of each of %v", members, claims)
+		}
+		time.Sleep(2 * time.Second)
 	}
 	for _, cl := range claims {
 		snap, ok := members[cl]
