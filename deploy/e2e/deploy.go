@@ -12,7 +12,8 @@ import (
 )
 
 // Addons are the cluster add-ons the manifests expect and do not ship:
-// the snapshot CRDs and the snapshot-controller (files to kubectl apply).
+// the snapshot and group snapshot CRDs and the snapshot-controller
+// (files to kubectl apply).
 type Addons struct {
 	SnapshotCRDs       []string
 	SnapshotController []string
@@ -28,8 +29,9 @@ const keyPlaceholder = `"<the output of: ceph auth get-key client.kubernetes>"`
 // Deploy installs purerbd as deploy/README.md tells a user: the
 // namespace, the example ConfigMap and Secrets edited where the README
 // says to edit them (the monitors, the keys), the kustomization of
-// deploy/kubernetes (kubectl apply -k), then the example StorageClass and
-// VolumeSnapshotClass; the snapshot add-ons first. It returns when the
+// deploy/kubernetes (kubectl apply -k), then the example StorageClass,
+// VolumeSnapshotClass and VolumeGroupSnapshotClass; the snapshot add-ons
+// first. It returns when the
 // controller and the node plugin are rolled out and the kubelet lists
 // the driver on the node.
 func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
@@ -48,7 +50,9 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 	}
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/volumesnapshots.snapshot.storage.k8s.io", "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
-		"crd/volumesnapshotclasses.snapshot.storage.k8s.io"); err != nil {
+		"crd/volumesnapshotclasses.snapshot.storage.k8s.io",
+		"crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io", "crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io",
+		"crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io"); err != nil {
 		return err
 	}
 	if err := apply(addons.SnapshotController...); err != nil {
@@ -85,7 +89,7 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 	if _, err := c.Kubectl(ctx, "apply", "-k", k); err != nil {
 		return err
 	}
-	if err := apply(filepath.Join(ex, "storageclass.yaml"), filepath.Join(ex, "snapshotclass.yaml")); err != nil {
+	if err := apply(filepath.Join(ex, "storageclass.yaml"), filepath.Join(ex, "snapshotclass.yaml"), filepath.Join(ex, "groupsnapshotclass.yaml")); err != nil {
 		return err
 	}
 	for _, r := range []string{"daemonset/purerbd-csi-node", "deployment/purerbd-csi-controller"} {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,11 @@ func TestKubernetes(t *testing.T) {
 	}
 	report(t, "deploy", "ok", "manifests applied as deploy/README.md says, plugin registered, in %v", time.Since(t2).Round(time.Second))
 
-	for _, sc := range append(scenarios, packagingScenarios...) {
+	chosen, err := chooseScenarios(append(scenarios, packagingScenarios...), os.Getenv(scenariosEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range chosen {
 		ok := t.Run(sc.name, func(t *testing.T) {
 			start := time.Now()
 			figures := sc.run(ctx, t, c)
@@ -72,6 +77,42 @@ func TestKubernetes(t *testing.T) {
 			report(t, sc.name, "FAIL", "")
 		}
 	}
+}
+
+// scenariosEnv names the scenarios to run, comma-separated, in the
+// order they are defined; unset or empty runs them all (as CI does).
+const scenariosEnv = "PURERBD_E2E_SCENARIOS"
+
+// chooseScenarios returns the scenarios list names (all when list is
+// empty); a name no scenario has is an error.
+func chooseScenarios(all []scenario, list string) ([]scenario, error) {
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []scenario
+	var known []string
+	for _, sc := range all {
+		if want[sc.name] {
+			out = append(out, sc)
+			delete(want, sc.name)
+		}
+		known = append(known, sc.name)
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("%s: no scenario %s (there are: %s)", scenariosEnv, strings.Join(unknown, ", "), strings.Join(known, ", "))
+	}
+	return out, nil
 }
 
 // report prints a scenario's result line.

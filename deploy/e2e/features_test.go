@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ func init() {
 		scenario{"access-modes", accessModes},
 		scenario{"controller-restart-provisioning", controllerRestartProvisioning},
 		scenario{"rbac", rbacEnforced},
+		scenario{"group-snapshot", groupSnapshot},
+		scenario{"qos-vac", qosVolumeAttributesClass},
 	)
 }
 
@@ -58,10 +61,7 @@ spec:
   volumeSnapshotClassName: purerbd
   source: {persistentVolumeClaimName: sn-src}
 `))
-	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", "volumesnapshot/sn-1"); err != nil {
-		out, _ := c.Kubectl(ctx, "describe", "volumesnapshot/sn-1")
-		t.Fatalf("%v\n%s", err, out)
-	}
+	waitReadyToUse(ctx, t, c, "volumesnapshot/sn-1")
 	snapReady := time.Since(ts)
 	must(t, c.Apply(ctx, e2e.PVC{Name: "sn-restore", Size: "256Mi", DataSource: "VolumeSnapshot/sn-1"}.Manifest()))
 	must(t, c.Apply(ctx, e2e.PVC{Name: "sn-clone", Size: "256Mi", DataSource: "PersistentVolumeClaim/sn-src"}.Manifest()))
@@ -110,6 +110,18 @@ spec:
 	}
 	return fmt.Sprintf("snapshot ready in %v; restored and cloned claims read the records; grown online %d → %d KiB seen by the pod in %v; all images removed",
 		snapReady.Round(time.Millisecond), sizeBefore, sizeAfter, grown.Round(time.Millisecond))
+}
+
+// waitReadyToUse waits until a (group) snapshot is ready to use; when it
+// is not, the failure shows the object and the end of csi-snapshotter's
+// log.
+func waitReadyToUse(ctx context.Context, t *testing.T, c *e2e.Cluster, obj string) {
+	t.Helper()
+	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", obj); err != nil {
+		out, _ := c.Kubectl(ctx, "describe", obj)
+		logs, _ := c.Kubectl(ctx, "-n", "purerbd", "logs", "-l", "app.kubernetes.io/component=controller", "-c", "csi-snapshotter", "--tail=40")
+		t.Fatalf("%v\n%s\n--- csi-snapshotter:\n%s", err, out, logs)
+	}
 }
 
 // dfKiB is the size of /data as a pod's df sees it.
@@ -198,8 +210,7 @@ spec:
   volumeSnapshotClassName: purerbd
   source: {persistentVolumeClaimName: am-src}
 `))
-	_, err = c.Kubectl(ctx, "wait", "--for=jsonpath={.status.readyToUse}=true", "--timeout=3m", "volumesnapshot/am-snap")
-	must(t, err)
+	waitReadyToUse(ctx, t, c, "volumesnapshot/am-snap")
 	must(t, c.Apply(ctx, e2e.PVC{Name: "am-rox", Size: "64Mi", AccessMode: "ReadOnlyMany", DataSource: "VolumeSnapshot/am-snap"}.Manifest()))
 	_, err = c.WaitPVCBound(ctx, "am-rox", 3*time.Minute)
 	must(t, err)
@@ -272,6 +283,8 @@ func rbacEnforced(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
 		{ctrl, "update", "persistentvolumeclaims", "status", false},
 		{ctrl, "create", "volumesnapshotcontents.snapshot.storage.k8s.io", "", false},
 		{ctrl, "update", "volumesnapshotcontents.snapshot.storage.k8s.io", "status", true},
+		{ctrl, "update", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io", "status", true},
+		{ctrl, "create", "volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io", "", false},
 		{ctrl, "delete", "nodes", "", false},
 		{ctrl, "get", "secrets", "", true},
 		{ctrl, "create", "secrets", "", false},
@@ -344,4 +357,311 @@ func nodePlugin(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
 		t.Fatalf("GET /healthz on the node: %v: %q", err, out)
 	}
 	return "in the host's network namespace: nbd netlink with cookies and LINK_DEAD; /healthz on " + c.NodeIP + ":9809 ok"
+}
+
+// groupSnapshot: two claims with a common label, each written by a pod
+// that keeps it mounted; a VolumeGroupSnapshot selecting them by label
+// becomes ready, and Ceph holds one RBD group with one complete group
+// snapshot; each member VolumeSnapshot the snapshot-controller made is
+// restored into a new claim whose pod reads that claim's records back;
+// deleting everything leaves no new image and no group in the pool.
+func groupSnapshot(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+	imagesBefore, groupsBefore := poolImages(ctx, t, c), poolGroups(ctx, t, c)
+	seeds := map[string]int{"gs-a": 51, "gs-b": 52}
+	claims := []string{"gs-a", "gs-b"}
+	var yaml strings.Builder
+	for _, cl := range claims {
+		yaml.WriteString(e2e.PVC{Name: cl, Size: "64Mi", Labels: map[string]string{"e2e-group": "gs"}}.Manifest())
+		yaml.WriteString("---\n")
+	}
+	must(t, c.Apply(ctx, yaml.String()))
+	for _, cl := range claims {
+		_, err := c.WaitPVCBound(ctx, cl, 3*time.Minute)
+		must(t, err)
+		// the writer stays up: the group snapshot is cut under mounted
+		// volumes, their exclusive locks held by the node
+		must(t, c.Apply(ctx, e2e.Pod{Name: cl + "-w", Claim: cl, Command: []string{"/bin/sh", "-c",
+			fmt.Sprintf("/bin/workload write --path /data/records --count %d --size %d --seed %d && sync && exec sleep 3600", recCount, recSize, seeds[cl])}}.Manifest()))
+	}
+	for _, cl := range claims {
+		must(t, c.WaitPodRunning(ctx, cl+"-w", 5*time.Minute))
+		waitLog(ctx, t, c, cl+"-w", `"ok":true`, 3*time.Minute)
+	}
+
+	ts := time.Now()
+	must(t, c.Apply(ctx, `apiVersion: groupsnapshot.storage.k8s.io/v1
+kind: VolumeGroupSnapshot
+metadata: {name: gs-1}
+spec: {volumeGroupSnapshotClassName: purerbd, source: {selector: {matchLabels: {e2e-group: gs}}}}
+`))
+	waitReadyToUse(ctx, t, c, "volumegroupsnapshot/gs-1")
+	ready := time.Since(ts)
+
+	// Ceph's view: one new group carrying one complete group snapshot
+	// whose members are the two claims' images
+	groups := newImages(groupsBefore, poolGroups(ctx, t, c))
+	if len(groups) != 1 {
+		t.Fatalf("the pool has new RBD groups %v after one VolumeGroupSnapshot, want one", groups)
+	}
+	out, err := c.Ceph.Rbd(ctx, "group", "snap", "ls", "--format", "json", c.Pool+"/"+groups[0])
+	must(t, err)
+	var gsnaps []struct {
+		Snapshot string `json:"snapshot"`
+		State    string `json:"state"`
+	}
+	must(t, json.Unmarshal(out, &gsnaps))
+	// Pacific's and Reef's rbd say "ok" of a complete group snapshot,
+	// Tentacle's "complete"
+	if len(gsnaps) != 1 || (gsnaps[0].State != "ok" && gsnaps[0].State != "complete") {
+		t.Fatalf("rbd group snap ls %s: %s (want one complete group snapshot)", groups[0], out)
+	}
+	for _, cl := range claims {
+		pv, err := c.Kubectl(ctx, "get", "pvc", cl, "-o", "jsonpath={.spec.volumeName}")
+		must(t, err)
+		img, err := c.ImageOf(ctx, strings.TrimSpace(string(pv)))
+		must(t, err)
+		out, err := c.Ceph.Rbd(ctx, "snap", "ls", "--all", "--format", "json", c.Pool+"/"+img)
+		must(t, err)
+		var snaps []struct {
+			Namespace struct {
+				Type string `json:"type"`
+			} `json:"namespace"`
+		}
+		must(t, json.Unmarshal(out, &snaps))
+		if len(snaps) != 1 || snaps[0].Namespace.Type != "group" {
+			t.Fatalf("rbd snap ls --all %s (claim %s): %s (want one snapshot in the group namespace)", img, cl, out)
+		}
+	}
+
+	// the member VolumeSnapshots, restored
+	var members map[string]string
+	for deadline := time.Now().Add(time.Minute); ; {
+		if members = groupMembers(ctx, t, c, "gs-1"); len(members) == len(claims) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("VolumeGroupSnapshot gs-1 has member VolumeSnapshots %v, want one of each of %v", members, claims)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	for _, cl := range claims {
+		snap, ok := members[cl]
+		if !ok {
+			t.Fatalf("no member VolumeSnapshot of claim %s in %v", cl, members)
+		}
+		r := cl + "-restore"
+		must(t, c.Apply(ctx, e2e.PVC{Name: r, Size: "64Mi", DataSource: "VolumeSnapshot/" + snap}.Manifest()))
+		_, err := c.WaitPVCBound(ctx, r, 3*time.Minute)
+		must(t, err)
+		verifyRecords(ctx, t, c, r+"-v", r, seeds[cl], false)
+	}
+
+	// everything out: restores, writers, the group snapshot (its members
+	// with it), the claims
+	must(t, c.Delete(ctx, "pvc/gs-a-restore", "pvc/gs-b-restore", "pod/gs-a-w", "pod/gs-b-w"))
+	must(t, c.Delete(ctx, "volumegroupsnapshot/gs-1"))
+	must(t, c.Delete(ctx, "pvc/gs-a", "pvc/gs-b"))
+	var leftImages, leftGroups []string
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		leftImages = newImages(imagesBefore, poolImages(ctx, t, c))
+		leftGroups = newImages(groupsBefore, poolGroups(ctx, t, c))
+		if len(leftImages) == 0 && len(leftGroups) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left in the pool after the claims and the group snapshot were deleted: images %v, groups %v", leftImages, leftGroups)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return fmt.Sprintf("group snapshot of 2 mounted claims ready in %v: RBD group %s, 1 complete group snapshot, a member snapshot on each image; both members restored and read back; no image or group left",
+		ready.Round(time.Millisecond), groups[0])
+}
+
+// poolGroups lists the pool's RBD groups.
+func poolGroups(ctx context.Context, t *testing.T, c *e2e.Cluster) []string {
+	out, err := c.Ceph.Rbd(ctx, "group", "ls", "--format", "json", c.Pool)
+	must(t, err)
+	var names []string
+	must(t, json.Unmarshal(out, &names))
+	return names
+}
+
+// groupMembers maps each source claim of a VolumeGroupSnapshot to the
+// member VolumeSnapshot the snapshot-controller made for it (owned by
+// the group snapshot).
+func groupMembers(ctx context.Context, t *testing.T, c *e2e.Cluster, vgs string) map[string]string {
+	out, err := c.Kubectl(ctx, "get", "volumesnapshots", "-o", "json")
+	must(t, err)
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name            string
+				OwnerReferences []struct{ Kind, Name string } `json:"ownerReferences"`
+			} `json:"metadata"`
+			Spec struct {
+				Source struct {
+					PersistentVolumeClaimName string `json:"persistentVolumeClaimName"`
+				} `json:"source"`
+			} `json:"spec"`
+		} `json:"items"`
+	}
+	must(t, json.Unmarshal(out, &list))
+	m := map[string]string{}
+	for _, s := range list.Items {
+		for _, o := range s.Metadata.OwnerReferences {
+			if o.Kind == "VolumeGroupSnapshot" && o.Name == vgs {
+				m[s.Spec.Source.PersistentVolumeClaimName] = s.Metadata.Name
+			}
+		}
+	}
+	return m
+}
+
+// waitLog waits until a pod's log holds want.
+func waitLog(ctx context.Context, t *testing.T, c *e2e.Cluster, pod, want string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; {
+		out, err := c.Kubectl(ctx, "logs", pod)
+		if err == nil && strings.Contains(string(out), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s did not log %s within %v: %s", pod, want, limit, out)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// The write IOPS limits of qos-vac's two VolumeAttributesClasses.
+const (
+	qosSlowIOPS = 5
+	qosFastIOPS = 50
+)
+
+// qosVolumeAttributesClass: a raw block claim of a VolumeAttributesClass
+// limiting write IOPS, a pod streaming synced 4 KiB O_DIRECT writes to
+// it (one write operation each, so the writes per second are the write
+// IOPS the volume gets); the claim is switched to a class with a higher
+// limit while the pod runs. What is checked: the image's metadata in
+// Ceph holds each class's limit in turn (conf_rbd_qos_write_iops_limit,
+// where the controller writes it), the claim reports the new class, the
+// same pod keeps running without a write error (no remount), and the
+// pod's write rate, measured from its own per-second counts, stays near
+// the low limit and then rises above it toward the new one. The bounds
+// are loose: the VM's own speed may stay below the higher limit.
+func qosVolumeAttributesClass(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+	const name = "qos"
+	for cl, iops := range map[string]int{"qos-slow": qosSlowIOPS, "qos-fast": qosFastIOPS} {
+		must(t, c.Apply(ctx, fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata: {name: %s}
+driverName: rbd.purerbd.io
+parameters:
+  rbd_qos_write_iops_limit: "%d"
+`, cl, iops)))
+	}
+	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "64Mi", Block: true, VolumeAttributesClass: "qos-slow"}.Manifest()))
+	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
+	must(t, err)
+	image, err := c.ImageOf(ctx, pv)
+	must(t, err)
+	waitImageMeta(ctx, t, c, image, "conf_rbd_qos_write_iops_limit", fmt.Sprint(qosSlowIOPS), time.Minute)
+
+	must(t, c.Apply(ctx, e2e.Pod{Name: name + "-w", Claim: name, Block: true, Command: []string{"/bin/workload", "stream",
+		"--path", "/dev/xvda", "--size", "4k", "--direct", "--interval", "0", "--slots", "1024"}}.Manifest()))
+	must(t, c.WaitPodRunning(ctx, name+"-w", 5*time.Minute))
+	uid, err := c.Kubectl(ctx, "get", "pod", name+"-w", "-o", "jsonpath={.metadata.uid}")
+	must(t, err)
+	// past the first second's burst
+	time.Sleep(5 * time.Second)
+	slow := writeRate(ctx, t, c, name+"-w", 15*time.Second)
+
+	tm := time.Now()
+	_, err = c.Kubectl(ctx, "patch", "pvc", name, "--type=merge", "-p", `{"spec":{"volumeAttributesClassName":"qos-fast"}}`)
+	must(t, err)
+	if _, err := c.Kubectl(ctx, "wait", "--for=jsonpath={.status.currentVolumeAttributesClassName}=qos-fast", "--timeout=3m", "pvc/"+name); err != nil {
+		out, _ := c.Kubectl(ctx, "describe", "pvc/"+name)
+		t.Fatalf("%v\n%s", err, out)
+	}
+	waitImageMeta(ctx, t, c, image, "conf_rbd_qos_write_iops_limit", fmt.Sprint(qosFastIOPS), time.Minute)
+	modified := time.Since(tm)
+	time.Sleep(2 * time.Second)
+	fast := writeRate(ctx, t, c, name+"-w", 15*time.Second)
+
+	uid2, err := c.Kubectl(ctx, "get", "pod", name+"-w", "-o", "jsonpath={.metadata.uid} {.status.phase} {.status.containerStatuses[0].restartCount}")
+	must(t, err)
+	if want := string(uid) + " Running 0"; strings.TrimSpace(string(uid2)) != want {
+		t.Fatalf("the writer pod after the class change: %q, want %q (the same pod, running, never restarted)", uid2, want)
+	}
+	last := streamStats(ctx, t, c, name+"-w")
+	if last.Errors != 0 {
+		t.Fatalf("the writer saw %d write errors across the class change: %+v", last.Errors, last)
+	}
+	// loose: the low limit held (its burst allowance spread over the
+	// window included), and the rate rose clearly once it was lifted
+	if slow > qosSlowIOPS*1.5+1 {
+		t.Errorf("under a write IOPS limit of %d the pod wrote %.1f/s", qosSlowIOPS, slow)
+	}
+	if fast < slow*1.5 || fast < qosSlowIOPS*1.5 {
+		t.Errorf("after the change to a limit of %d the pod writes %.1f/s, before %.1f/s: the new limit did not take effect", qosFastIOPS, fast, slow)
+	}
+	if fast > qosFastIOPS*1.5+1 {
+		t.Errorf("under a write IOPS limit of %d the pod wrote %.1f/s", qosFastIOPS, fast)
+	}
+	must(t, c.Delete(ctx, "pod/"+name+"-w", "pvc/"+name))
+	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
+	must(t, c.Delete(ctx, "volumeattributesclass/qos-slow", "volumeattributesclass/qos-fast"))
+	return fmt.Sprintf("write IOPS limit %d → %d changed under a running pod in %v (PVC status and image metadata); the pod wrote %.1f/s, then %.1f/s; no remount, no write error",
+		qosSlowIOPS, qosFastIOPS, modified.Round(time.Millisecond), slow, fast)
+}
+
+// waitImageMeta waits until an image's metadata key holds want.
+func waitImageMeta(ctx context.Context, t *testing.T, c *e2e.Cluster, image, key, want string, limit time.Duration) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(limit); ; {
+		out, err := c.Ceph.Rbd(ctx, "image-meta", "get", c.Pool+"/"+image, key)
+		got = strings.TrimSpace(string(out))
+		if err == nil && got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rbd image-meta get %s %s: %q (%v), want %q", image, key, got, err, want)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// streamStat is the part of a workload stream progress line the QoS
+// scenario reads.
+type streamStat struct {
+	ElapsedS float64 `json:"elapsed_s"`
+	Writes   int64   `json:"writes"`
+	Errors   int64   `json:"errors"`
+}
+
+// streamStats is the last progress line of a pod running workload
+// stream.
+func streamStats(ctx context.Context, t *testing.T, c *e2e.Cluster, pod string) streamStat {
+	t.Helper()
+	out, err := c.Kubectl(ctx, "logs", pod, "--tail=1")
+	must(t, err)
+	var s streamStat
+	if err := json.Unmarshal(bytes.TrimSpace(out), &s); err != nil {
+		t.Fatalf("pod %s's last log line %q: %v", pod, out, err)
+	}
+	return s
+}
+
+// writeRate is the writes per second a workload stream pod reports over
+// about window.
+func writeRate(ctx context.Context, t *testing.T, c *e2e.Cluster, pod string, window time.Duration) float64 {
+	t.Helper()
+	a := streamStats(ctx, t, c, pod)
+	time.Sleep(window)
+	b := streamStats(ctx, t, c, pod)
+	if b.ElapsedS <= a.ElapsedS {
+		t.Fatalf("pod %s reported no progress in %v: %+v then %+v", pod, window, a, b)
+	}
+	return float64(b.Writes-a.Writes) / (b.ElapsedS - a.ElapsedS)
 }

@@ -42,7 +42,8 @@ secret:
   userKey: %q
 storageClass: {create: true, name: purerbd-helm, clusterID: %q, pool: %q}
 snapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
-`, c.ClusterID, mons, c.CephUser, c.CephKey, c.ClusterID, c.Pool, c.ClusterID), 0o600))
+groupSnapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
+`, c.ClusterID, mons, c.CephUser, c.CephKey, c.ClusterID, c.Pool, c.ClusterID, c.ClusterID), 0o600))
 
 	// 1. both renderings pass the API server's validation and admission
 	rendered, err := c.Helm(ctx, helm, "template", "purerbd", chart, "-n", "purerbd", "-f", values)
@@ -70,7 +71,7 @@ snapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
 		e2e.StripHelmMeta(o)
 	}
 	if d := e2e.CompareObjects(plain, fromChart, []string{"Namespace"},
-		[]string{"ConfigMap", "Secret", "StorageClass", "VolumeSnapshotClass"}); len(d) > 0 {
+		[]string{"ConfigMap", "Secret", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass"}); len(d) > 0 {
 		t.Fatalf("the Helm chart and deploy/kubernetes differ:\n%s", strings.Join(d, "\n"))
 	}
 

@@ -20,6 +20,12 @@ type PVC struct {
 	// DataSource, when set, is "VolumeSnapshot/NAME" or
 	// "PersistentVolumeClaim/NAME".
 	DataSource string
+	// Labels of the claim (a VolumeGroupSnapshot selects claims by
+	// label).
+	Labels map[string]string
+	// VolumeAttributesClass, when set, is the claim's
+	// volumeAttributesClassName (its mutable parameters).
+	VolumeAttributesClass string
 }
 
 // Manifest is the claim as YAML.
@@ -45,18 +51,27 @@ func (p PVC) Manifest() string {
 		}
 		ds = fmt.Sprintf("\n  dataSource:\n    kind: %s\n    name: %s%s", kind, name, group)
 	}
+	labels := ""
+	if len(p.Labels) > 0 {
+		l, _ := json.Marshal(p.Labels)
+		labels = "\n  labels: " + string(l)
+	}
+	vac := ""
+	if p.VolumeAttributesClass != "" {
+		vac = "\n  volumeAttributesClassName: " + p.VolumeAttributesClass
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
-  name: %s
+  name: %s%s
 spec:
-  storageClassName: %s
+  storageClassName: %s%s
   volumeMode: %s
   accessModes: [%s]
   resources:
     requests:
       storage: %s%s
-`, p.Name, sc, mode, am, p.Size, ds)
+`, p.Name, labels, sc, vac, mode, am, p.Size, ds)
 }
 
 // Pod is a pod of the workload image with one claim.

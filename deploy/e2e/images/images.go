@@ -64,12 +64,14 @@ type Set struct {
 	// snapshot-controller, pause, workload.
 	Images []Image `json:"images"`
 	// SnapshotCRDs are the snapshot.storage.k8s.io CRDs
-	// (VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshot), to
-	// apply before anything that uses them.
+	// (VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshot), then
+	// the groupsnapshot.storage.k8s.io ones (VolumeGroupSnapshotClass,
+	// VolumeGroupSnapshotContent, VolumeGroupSnapshot), to apply before
+	// anything that uses them.
 	SnapshotCRDs []string `json:"snapshotCRDs"`
 	// SnapshotController are the upstream snapshot-controller manifests
 	// (RBAC, then the Deployment, in kube-system), with the image
-	// reference set to the one Build made.
+	// reference set to the one Build made and group snapshots turned on.
 	SnapshotController []string `json:"snapshotController"`
 	// Steps says what took how long.
 	Steps []Step `json:"steps"`

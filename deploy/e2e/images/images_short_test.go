@@ -113,6 +113,15 @@ func TestSetImage(t *testing.T) {
 	assert.Equal(t, "github.com/a/b", repoOf("github.com/a/b"))
 }
 
+func TestAddArg(t *testing.T) {
+	in := "          args:\n            - \"--v=5\"\n            # end snapshot controller args\n          imagePullPolicy: IfNotPresent\n"
+	out, err := addArg([]byte(in), controllerArgsEnd, groupSnapshotGate)
+	require.NoError(t, err)
+	assert.Equal(t, "          args:\n            - \"--v=5\"\n            - \"--feature-gates=CSIVolumeGroupSnapshot=true\"\n            # end snapshot controller args\n          imagePullPolicy: IfNotPresent\n", string(out))
+	_, err = addArg([]byte("args: []\n"), controllerArgsEnd, groupSnapshotGate)
+	assert.Error(t, err)
+}
+
 // TestLock checks that a second builder waits for the first.
 func TestLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "build.lock")

@@ -93,12 +93,13 @@ func TestBuild(t *testing.T) {
 	}
 
 	t.Run("snapshot manifests", func(t *testing.T) {
-		require.Len(t, set.SnapshotCRDs, 3)
-		for i, kind := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
+		require.Len(t, set.SnapshotCRDs, 6)
+		for i, name := range []string{"volumesnapshotclasses.snapshot", "volumesnapshotcontents.snapshot", "volumesnapshots.snapshot",
+			"volumegroupsnapshotclasses.groupsnapshot", "volumegroupsnapshotcontents.groupsnapshot", "volumegroupsnapshots.groupsnapshot"} {
 			b, err := os.ReadFile(set.SnapshotCRDs[i])
 			require.NoError(t, err)
 			assert.Contains(t, string(b), "kind: CustomResourceDefinition")
-			assert.Contains(t, string(b), "name: "+kind+".snapshot.storage.k8s.io")
+			assert.Contains(t, string(b), "name: "+name+".storage.k8s.io")
 		}
 		require.Len(t, set.SnapshotController, 2)
 		rbac, err := os.ReadFile(set.SnapshotController[0])
@@ -111,6 +112,7 @@ func TestBuild(t *testing.T) {
 		require.Len(t, images, 1)
 		assert.Equal(t, "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0", images[0][1])
 		assert.NotEmpty(t, set.Tar(images[0][1]), "the Deployment's image is built")
+		assert.Contains(t, string(deploy), `- "`+groupSnapshotGate+`"`+"\n            "+controllerArgsEnd, "group snapshots turned on")
 	})
 	t.Run("pause reaps", func(t *testing.T) { checkPauseReaps(t) })
 	t.Run("ctr import", func(t *testing.T) { checkCtrImport(t, set) })

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -20,7 +21,7 @@ const sidecarModuleDir = "deploy/e2e/sidecars"
 // sidecar images under, as the manifests name them.
 const sidecarRegistry = "registry.k8s.io/sig-storage/"
 
-// snapshotClientModule holds the snapshot CRDs.
+// snapshotClientModule holds the snapshot and group snapshot CRDs.
 const snapshotClientModule = "github.com/kubernetes-csi/external-snapshotter/client/v8"
 
 // snapshotterModule holds the snapshot-controller's manifests.
@@ -28,7 +29,7 @@ const snapshotterModule = "github.com/kubernetes-csi/external-snapshotter/v8"
 
 // sidecarRecipe versions how this file turns binaries into images; a
 // change to it rebuilds the cached sidecars.
-const sidecarRecipe = "1"
+const sidecarRecipe = "2"
 
 // sidecarSource is one upstream module and the commands taken from it.
 type sidecarSource struct {
@@ -46,15 +47,30 @@ func sidecarSources() []sidecarSource {
 	}
 }
 
-// snapshotCRDs are the CRD files of snapshot.storage.k8s.io in the
-// client module, in the order to apply them.
+// snapshotCRDs are the CRD files of snapshot.storage.k8s.io and
+// groupsnapshot.storage.k8s.io in the client module, in the order to
+// apply them: the controller and the sidecar, with their group snapshot
+// gate on, need both sets.
 func snapshotCRDs() []string {
 	return []string{
 		"config/crd/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
 		"config/crd/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
 		"config/crd/snapshot.storage.k8s.io_volumesnapshots.yaml",
+		"config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotclasses.yaml",
+		"config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshotcontents.yaml",
+		"config/crd/groupsnapshot.storage.k8s.io_volumegroupsnapshots.yaml",
 	}
 }
+
+// groupSnapshotGate is the flag that turns VolumeGroupSnapshots on in
+// the snapshot-controller and the csi-snapshotter sidecar (v8.2 on;
+// v7 had --enable-volume-group-snapshots).
+const groupSnapshotGate = "--feature-gates=CSIVolumeGroupSnapshot=true"
+
+// controllerArgsEnd is the line upstream's snapshot-controller
+// Deployment marks the end of its arguments with, for deployments to add
+// theirs before.
+const controllerArgsEnd = "# end snapshot controller args"
 
 // snapshotControllerManifests are the snapshot-controller's manifests in
 // the snapshotter module: RBAC first.
@@ -227,9 +243,13 @@ func (b *builder) buildSidecars(ctx context.Context, cmds []sidecarCmd, dir stri
 		var edit func([]byte) ([]byte, error)
 		if strings.HasPrefix(path.Base(f), "setup-") {
 			// the Deployment: upstream's tag is not always the
-			// release's own
+			// release's own, and group snapshots are off by default
 			edit = func(b []byte) ([]byte, error) {
-				return setImage(b, sidecarRegistry+controller.name, controller.ref())
+				b, err := setImage(b, sidecarRegistry+controller.name, controller.ref())
+				if err != nil {
+					return nil, err
+				}
+				return addArg(b, controllerArgsEnd, groupSnapshotGate)
 			}
 		}
 		if err := copyInto(filepath.Join(snapDir, f), filepath.Join(dir, "snapshot-controller", path.Base(f)), edit); err != nil {
@@ -288,6 +308,21 @@ func setImage(manifest []byte, repo, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("no image %s in it", repo)
 	}
 	return re.ReplaceAll(manifest, []byte("${1}"+ref)), nil
+}
+
+// addArg inserts arg as a list item before the line holding marker,
+// indented as that line is; a manifest without the marker is an error.
+func addArg(manifest []byte, marker, arg string) ([]byte, error) {
+	re := regexp.MustCompile(`(?m)^([ \t]*)` + regexp.QuoteMeta(marker))
+	m := re.FindSubmatchIndex(manifest)
+	if m == nil {
+		return nil, fmt.Errorf("no line %q in it", marker)
+	}
+	indent := string(manifest[m[2]:m[3]])
+	var out []byte
+	out = append(out, manifest[:m[0]]...)
+	out = append(out, indent+"- "+strconv.Quote(arg)+"\n"...)
+	return append(out, manifest[m[0]:]...), nil
 }
 
 // repoOf returns the repository of a module path: without its major
