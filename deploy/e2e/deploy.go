@@ -58,7 +58,7 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 	if err := apply(addons.SnapshotController...); err != nil {
 		return err
 	}
-	if err := apply(filepath.Join(k, "namespace.yaml")); err != nil {
+	if err := apply(filepath.Join(k, "namespace.yaml"), filepath.Join(ex, "kms-config.yaml")); err != nil {
 		return err
 	}
 	cm, err := os.ReadFile(filepath.Join(ex, "config-map.yaml"))

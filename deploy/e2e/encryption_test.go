@@ -3,6 +3,9 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/scrypt"
+
 	"github.com/purerbd/purerbd/deploy/e2e"
 )
 
 func init() {
-	scenarios = append(scenarios, scenario{"encrypted", encryptedVolume})
+	scenarios = append(scenarios, scenario{"encrypted", encryptedVolume}, scenario{"encrypted-kms", encryptedKMSVolume})
 }
 
 // encryptedVolume: a class with encrypted: "true" and a node-stage
@@ -127,4 +132,122 @@ volumeBindingMode: Immediate
 	must(t, c.Delete(ctx, "-n", "purerbd", "secret/purerbd-csi-secret-encrypted"))
 	return fmt.Sprintf("formatted and written by the first pod in %v; read back by another; LUKS2 header and no record in rbd export; librbd (qemu-img, encrypt.format=luks2) decrypts a clean ext4 with the same records (sha256 %s…); image removed",
 		firstPod.Round(time.Millisecond), hostSum[:12])
+}
+
+// encryptedKMSVolume: a class naming the example KMS section
+// "volume-secret" (ceph-csi's metadata type, the passphrase in the Secret
+// volume-encryption): the controller reads that Secret through the API
+// and seals a key of the volume's own in its image; the node, given get
+// on that one Secret as an operator would grant it, opens the key and
+// formats with it; the records go through; librbd decrypts them with the
+// key, opened from the image's metadata as ceph-csi opens it.
+func encryptedKMSVolume(ctx context.Context, t *testing.T, c *e2e.Cluster) string {
+	const kmsPass = "the tenant's KMS passphrase"
+	must(t, c.Apply(ctx, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: volume-encryption
+  namespace: purerbd
+stringData:
+  encryptionPassphrase: %q
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: purerbd-csi-node-kms
+  namespace: purerbd
+rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    resourceNames: ["volume-encryption"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: purerbd-csi-node-kms
+  namespace: purerbd
+subjects:
+  - kind: ServiceAccount
+    name: purerbd-csi-node
+    namespace: purerbd
+roleRef:
+  kind: Role
+  name: purerbd-csi-node-kms
+  apiGroup: rbac.authorization.k8s.io
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: purerbd-encrypted-kms
+provisioner: rbd.purerbd.io
+parameters:
+  clusterID: %s
+  pool: %s
+  encrypted: "true"
+  encryptionKMSID: volume-secret
+  csi.storage.k8s.io/fstype: ext4
+  csi.storage.k8s.io/provisioner-secret-name: purerbd-csi-secret
+  csi.storage.k8s.io/provisioner-secret-namespace: purerbd
+  csi.storage.k8s.io/node-stage-secret-name: purerbd-csi-secret
+  csi.storage.k8s.io/node-stage-secret-namespace: purerbd
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+`, kmsPass, c.ClusterID, c.Pool)))
+	const name = "enc-kms"
+	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi", StorageClass: "purerbd-encrypted-kms"}.Manifest()))
+	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
+	must(t, err)
+	image, err := c.ImageOf(ctx, pv)
+	must(t, err)
+	out, err := c.Kubectl(ctx, "get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}")
+	must(t, err)
+	volumeID := strings.TrimSpace(string(out))
+	spec := c.Pool + "/" + image
+	meta := func(key string) string {
+		out, err := c.Ceph.Rbd(ctx, "image-meta", "get", spec, key)
+		must(t, err)
+		return strings.TrimSpace(string(out))
+	}
+	if k := meta("purerbd.csi.encryptionKMSID"); k != "volume-secret" {
+		t.Fatalf("the image records KMS %q", k)
+	}
+	const seed = 37
+	writeRecords(ctx, t, c, name+"-w", name, seed)
+	rout, err := c.RunPod(ctx, e2e.Pod{Name: name + "-r", Claim: name, Command: []string{"/bin/sh", "-c",
+		fmt.Sprintf("/bin/workload verify --path /data/records --count %d --size %d --seed %d && head -c %d /data/records | sha256sum",
+			recCount, recSize, seed, recCount*recSize)}}, 5*time.Minute)
+	must(t, err)
+	podSum := lastField(rout)
+	must(t, c.Delete(ctx, "pod/"+name+"-r"))
+
+	// The volume's key, opened as ceph-csi's metadata KMS opens it.
+	var sealed struct{ DEK, Nonce []byte }
+	must(t, json.Unmarshal([]byte(meta("rbd.csi.ceph.com/dek")), &sealed))
+	key, err := scrypt.Key([]byte(kmsPass), []byte(volumeID), 32768, 8, 1, 32)
+	must(t, err)
+	block, err := aes.NewCipher(key)
+	must(t, err)
+	gcm, err := cipher.NewGCM(block)
+	must(t, err)
+	dek, err := gcm.Open(nil, sealed.Nonce, sealed.DEK, nil)
+	must(t, err)
+	dir := t.TempDir()
+	passFile := filepath.Join(dir, "pass")
+	must(t, os.WriteFile(passFile, dek, 0o600))
+	plain := filepath.Join(dir, "plain")
+	opts := fmt.Sprintf("driver=rbd,pool=%s,image=%s,conf=%s,encrypt.format=luks2,encrypt.key-secret=sec0", c.Pool, image, c.Ceph.Conf)
+	if out, err := c.Ceph.Program(ctx, "qemu-img", "dd", "--object", "secret,id=sec0,file="+passFile, "--image-opts", "-O", "raw",
+		"bs=1M", "if="+opts, "of="+plain); err != nil {
+		t.Fatalf("qemu-img dd through librbd's LUKS layer with the volume's key: %v\n%s", err, out)
+	}
+	if hostSum := fileSum(t, "ext4", plain, "/data/records"); hostSum != podSum {
+		t.Fatalf("librbd's plaintext holds records hashing %s, the pod read %s", hostSum, podSum)
+	}
+
+	must(t, c.Delete(ctx, "pvc/"+name))
+	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
+	must(t, c.Delete(ctx, "storageclass/purerbd-encrypted-kms"))
+	must(t, c.Delete(ctx, "-n", "purerbd", "secret/volume-encryption", "rolebinding/purerbd-csi-node-kms", "role/purerbd-csi-node-kms"))
+	return "the key sealed in the image with the Secret's passphrase (read by the controller and, granted get on that Secret, the node); records written and read back; librbd decrypts them with the key opened as ceph-csi opens it"
 }
