@@ -28,9 +28,14 @@ type Device interface {
 // package nbd/rbdnbd serves (reads, writes, flush, discard, write zeroes,
 // block status, size changes).
 //
-// Reads of holes (ranges the cluster has no data for) return zeroes
-// without decrypting, as librbd does: a sector whose ciphertext reads as
-// all zeroes is taken to be a hole, since encryption never produces one.
+// Reads of holes return zeroes without decrypting: a sector whose
+// ciphertext reads as all zeroes is taken to be a hole, since encryption
+// never produces one. librbd also returns zeroes for objects that do not
+// exist and for the holes its sparse reads report, but decrypts the
+// zeroes a plain read returns for never-written bytes of an object that
+// exists into noise; those bytes were never written by anyone, and here
+// they read as zeroes. Everything written reads the same through both.
+//
 // Writes that do not cover whole sectors read, merge and rewrite the
 // sectors at their ends.
 type Image struct {
