@@ -10,14 +10,25 @@ import (
 
 // Device is the raw image under the encryption: the methods of
 // *rbd.Image that an encrypted view needs, as an interface so that tests
-// and wrappers (the CSI node's image) can stand in for it.
+// and wrappers (the CSI node's image) can stand in for it. A Device that
+// also reports allocation (AllocatedExtents) or size changes (NotifySize)
+// as *rbd.Image does has them passed through, shifted to plaintext
+// offsets.
 type Device interface {
-	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
+	ReaderAt
 	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
 	Size() int64
 	ReadOnly() bool
 	Flush(ctx context.Context) error
+}
+
+// allocationReporter and sizeNotifier are the optional abilities of a
+// Device.
+type allocationReporter interface {
 	AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error
+}
+
+type sizeNotifier interface {
 	NotifySize(fn func(size int64)) (cancel func())
 }
 
@@ -138,16 +149,6 @@ func (img *Image) ReadOnly() bool { return img.dev.ReadOnly() }
 
 // Flush flushes the underlying image.
 func (img *Image) Flush(ctx context.Context) error { return img.dev.Flush(ctx) }
-
-// ReadAt reads with a background context (io.ReaderAt).
-func (img *Image) ReadAt(p []byte, off int64) (int, error) {
-	return img.ReadAtContext(context.Background(), p, off)
-}
-
-// WriteAt writes with a background context (io.WriterAt).
-func (img *Image) WriteAt(p []byte, off int64) (int, error) {
-	return img.WriteAtContext(context.Background(), p, off)
-}
 
 // ReadAtContext reads plaintext at off, following io.ReaderAt: a read
 // past the end returns what there is and io.EOF.
@@ -284,20 +285,29 @@ func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
 }
 
 // AllocatedExtents reports the underlying image's allocation of the
-// data area at plaintext offsets; holes read as zeroes.
+// data area at plaintext offsets; holes read as zeroes. A Device that
+// cannot tell has the whole range reported allocated.
 func (img *Image) AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error {
 	d := img.hdr.DataOffset
 	length = min(length, img.Size()-off)
-	return img.dev.AllocatedExtents(ctx, off+d, length, func(o, n int64, allocated bool) error {
+	a, ok := img.dev.(allocationReporter)
+	if !ok {
+		return fn(off, length, true)
+	}
+	return a.AllocatedExtents(ctx, off+d, length, func(o, n int64, allocated bool) error {
 		return fn(o-d, n, allocated)
 	})
 }
 
 // NotifySize calls fn with the plaintext size when the image's size
-// changes.
+// changes (never, for a Device that does not report it).
 func (img *Image) NotifySize(fn func(size int64)) (cancel func()) {
+	n, ok := img.dev.(sizeNotifier)
+	if !ok {
+		return func() {}
+	}
 	d := img.hdr.DataOffset
-	return img.dev.NotifySize(func(size int64) { fn(max(size-d, 0)) })
+	return n.NotifySize(func(size int64) { fn(max(size-d, 0)) })
 }
 
 func readFull(ctx context.Context, r ReaderAt, p []byte, off int64) error {

@@ -48,13 +48,9 @@ func (m *memDevice) WriteAtContext(_ context.Context, p []byte, off int64) (int,
 	return copy(m.b[off:], p), nil
 }
 
-func (m *memDevice) Size() int64                   { return int64(len(m.b)) }
-func (m *memDevice) ReadOnly() bool                { return m.ro }
-func (m *memDevice) Flush(context.Context) error   { return nil }
-func (m *memDevice) NotifySize(func(int64)) func() { return func() {} }
-func (m *memDevice) AllocatedExtents(_ context.Context, off, length int64, fn func(int64, int64, bool) error) error {
-	return fn(off, length, true)
-}
+func (m *memDevice) Size() int64                 { return int64(len(m.b)) }
+func (m *memDevice) ReadOnly() bool              { return m.ro }
+func (m *memDevice) Flush(context.Context) error { return nil }
 
 // fastKDF returns cheap KDF costs for tests: formatting with a real
 // cost many times would make the tests slow, and the costs do not change
@@ -123,6 +119,7 @@ func TestKnownAnswer(t *testing.T) {
 		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
+			ctx := context.Background()
 			key, ct, ss := readKAT(t, c.file)
 			want := make([]byte, len(ct))
 			c.write(want)
@@ -133,7 +130,7 @@ func TestKnownAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := make([]byte, len(ct))
-			if _, err := img.ReadAt(got, 0); err != nil {
+			if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
@@ -145,7 +142,7 @@ func TestKnownAnswer(t *testing.T) {
 			if ss == 4096 {
 				written = 8192
 			}
-			if _, err := img.WriteAt(want[:written], 0); err != nil {
+			if _, err := img.WriteAtContext(ctx, want[:written], 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(dev.b, orig) {
@@ -293,7 +290,7 @@ func TestImageReadWrite(t *testing.T) {
 				for j := range p {
 					p[j] = byte(rng.Uint32())
 				}
-				if _, err := img.WriteAt(p, off); err != nil {
+				if _, err := img.WriteAtContext(ctx, p, off); err != nil {
 					t.Fatal(err)
 				}
 				copy(model[off:], p)
@@ -306,7 +303,7 @@ func TestImageReadWrite(t *testing.T) {
 				}
 			}
 			got := make([]byte, img.Size())
-			if _, err := img.ReadAt(got, 0); err != nil {
+			if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, model) {
@@ -319,10 +316,10 @@ func TestImageReadWrite(t *testing.T) {
 				t.Fatal("plaintext found on the device")
 			}
 			// reads past the end
-			if n, err := img.ReadAt(make([]byte, 10), img.Size()-4); n != 4 || err != io.EOF {
+			if n, err := img.ReadAtContext(ctx, make([]byte, 10), img.Size()-4); n != 4 || err != io.EOF {
 				t.Fatalf("read across the end: %d, %v", n, err)
 			}
-			if _, err := img.WriteAt(make([]byte, 10), img.Size()-4); err == nil {
+			if _, err := img.WriteAtContext(ctx, make([]byte, 10), img.Size()-4); err == nil {
 				t.Fatal("write across the end succeeded")
 			}
 		})
@@ -354,7 +351,7 @@ func TestImageConcurrentEdges(t *testing.T) {
 	}
 	wg.Wait()
 	got := make([]byte, pieces*512)
-	if _, err := img.ReadAt(got, 0); err != nil {
+	if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pieces {
