@@ -119,7 +119,10 @@ func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
 // FormatImage writes a new LUKS header with one keyslot for passphrase at
 // the start of dev, as `rbd encryption format` does: the data offset is
 // aligned to alignment (the image's object size), and the image must be
-// larger than the data offset.
+// larger than the data offset. The rest of the header area, up to the
+// data offset, is wiped (discarded where dev can, as *rbd.Image can, or
+// else written with zeroes), as cryptsetup wipes it: what the image held
+// there before must not outlive the format.
 func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
 	if dev.ReadOnly() {
 		return nil, errors.New("luks: the image is read-only")
@@ -135,7 +138,32 @@ func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOpt
 	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
 		return nil, fmt.Errorf("luks: writing the header: %w", err)
 	}
+	if err := wipe(ctx, dev, int64(len(b)), h.DataOffset-int64(len(b))); err != nil {
+		return nil, fmt.Errorf("luks: wiping the header area: %w", err)
+	}
 	return h, nil
+}
+
+// discarder is the optional ability of a Device to deallocate a range,
+// which then reads as zeroes.
+type discarder interface {
+	Discard(ctx context.Context, off, length int64) error
+}
+
+// wipe makes [off, off+length) of dev read as zeroes.
+func wipe(ctx context.Context, dev Device, off, length int64) error {
+	if d, ok := dev.(discarder); ok {
+		return d.Discard(ctx, off, length)
+	}
+	zeros := make([]byte, min(length, zeroChunk))
+	for length > 0 {
+		n := min(length, zeroChunk)
+		if _, err := dev.WriteAtContext(ctx, zeros[:n], off); err != nil {
+			return err
+		}
+		off, length = off+n, length-n
+	}
+	return nil
 }
 
 // Header returns the image's LUKS header.

@@ -257,9 +257,15 @@ func TestImageReadWrite(t *testing.T) {
 			o := fastKDF(v)
 			o.Alignment = 1 << 20
 			dev := &memDevice{b: make([]byte, 20<<20)}
-			if _, err := FormatImage(ctx, dev, []byte("pw"), o); err != nil {
+			fill(dev.b, 0x77) // what the image held before: the format wipes the header area
+			fh, err := FormatImage(ctx, dev, []byte("pw"), o)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if bytes.Contains(dev.b[:fh.DataOffset], bytes.Repeat([]byte{0x77}, 64)) {
+				t.Fatal("old contents left in the header area")
+			}
+			clear(dev.b[fh.DataOffset:]) // a data area never written, for the model
 			if _, err := Open(ctx, dev, []byte("pw"), 3-v); !errors.Is(err, ErrNotLUKS) {
 				t.Fatalf("opening LUKS%d as LUKS%d: %v", v, 3-v, err)
 			}
