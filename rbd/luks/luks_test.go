@@ -185,6 +185,29 @@ func TestParseRbdHeaders(t *testing.T) {
 	}
 }
 
+// TestParseRefuses: not LUKS, a clone's header, a corrupt checksum.
+func TestParseRefuses(t *testing.T) {
+	seed := readSeed(t, "testdata/fuzz/FuzzParse/rbd-luks2")
+	clone := append([]byte("RBDL"), seed[4:]...)
+	corrupt := append([]byte(nil), seed...)
+	corrupt[luks2BinarySize+10] ^= 1
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"zeroes", make([]byte, 4096), ErrNotLUKS},
+		{"short", seed[:3], ErrNotLUKS},
+		{"clone", clone, ErrUnsupported},
+		{"checksum", corrupt, ErrCorrupt},
+		{"truncated", seed[:luks2BinarySize], ErrCorrupt},
+	} {
+		if _, err := Parse(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
 // readSeed reads a []byte fuzz seed file.
 func readSeed(t *testing.T, path string) []byte {
 	t.Helper()
