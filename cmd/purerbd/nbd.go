@@ -333,8 +333,10 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 		_ = conn.Close()
 		return fail(fmt.Errorf("opening %s: %w", sp, err))
 	}
+	// Unlocking runs the keyslot's KDF, slow on purpose (seconds), so
+	// the connect timeout does not bound it.
 	served := rbdnbd.Image(img)
-	enc, err := o.encryption.open(cctx, img)
+	enc, err := o.encryption.open(ctx, img)
 	if err != nil {
 		_ = img.Close()
 		_ = conn.Close()
