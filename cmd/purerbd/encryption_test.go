@@ -174,11 +174,15 @@ func TestEncryptionInterop(t *testing.T) {
 	// Writes by purerbd: sector-aligned and not, inside one sector and
 	// across sectors, across the 4 MiB object boundary (the data offset
 	// is a whole number of objects, so plaintext boundaries are object
-	// boundaries), and write zeroes over part of a written range.
+	// boundaries), write zeroes over a whole object and its neighbours'
+	// edges (the object is removed) and then into it, and write zeroes
+	// over part of a written range.
 	purerbdWrites := []encWrite{
 		{0, 4096, 0xa1},
 		{1000, 3000, 0xb2},
 		{4<<20 - 512, 1024, 0xc3},
+		{7 << 20, 6 << 20, 0x66},
+		{8<<20 - 1000, 4<<20 + 3000, 0},
 		{10485000, 9000, 0xd4},
 		{19999000, 200000, 0xe5},
 		{20000000, 100000, 0},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // Device is the raw image under the encryption: the methods of
@@ -58,6 +60,9 @@ type Image struct {
 	// from the same old contents.
 	edges [64]sync.Mutex
 	zeros sync.Pool
+	// objectSize is the raw image's object size when whole objects can
+	// be discarded for zeroes (see Discard); 0 when they cannot.
+	objectSize int64
 }
 
 // Open reads and unlocks the LUKS header at the start of dev. version is
@@ -80,7 +85,32 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 		return nil, err
 	}
 	defer clear(key)
-	return newImage(dev, h, key)
+	img, err := newImage(dev, h, key)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := dev.(rbdImage); ok {
+		st, err := r.Stat(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("luks: %w", err)
+		}
+		// Whole objects of the data area map to whole plaintext ranges
+		// only without fancy striping, and the data offset must be a
+		// whole number of them (librbd aligns it so).
+		if (st.StripeCount <= 1 || st.StripeUnit == st.ObjectSize) && st.ObjectSize > 0 &&
+			h.DataOffset%int64(st.ObjectSize) == 0 {
+			img.objectSize = int64(st.ObjectSize)
+		}
+	}
+	return img, nil
+}
+
+// rbdImage is what an RBD image (*rbd.Image) offers beyond a Device that
+// lets Discard remove whole objects instead of writing them.
+type rbdImage interface {
+	discarder
+	Stat(ctx context.Context) (rbd.Info, error)
+	Parent() (*rbd.ParentSpec, int64)
 }
 
 func newImage(dev Device, h *Header, key []byte) (*Image, error) {
@@ -287,14 +317,35 @@ func (img *Image) lockEdges(first, last int64, head, tail bool) (unlock func()) 
 // zeroChunk is the size of the encrypted zero writes of Discard.
 const zeroChunk = 1 << 20
 
-// Discard makes [off, off+length) read as zeroes by writing encrypted
-// zeroes, as librbd's crypto layer turns a discard into a write of
-// zeroes: a hole would read as zeroes too, but only where the cluster
-// reports it as one, which a partial object discard does not promise.
+// Discard makes [off, off+length) read as zeroes. Whole objects of an
+// RBD image without a parent are removed: an object that does not exist
+// reads as zeroes through librbd's crypto layer too, without decryption.
+// The rest is written with encrypted zeroes, as librbd's crypto layer
+// turns a discard into a write of zeroes: a truncated or zeroed part of
+// an object that exists would read as noise through librbd.
 func (img *Image) Discard(ctx context.Context, off, length int64) error {
 	if off < 0 || length < 0 || off+length > img.Size() {
 		return fmt.Errorf("luks: discard of %d bytes at %d outside the image's %d", length, off, img.Size())
 	}
+	if r, ok := img.dev.(rbdImage); ok && img.objectSize > 0 {
+		if spec, _ := r.Parent(); spec == nil {
+			a, b := roundUp(off, img.objectSize), (off+length)/img.objectSize*img.objectSize
+			if a < b {
+				if err := img.writeZeroes(ctx, off, a-off); err != nil {
+					return err
+				}
+				if err := r.Discard(ctx, img.hdr.DataOffset+a, b-a); err != nil {
+					return err
+				}
+				return img.writeZeroes(ctx, b, off+length-b)
+			}
+		}
+	}
+	return img.writeZeroes(ctx, off, length)
+}
+
+// writeZeroes writes encrypted zeroes over [off, off+length).
+func (img *Image) writeZeroes(ctx context.Context, off, length int64) error {
 	buf := img.zeros.Get().(*[zeroChunk]byte)
 	defer img.zeros.Put(buf)
 	for length > 0 {
@@ -307,7 +358,8 @@ func (img *Image) Discard(ctx context.Context, off, length int64) error {
 	return nil
 }
 
-// WriteZeroes is Discard: both write encrypted zeroes, as librbd does.
+// WriteZeroes is Discard: the range reads as zeroes, deallocated where
+// it can be.
 func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
 	return img.Discard(ctx, off, length)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/alloctest"
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // memDevice is an in-memory Device for tests that need no cluster.
@@ -406,4 +407,76 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsed nonsense: %+v", h)
 		}
 	})
+}
+
+// memRBD is a memDevice with the RBD image abilities Discard uses:
+// whole objects of 1 MiB, removed by Discard (recorded), and a parent
+// when asked for.
+type memRBD struct {
+	memDevice
+	parent    bool
+	discarded [][2]int64
+}
+
+func (m *memRBD) Stat(context.Context) (rbd.Info, error) {
+	return rbd.Info{ObjectSize: 1 << 20, StripeUnit: 1 << 20, StripeCount: 1}, nil
+}
+
+func (m *memRBD) Parent() (*rbd.ParentSpec, int64) {
+	if m.parent {
+		return &rbd.ParentSpec{ImageID: "p"}, 1 << 30
+	}
+	return nil, 0
+}
+
+func (m *memRBD) Discard(_ context.Context, off, length int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.discarded = append(m.discarded, [2]int64{off, length})
+	clear(m.b[off : off+length])
+	return nil
+}
+
+// TestDiscardWholeObjects: a discard removes the whole objects it covers
+// (no parent), writes encrypted zeroes over the rest, and with a parent
+// writes zeroes everywhere; the range reads as zeroes, its neighbours
+// keep their data.
+func TestDiscardWholeObjects(t *testing.T) {
+	ctx := context.Background()
+	for _, parent := range []bool{false, true} {
+		dev := &memRBD{memDevice: memDevice{b: make([]byte, 24<<20)}, parent: parent}
+		o := fastKDF(2)
+		o.Alignment = 1 << 20
+		if _, err := FormatImage(ctx, dev, []byte("pw"), o); err != nil {
+			t.Fatal(err)
+		}
+		dev.discarded = nil
+		img, err := Open(ctx, dev, []byte("pw"), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Repeat([]byte{0x42}, 6<<20)
+		if _, err := img.WriteAtContext(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		off, n := int64(1<<20-1000), int64(3<<20+5000) // objects 1 and 2 whole
+		if err := img.Discard(ctx, off, n); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 6<<20)
+		if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		clear(data[off : off+n])
+		if !bytes.Equal(got, data) {
+			t.Fatalf("parent %v: read back wrong after discard", parent)
+		}
+		want := [][2]int64{{img.Header().DataOffset + 1<<20, 3 << 20}}
+		if parent {
+			want = nil
+		}
+		if fmt.Sprint(dev.discarded) != fmt.Sprint(want) {
+			t.Fatalf("parent %v: discarded %v, want %v", parent, dev.discarded, want)
+		}
+	}
 }
