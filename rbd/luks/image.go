@@ -185,10 +185,17 @@ func wipe(ctx context.Context, dev Device, off, length int64) error {
 	if d, ok := dev.(discarder); ok {
 		return d.Discard(ctx, off, length)
 	}
-	zeros := make([]byte, min(length, zeroChunk))
+	return fillZeroes(ctx, dev, make([]byte, min(length, zeroChunk)), off, length)
+}
+
+// fillZeroes writes [off, off+length) of w with zeros, len(zeros) bytes
+// at a time.
+func fillZeroes(ctx context.Context, w interface {
+	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
+}, zeros []byte, off, length int64) error {
 	for length > 0 {
-		n := min(length, zeroChunk)
-		if _, err := dev.WriteAtContext(ctx, zeros[:n], off); err != nil {
+		n := min(length, int64(len(zeros)))
+		if _, err := w.WriteAtContext(ctx, zeros[:n], off); err != nil {
 			return err
 		}
 		off, length = off+n, length-n
@@ -348,14 +355,7 @@ func (img *Image) Discard(ctx context.Context, off, length int64) error {
 func (img *Image) writeZeroes(ctx context.Context, off, length int64) error {
 	buf := img.zeros.Get().(*[zeroChunk]byte)
 	defer img.zeros.Put(buf)
-	for length > 0 {
-		n := min(length, zeroChunk)
-		if _, err := img.WriteAtContext(ctx, buf[:n], off); err != nil {
-			return err
-		}
-		off, length = off+n, length-n
-	}
-	return nil
+	return fillZeroes(ctx, img, buf[:], off, length)
 }
 
 // WriteZeroes is Discard: the range reads as zeroes, deallocated where
