@@ -194,14 +194,18 @@ func TestEncryptionInterop(t *testing.T) {
 		{33554000, 5000, 0x39},
 	}
 	for _, format := range []string{"luks1", "luks2"} {
-		for _, formatter := range []string{"rbd", "purerbd"} {
+		// purerbd-aes128: AES-128-XTS, a 32-byte volume key
+		for _, formatter := range []string{"rbd", "purerbd", "purerbd-aes128"} {
 			t.Run(format+"-formatted-by-"+formatter, func(t *testing.T) {
 				image := format + "-" + formatter
 				rbdTool(t, c, "create", "--size", "64M", "rbd/"+image)
-				if formatter == "rbd" {
+				switch formatter {
+				case "rbd":
 					rbdTool(t, c, "encryption", "format", "rbd/"+image, format, pass)
-				} else {
+				case "purerbd":
 					purerbd(t, "-c", c.Conf, "rbd", "encryption", "format", "rbd/"+image, format, pass)
+				default:
+					purerbd(t, "-c", c.Conf, "rbd", "encryption", "format", "--cipher-alg", "aes-128", "rbd/"+image, format, pass)
 				}
 				dataOffset := int64(4 << 20)
 				if format == "luks2" {

@@ -2,7 +2,6 @@ package luks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -146,63 +145,6 @@ func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
 	return Parse(b)
 }
 
-// FormatImage writes a new LUKS header with one keyslot for passphrase at
-// the start of dev, as `rbd encryption format` does: the data offset is
-// aligned to alignment (the image's object size), and the image must be
-// larger than the data offset. The rest of the header area, up to the
-// data offset, is wiped (discarded where dev can, as *rbd.Image can, or
-// else written with zeroes), as cryptsetup wipes it: what the image held
-// there before must not outlive the format.
-func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
-	if dev.ReadOnly() {
-		return nil, errors.New("luks: the image is read-only")
-	}
-	b, h, key, err := Format(passphrase, o)
-	if err != nil {
-		return nil, err
-	}
-	clear(key)
-	if h.DataOffset >= dev.Size() {
-		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
-	}
-	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
-		return nil, fmt.Errorf("luks: writing the header: %w", err)
-	}
-	if err := wipe(ctx, dev, int64(len(b)), h.DataOffset-int64(len(b))); err != nil {
-		return nil, fmt.Errorf("luks: wiping the header area: %w", err)
-	}
-	return h, nil
-}
-
-// discarder is the optional ability of a Device to deallocate a range,
-// which then reads as zeroes.
-type discarder interface {
-	Discard(ctx context.Context, off, length int64) error
-}
-
-// wipe makes [off, off+length) of dev read as zeroes.
-func wipe(ctx context.Context, dev Device, off, length int64) error {
-	if d, ok := dev.(discarder); ok {
-		return d.Discard(ctx, off, length)
-	}
-	return fillZeroes(ctx, dev, make([]byte, min(length, zeroChunk)), off, length)
-}
-
-// fillZeroes writes [off, off+length) of w with zeros, len(zeros) bytes
-// at a time.
-func fillZeroes(ctx context.Context, w interface {
-	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
-}, zeros []byte, off, length int64) error {
-	for length > 0 {
-		n := min(length, int64(len(zeros)))
-		if _, err := w.WriteAtContext(ctx, zeros[:n], off); err != nil {
-			return err
-		}
-		off, length = off+n, length-n
-	}
-	return nil
-}
-
 // Header returns the image's LUKS header.
 func (img *Image) Header() *Header { return img.hdr }
 
@@ -319,49 +261,6 @@ func (img *Image) lockEdges(first, last int64, head, tail bool) (unlock func()) 
 			img.edges[i].Unlock()
 		}
 	}
-}
-
-// zeroChunk is the size of the encrypted zero writes of Discard.
-const zeroChunk = 1 << 20
-
-// Discard makes [off, off+length) read as zeroes. Whole objects of an
-// RBD image without a parent are removed: an object that does not exist
-// reads as zeroes through librbd's crypto layer too, without decryption.
-// The rest is written with encrypted zeroes, as librbd's crypto layer
-// turns a discard into a write of zeroes: a truncated or zeroed part of
-// an object that exists would read as noise through librbd.
-func (img *Image) Discard(ctx context.Context, off, length int64) error {
-	if off < 0 || length < 0 || off+length > img.Size() {
-		return fmt.Errorf("luks: discard of %d bytes at %d outside the image's %d", length, off, img.Size())
-	}
-	if r, ok := img.dev.(rbdImage); ok && img.objectSize > 0 {
-		if spec, _ := r.Parent(); spec == nil {
-			a, b := roundUp(off, img.objectSize), (off+length)/img.objectSize*img.objectSize
-			if a < b {
-				if err := img.writeZeroes(ctx, off, a-off); err != nil {
-					return err
-				}
-				if err := r.Discard(ctx, img.hdr.DataOffset+a, b-a); err != nil {
-					return err
-				}
-				return img.writeZeroes(ctx, b, off+length-b)
-			}
-		}
-	}
-	return img.writeZeroes(ctx, off, length)
-}
-
-// writeZeroes writes encrypted zeroes over [off, off+length).
-func (img *Image) writeZeroes(ctx context.Context, off, length int64) error {
-	buf := img.zeros.Get().(*[zeroChunk]byte)
-	defer img.zeros.Put(buf)
-	return fillZeroes(ctx, img, buf[:], off, length)
-}
-
-// WriteZeroes is Discard: the range reads as zeroes, deallocated where
-// it can be.
-func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
-	return img.Discard(ctx, off, length)
 }
 
 // AllocatedExtents reports the underlying image's allocation of the
