@@ -50,6 +50,7 @@ type deviceMapOptions struct {
 	releaseOnExit           bool
 	queues, depth           int
 	recover                 string
+	encryption              encryptionFlags
 }
 
 func deviceMapCommand(g *globals) *cli.Command {
@@ -79,6 +80,7 @@ CAP_SYS_ADMIN.`,
 	c.Bool(&o.releaseOnExit, "--release-on-exit", "on exit leave the ublk device for a later --recover instead of unmapping it")
 	c.String(&o.memory, "--memory SIZE", "map a sparse in-memory disk of this size instead of an image")
 	c.String(&o.file, "--file PATH", "map this file instead of an image")
+	o.encryption.register(c)
 	return c
 }
 
@@ -96,7 +98,7 @@ func (o *deviceMapOptions) run(ctx context.Context, g *globals, pos []string, st
 		}
 		mo := newMapOptions()
 		mo.snap, mo.memory, mo.file, mo.readOnly, mo.exclusive = o.snap, o.memory, o.file, o.readOnly, o.exclusive
-		mo.conns, mo.releaseOnExit = o.queues, o.releaseOnExit
+		mo.conns, mo.releaseOnExit, mo.encryption = o.queues, o.releaseOnExit, o.encryption
 		m, err := mo.check(pos)
 		if err != nil {
 			return err
@@ -124,11 +126,14 @@ func ublkIndex(dev string) (int, error) {
 
 func (o *deviceMapOptions) mapUblk(ctx context.Context, g *globals, pos []string, stdout, stderr io.Writer) error {
 	recoverID := -1
+	if err := o.encryption.check(); err != nil {
+		return err
+	}
 	switch {
 	case o.memory != "" && o.file != "":
 		return errors.New("give --memory or --file, not both")
-	case (o.memory != "" || o.file != "") && (len(pos) != 0 || o.snap != "" || o.exclusive):
-		return errors.New("--memory and --file take no image, --snap or --exclusive")
+	case (o.memory != "" || o.file != "") && (len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.format != ""):
+		return errors.New("--memory and --file take no image, --snap, --exclusive or --encryption-format")
 	case o.memory == "" && o.file == "" && len(pos) != 1:
 		return errors.New("want exactly one POOL/IMAGE[@SNAP] (or --memory/--file)")
 	case o.queues < 1 || o.queues > maxUblkQueues:
@@ -169,7 +174,7 @@ func (o *deviceMapOptions) mapUblk(ctx context.Context, g *globals, pos []string
 		defer f.Close()
 		backend, what = f, o.file
 	default:
-		ie, err := openImageExport(ctx, g, pos[0], imageExportOptions{snap: o.snap, readOnly: o.readOnly, exclusive: o.exclusive})
+		ie, err := openImageExport(ctx, g, pos[0], imageExportOptions{snap: o.snap, readOnly: o.readOnly, exclusive: o.exclusive, encryption: o.encryption})
 		if err != nil {
 			return err
 		}

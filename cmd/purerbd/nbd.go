@@ -40,6 +40,7 @@ type nbdServeOptions struct {
 	desc, memory, file, image string
 	snap                      string
 	exclusive, readOnly       bool
+	encryption                encryptionFlags
 	tls                       nbdTLSFlags
 	insecure                  bool
 	maxConns                  int
@@ -88,6 +89,7 @@ reach it. With --image, --name names the client (as -n does) and
 	c.String(&o.snap, "--snap SNAP", "with --image: serve this snapshot (read-only)")
 	c.Bool(&o.exclusive, "--exclusive", "with --image: keep the exclusive lock, refuse to hand it over")
 	c.Bool(&o.readOnly, "--read-only", "serve read-only")
+	o.encryption.register(c)
 	o.tls.register(c)
 	c.Bool(&o.insecure, "--insecure-listen", "allow --tcp on an address other hosts can reach without --tls-verify-peer: anyone reaching it can read and write the export")
 	c.Int(&o.maxConns, "--max-connections N", "connections served at once; more are closed (0: no bound)")
@@ -110,8 +112,11 @@ func serveExport(ctx context.Context, g *globals, o *nbdServeOptions, stdout, st
 	if sources != 1 {
 		return errors.New("give exactly one of --memory, --file and --image")
 	}
-	if o.image == "" && (o.snap != "" || o.exclusive) {
-		return errors.New("--snap and --exclusive need --image")
+	if o.image == "" && (o.snap != "" || o.exclusive || o.encryption.format != "") {
+		return errors.New("--snap, --exclusive and --encryption-format need --image")
+	}
+	if err := o.encryption.check(); err != nil {
+		return err
 	}
 	if o.socket == "" && o.tcp == "" {
 		return errors.New("give --socket or --tcp")
@@ -154,7 +159,7 @@ func serveExport(ctx context.Context, g *globals, o *nbdServeOptions, stdout, st
 		defer f.Close()
 		backend = f
 	default:
-		ie, err := openImageExport(ctx, g, o.image, imageExportOptions{snap: o.snap, readOnly: readOnly, exclusive: o.exclusive})
+		ie, err := openImageExport(ctx, g, o.image, imageExportOptions{snap: o.snap, readOnly: readOnly, exclusive: o.exclusive, encryption: o.encryption})
 		if err != nil {
 			return err
 		}
@@ -238,9 +243,10 @@ func (o *nbdServeOptions) names(g *globals) string {
 
 // imageExportOptions say how to open an image for NBD.
 type imageExportOptions struct {
-	snap      string
-	readOnly  bool
-	exclusive bool
+	snap       string
+	readOnly   bool
+	exclusive  bool
+	encryption encryptionFlags
 }
 
 // imageExport is an RBD image open for serving over NBD, with the
@@ -327,7 +333,19 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 		_ = conn.Close()
 		return fail(fmt.Errorf("opening %s: %w", sp, err))
 	}
-	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(img), role: role}, nil
+	// Unlocking runs the keyslot's KDF, slow on purpose (seconds), so
+	// the connect timeout does not bound it.
+	served := rbdnbd.Image(img)
+	enc, err := o.encryption.open(ctx, img)
+	if err != nil {
+		_ = img.Close()
+		_ = conn.Close()
+		return fail(fmt.Errorf("%s: %w", sp, err))
+	}
+	if enc != nil {
+		served = enc
+	}
+	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(served), role: role}, nil
 }
 
 // close closes the image (releasing its lock) and the connection.

@@ -61,6 +61,7 @@ type mapFlags struct {
 	index           int
 	reattach        bool
 	releaseOnExit   bool
+	encryption      encryptionFlags
 	// rbd-nbd's: no trim, the cookie after the device, module
 	// parameters, and where the line goes when this process went to the
 	// background (daemonReady)
@@ -89,6 +90,7 @@ type mapOptions struct {
 	reattach, releaseOnExit            bool
 	conns                              int
 	timeout, minTimeout, resend, dead  float64
+	encryption                         encryptionFlags
 }
 
 func newMapOptions() *mapOptions {
@@ -138,6 +140,7 @@ leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
 	c.Bool(&o.releaseOnExit, "--release-on-exit", "on exit leave the device configured for a later --reattach instead of unmapping it")
 	c.String(&o.memory, "--memory SIZE", "map a sparse in-memory disk of this size instead of an image (for trying the kernel path)")
 	c.String(&o.file, "--file PATH", "map this file instead of an image")
+	o.encryption.register(c)
 	return c
 }
 
@@ -145,13 +148,17 @@ leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
 func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	var err error
 	m := mapFlags{readOnly: o.readOnly, exclusive: o.exclusive, conns: o.conns, cookie: o.cookie,
-		index: kernel.AnyIndex, reattach: o.reattach, releaseOnExit: o.releaseOnExit, file: o.file}
+		index: kernel.AnyIndex, reattach: o.reattach, releaseOnExit: o.releaseOnExit, file: o.file,
+		encryption: o.encryption}
+	if err := o.encryption.check(); err != nil {
+		return m, err
+	}
 	switch {
 	case o.memory != "" && o.file != "":
 		return m, errors.New("give --memory or --file, not both")
 	case o.memory != "" || o.file != "":
-		if len(pos) != 0 || o.snap != "" || o.exclusive {
-			return m, errors.New("--memory and --file take no image, --snap or --exclusive")
+		if len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.format != "" {
+			return m, errors.New("--memory and --file take no image, --snap, --exclusive or --encryption-format")
 		}
 		if o.memory != "" {
 			if m.memory, err = cli.ParseSize(o.memory, 1); err != nil || m.memory == 0 {
@@ -273,7 +280,7 @@ func mapDevice(ctx context.Context, g *globals, m mapFlags, stdout, stderr io.Wr
 		defer f.Close()
 		cfg.Backend = f
 	default:
-		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive})
+		ie, err := openImageExport(ctx, g, m.spec.String(), imageExportOptions{readOnly: m.readOnly, exclusive: m.exclusive, encryption: m.encryption})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,11 @@ import (
 // secondary header has another, which librbd never reads).
 var magic = []byte{'L', 'U', 'K', 'S', 0xba, 0xbe}
 
+// cloneMagic replaces magic in the header of an encrypted clone formatted
+// by Ceph 17 and later (librbd's luks/Magic.cc), so that the header is
+// not taken for its parent's.
+var cloneMagic = []byte{'R', 'B', 'D', 'L', 0xba, 0xbe}
+
 // Header is a decoded LUKS1 or LUKS2 header: what unlocking a keyslot and
 // en- or decrypting the data area need.
 type Header struct {
@@ -88,6 +93,9 @@ const MinHeaderRead = 4096
 // fewer when the image is smaller), how many bytes Parse needs: the LUKS1
 // header, or the LUKS2 binary header with its JSON area.
 func HeaderLen(first []byte) (int, error) {
+	if len(first) >= len(cloneMagic) && bytes.Equal(first[:len(cloneMagic)], cloneMagic) {
+		return 0, fmt.Errorf("%w: the LUKS header of an encrypted clone (Ceph 17 and later)", ErrUnsupported)
+	}
 	if len(first) < len(magic)+2 || !bytes.Equal(first[:len(magic)], magic) {
 		return 0, ErrNotLUKS
 	}

@@ -2,22 +2,34 @@ package luks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // Device is the raw image under the encryption: the methods of
 // *rbd.Image that an encrypted view needs, as an interface so that tests
-// and wrappers (the CSI node's image) can stand in for it.
+// and wrappers (the CSI node's image) can stand in for it. A Device that
+// also reports allocation (AllocatedExtents) or size changes (NotifySize)
+// as *rbd.Image does has them passed through, shifted to plaintext
+// offsets.
 type Device interface {
-	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
+	ReaderAt
 	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
 	Size() int64
 	ReadOnly() bool
 	Flush(ctx context.Context) error
+}
+
+// allocationReporter and sizeNotifier are the optional abilities of a
+// Device.
+type allocationReporter interface {
 	AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error
+}
+
+type sizeNotifier interface {
 	NotifySize(fn func(size int64)) (cancel func())
 }
 
@@ -28,9 +40,14 @@ type Device interface {
 // package nbd/rbdnbd serves (reads, writes, flush, discard, write zeroes,
 // block status, size changes).
 //
-// Reads of holes (ranges the cluster has no data for) return zeroes
-// without decrypting, as librbd does: a sector whose ciphertext reads as
-// all zeroes is taken to be a hole, since encryption never produces one.
+// Reads of holes return zeroes without decrypting: a sector whose
+// ciphertext reads as all zeroes is taken to be a hole, since encryption
+// never produces one. librbd also returns zeroes for objects that do not
+// exist and for the holes its sparse reads report, but decrypts the
+// zeroes a plain read returns for never-written bytes of an object that
+// exists into noise; those bytes were never written by anyone, and here
+// they read as zeroes. Everything written reads the same through both.
+//
 // Writes that do not cover whole sectors read, merge and rewrite the
 // sectors at their ends.
 type Image struct {
@@ -42,6 +59,9 @@ type Image struct {
 	// from the same old contents.
 	edges [64]sync.Mutex
 	zeros sync.Pool
+	// objectSize is the raw image's object size when whole objects can
+	// be discarded for zeroes (see Discard); 0 when they cannot.
+	objectSize int64
 }
 
 // Open reads and unlocks the LUKS header at the start of dev. version is
@@ -64,7 +84,32 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 		return nil, err
 	}
 	defer clear(key)
-	return newImage(dev, h, key)
+	img, err := newImage(dev, h, key)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := dev.(rbdImage); ok {
+		st, err := r.Stat(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("luks: %w", err)
+		}
+		// Whole objects of the data area map to whole plaintext ranges
+		// only without fancy striping, and the data offset must be a
+		// whole number of them (librbd aligns it so).
+		if (st.StripeCount <= 1 || st.StripeUnit == st.ObjectSize) && st.ObjectSize > 0 &&
+			h.DataOffset%int64(st.ObjectSize) == 0 {
+			img.objectSize = int64(st.ObjectSize)
+		}
+	}
+	return img, nil
+}
+
+// rbdImage is what an RBD image (*rbd.Image) offers beyond a Device that
+// lets Discard remove whole objects instead of writing them.
+type rbdImage interface {
+	discarder
+	Stat(ctx context.Context) (rbd.Info, error)
+	Parent() (*rbd.ParentSpec, int64)
 }
 
 func newImage(dev Device, h *Header, key []byte) (*Image, error) {
@@ -100,28 +145,6 @@ func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
 	return Parse(b)
 }
 
-// FormatImage writes a new LUKS header with one keyslot for passphrase at
-// the start of dev, as `rbd encryption format` does: the data offset is
-// aligned to alignment (the image's object size), and the image must be
-// larger than the data offset.
-func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
-	if dev.ReadOnly() {
-		return nil, errors.New("luks: the image is read-only")
-	}
-	b, h, key, err := Format(passphrase, o)
-	if err != nil {
-		return nil, err
-	}
-	clear(key)
-	if h.DataOffset >= dev.Size() {
-		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
-	}
-	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
-		return nil, fmt.Errorf("luks: writing the header: %w", err)
-	}
-	return h, nil
-}
-
 // Header returns the image's LUKS header.
 func (img *Image) Header() *Header { return img.hdr }
 
@@ -133,16 +156,6 @@ func (img *Image) ReadOnly() bool { return img.dev.ReadOnly() }
 
 // Flush flushes the underlying image.
 func (img *Image) Flush(ctx context.Context) error { return img.dev.Flush(ctx) }
-
-// ReadAt reads with a background context (io.ReaderAt).
-func (img *Image) ReadAt(p []byte, off int64) (int, error) {
-	return img.ReadAtContext(context.Background(), p, off)
-}
-
-// WriteAt writes with a background context (io.WriterAt).
-func (img *Image) WriteAt(p []byte, off int64) (int, error) {
-	return img.WriteAtContext(context.Background(), p, off)
-}
 
 // ReadAtContext reads plaintext at off, following io.ReaderAt: a read
 // past the end returns what there is and io.EOF.
@@ -250,49 +263,30 @@ func (img *Image) lockEdges(first, last int64, head, tail bool) (unlock func()) 
 	}
 }
 
-// zeroChunk is the size of the encrypted zero writes of Discard.
-const zeroChunk = 1 << 20
-
-// Discard makes [off, off+length) read as zeroes by writing encrypted
-// zeroes, as librbd's crypto layer turns a discard into a write of
-// zeroes: a hole would read as zeroes too, but only where the cluster
-// reports it as one, which a partial object discard does not promise.
-func (img *Image) Discard(ctx context.Context, off, length int64) error {
-	if off < 0 || length < 0 || off+length > img.Size() {
-		return fmt.Errorf("luks: discard of %d bytes at %d outside the image's %d", length, off, img.Size())
-	}
-	buf := img.zeros.Get().(*[zeroChunk]byte)
-	defer img.zeros.Put(buf)
-	for length > 0 {
-		n := min(length, zeroChunk)
-		if _, err := img.WriteAtContext(ctx, buf[:n], off); err != nil {
-			return err
-		}
-		off, length = off+n, length-n
-	}
-	return nil
-}
-
-// WriteZeroes is Discard: both write encrypted zeroes, as librbd does.
-func (img *Image) WriteZeroes(ctx context.Context, off, length int64) error {
-	return img.Discard(ctx, off, length)
-}
-
 // AllocatedExtents reports the underlying image's allocation of the
-// data area at plaintext offsets; holes read as zeroes.
+// data area at plaintext offsets; holes read as zeroes. A Device that
+// cannot tell has the whole range reported allocated.
 func (img *Image) AllocatedExtents(ctx context.Context, off, length int64, fn func(off, length int64, allocated bool) error) error {
 	d := img.hdr.DataOffset
 	length = min(length, img.Size()-off)
-	return img.dev.AllocatedExtents(ctx, off+d, length, func(o, n int64, allocated bool) error {
+	a, ok := img.dev.(allocationReporter)
+	if !ok {
+		return fn(off, length, true)
+	}
+	return a.AllocatedExtents(ctx, off+d, length, func(o, n int64, allocated bool) error {
 		return fn(o-d, n, allocated)
 	})
 }
 
 // NotifySize calls fn with the plaintext size when the image's size
-// changes.
+// changes (never, for a Device that does not report it).
 func (img *Image) NotifySize(fn func(size int64)) (cancel func()) {
+	n, ok := img.dev.(sizeNotifier)
+	if !ok {
+		return func() {}
+	}
 	d := img.hdr.DataOffset
-	return img.dev.NotifySize(func(size int64) { fn(max(size-d, 0)) })
+	return n.NotifySize(func(size int64) { fn(max(size-d, 0)) })
 }
 
 func readFull(ctx context.Context, r ReaderAt, p []byte, off int64) error {

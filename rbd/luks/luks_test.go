@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/purerbd/purerbd/internal/alloctest"
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // memDevice is an in-memory Device for tests that need no cluster.
@@ -48,13 +49,9 @@ func (m *memDevice) WriteAtContext(_ context.Context, p []byte, off int64) (int,
 	return copy(m.b[off:], p), nil
 }
 
-func (m *memDevice) Size() int64                   { return int64(len(m.b)) }
-func (m *memDevice) ReadOnly() bool                { return m.ro }
-func (m *memDevice) Flush(context.Context) error   { return nil }
-func (m *memDevice) NotifySize(func(int64)) func() { return func() {} }
-func (m *memDevice) AllocatedExtents(_ context.Context, off, length int64, fn func(int64, int64, bool) error) error {
-	return fn(off, length, true)
-}
+func (m *memDevice) Size() int64                 { return int64(len(m.b)) }
+func (m *memDevice) ReadOnly() bool              { return m.ro }
+func (m *memDevice) Flush(context.Context) error { return nil }
 
 // fastKDF returns cheap KDF costs for tests: formatting with a real
 // cost many times would make the tests slow, and the costs do not change
@@ -123,6 +120,7 @@ func TestKnownAnswer(t *testing.T) {
 		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
+			ctx := context.Background()
 			key, ct, ss := readKAT(t, c.file)
 			want := make([]byte, len(ct))
 			c.write(want)
@@ -133,7 +131,7 @@ func TestKnownAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := make([]byte, len(ct))
-			if _, err := img.ReadAt(got, 0); err != nil {
+			if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
@@ -145,7 +143,7 @@ func TestKnownAnswer(t *testing.T) {
 			if ss == 4096 {
 				written = 8192
 			}
-			if _, err := img.WriteAt(want[:written], 0); err != nil {
+			if _, err := img.WriteAtContext(ctx, want[:written], 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(dev.b, orig) {
@@ -184,6 +182,29 @@ func TestParseRbdHeaders(t *testing.T) {
 			len(h.Keyslots) != 1 || h.Keyslots[0].KDF.Type != c.kdf || h.Keyslots[0].AreaOffset != c.area ||
 			h.Keyslots[0].Stripes != afStripes {
 			t.Errorf("%s: parsed %+v", c.file, h)
+		}
+	}
+}
+
+// TestParseRefuses: not LUKS, a clone's header, a corrupt checksum.
+func TestParseRefuses(t *testing.T) {
+	seed := readSeed(t, "testdata/fuzz/FuzzParse/rbd-luks2")
+	clone := append([]byte("RBDL"), seed[4:]...)
+	corrupt := append([]byte(nil), seed...)
+	corrupt[luks2BinarySize+10] ^= 1
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"zeroes", make([]byte, 4096), ErrNotLUKS},
+		{"short", seed[:3], ErrNotLUKS},
+		{"clone", clone, ErrUnsupported},
+		{"checksum", corrupt, ErrCorrupt},
+		{"truncated", seed[:luks2BinarySize], ErrCorrupt},
+	} {
+		if _, err := Parse(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 }
@@ -260,9 +281,15 @@ func TestImageReadWrite(t *testing.T) {
 			o := fastKDF(v)
 			o.Alignment = 1 << 20
 			dev := &memDevice{b: make([]byte, 20<<20)}
-			if _, err := FormatImage(ctx, dev, []byte("pw"), o); err != nil {
+			fill(dev.b, 0x77) // what the image held before: the format wipes the header area
+			fh, err := FormatImage(ctx, dev, []byte("pw"), o)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if bytes.Contains(dev.b[:fh.DataOffset], bytes.Repeat([]byte{0x77}, 64)) {
+				t.Fatal("old contents left in the header area")
+			}
+			clear(dev.b[fh.DataOffset:]) // a data area never written, for the model
 			if _, err := Open(ctx, dev, []byte("pw"), 3-v); !errors.Is(err, ErrNotLUKS) {
 				t.Fatalf("opening LUKS%d as LUKS%d: %v", v, 3-v, err)
 			}
@@ -293,7 +320,7 @@ func TestImageReadWrite(t *testing.T) {
 				for j := range p {
 					p[j] = byte(rng.Uint32())
 				}
-				if _, err := img.WriteAt(p, off); err != nil {
+				if _, err := img.WriteAtContext(ctx, p, off); err != nil {
 					t.Fatal(err)
 				}
 				copy(model[off:], p)
@@ -306,7 +333,7 @@ func TestImageReadWrite(t *testing.T) {
 				}
 			}
 			got := make([]byte, img.Size())
-			if _, err := img.ReadAt(got, 0); err != nil {
+			if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, model) {
@@ -319,10 +346,10 @@ func TestImageReadWrite(t *testing.T) {
 				t.Fatal("plaintext found on the device")
 			}
 			// reads past the end
-			if n, err := img.ReadAt(make([]byte, 10), img.Size()-4); n != 4 || err != io.EOF {
+			if n, err := img.ReadAtContext(ctx, make([]byte, 10), img.Size()-4); n != 4 || err != io.EOF {
 				t.Fatalf("read across the end: %d, %v", n, err)
 			}
-			if _, err := img.WriteAt(make([]byte, 10), img.Size()-4); err == nil {
+			if _, err := img.WriteAtContext(ctx, make([]byte, 10), img.Size()-4); err == nil {
 				t.Fatal("write across the end succeeded")
 			}
 		})
@@ -354,7 +381,7 @@ func TestImageConcurrentEdges(t *testing.T) {
 	}
 	wg.Wait()
 	got := make([]byte, pieces*512)
-	if _, err := img.ReadAt(got, 0); err != nil {
+	if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pieces {
@@ -380,4 +407,76 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsed nonsense: %+v", h)
 		}
 	})
+}
+
+// memRBD is a memDevice with the RBD image abilities Discard uses:
+// whole objects of 1 MiB, removed by Discard (recorded), and a parent
+// when asked for.
+type memRBD struct {
+	memDevice
+	parent    bool
+	discarded [][2]int64
+}
+
+func (m *memRBD) Stat(context.Context) (rbd.Info, error) {
+	return rbd.Info{ObjectSize: 1 << 20, StripeUnit: 1 << 20, StripeCount: 1}, nil
+}
+
+func (m *memRBD) Parent() (*rbd.ParentSpec, int64) {
+	if m.parent {
+		return &rbd.ParentSpec{ImageID: "p"}, 1 << 30
+	}
+	return nil, 0
+}
+
+func (m *memRBD) Discard(_ context.Context, off, length int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.discarded = append(m.discarded, [2]int64{off, length})
+	clear(m.b[off : off+length])
+	return nil
+}
+
+// TestDiscardWholeObjects: a discard removes the whole objects it covers
+// (no parent), writes encrypted zeroes over the rest, and with a parent
+// writes zeroes everywhere; the range reads as zeroes, its neighbours
+// keep their data.
+func TestDiscardWholeObjects(t *testing.T) {
+	ctx := context.Background()
+	for _, parent := range []bool{false, true} {
+		dev := &memRBD{memDevice: memDevice{b: make([]byte, 24<<20)}, parent: parent}
+		o := fastKDF(2)
+		o.Alignment = 1 << 20
+		if _, err := FormatImage(ctx, dev, []byte("pw"), o); err != nil {
+			t.Fatal(err)
+		}
+		dev.discarded = nil
+		img, err := Open(ctx, dev, []byte("pw"), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Repeat([]byte{0x42}, 6<<20)
+		if _, err := img.WriteAtContext(ctx, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		off, n := int64(1<<20-1000), int64(3<<20+5000) // objects 1 and 2 whole
+		if err := img.Discard(ctx, off, n); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 6<<20)
+		if _, err := img.ReadAtContext(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		clear(data[off : off+n])
+		if !bytes.Equal(got, data) {
+			t.Fatalf("parent %v: read back wrong after discard", parent)
+		}
+		want := [][2]int64{{img.Header().DataOffset + 1<<20, 3 << 20}}
+		if parent {
+			want = nil
+		}
+		if fmt.Sprint(dev.discarded) != fmt.Sprint(want) {
+			t.Fatalf("parent %v: discarded %v, want %v", parent, dev.discarded, want)
+		}
+	}
 }

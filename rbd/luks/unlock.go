@@ -54,6 +54,12 @@ func (h *Header) unlockSlot(ctx context.Context, r ReaderAt, k Keyslot, passphra
 	if n > maxKeyslotArea || n > k.AreaSize || k.AreaOffset < 0 || k.AreaOffset%512 != 0 {
 		return nil, fmt.Errorf("%w: keyslot %d area %d+%d", ErrCorrupt, k.ID, k.AreaOffset, k.AreaSize)
 	}
+	// The material first: the KDF takes seconds, and a deadline on ctx
+	// should not expire between the two.
+	material := make([]byte, n)
+	if err := readFull(ctx, r, material, k.AreaOffset); err != nil {
+		return nil, fmt.Errorf("luks: reading keyslot %d at %d: %w", k.ID, k.AreaOffset, err)
+	}
 	slotKey, err := k.KDF.derive(passphrase, k.AreaKeySize)
 	if err != nil {
 		return nil, fmt.Errorf("keyslot %d: %w", k.ID, err)
@@ -62,10 +68,6 @@ func (h *Header) unlockSlot(ctx context.Context, r ReaderAt, k Keyslot, passphra
 	clear(slotKey)
 	if err != nil {
 		return nil, fmt.Errorf("keyslot %d: %w", k.ID, err)
-	}
-	material := make([]byte, n)
-	if err := readFull(ctx, r, material, k.AreaOffset); err != nil {
-		return nil, fmt.Errorf("luks: reading keyslot %d at %d: %w", k.ID, k.AreaOffset, err)
 	}
 	c.decrypt(material, material, 0)
 	key := afMerge(afHash, material, k.KeySize, k.Stripes)

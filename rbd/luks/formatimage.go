@@ -1,0 +1,64 @@
+package luks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// FormatImage writes a new LUKS header with one keyslot for passphrase at
+// the start of dev, as `rbd encryption format` does: the data offset is
+// aligned to alignment (the image's object size), and the image must be
+// larger than the data offset. The rest of the header area, up to the
+// data offset, is wiped (discarded where dev can, as *rbd.Image can, or
+// else written with zeroes), as cryptsetup wipes it: what the image held
+// there before must not outlive the format.
+func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
+	if dev.ReadOnly() {
+		return nil, errors.New("luks: the image is read-only")
+	}
+	b, h, key, err := Format(passphrase, o)
+	if err != nil {
+		return nil, err
+	}
+	clear(key)
+	if h.DataOffset >= dev.Size() {
+		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
+	}
+	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
+		return nil, fmt.Errorf("luks: writing the header: %w", err)
+	}
+	if err := wipe(ctx, dev, int64(len(b)), h.DataOffset-int64(len(b))); err != nil {
+		return nil, fmt.Errorf("luks: wiping the header area: %w", err)
+	}
+	return h, nil
+}
+
+// discarder is the optional ability of a Device to deallocate a range,
+// which then reads as zeroes.
+type discarder interface {
+	Discard(ctx context.Context, off, length int64) error
+}
+
+// wipe makes [off, off+length) of dev read as zeroes.
+func wipe(ctx context.Context, dev Device, off, length int64) error {
+	if d, ok := dev.(discarder); ok {
+		return d.Discard(ctx, off, length)
+	}
+	return fillZeroes(ctx, dev, make([]byte, min(length, zeroChunk)), off, length)
+}
+
+// fillZeroes writes [off, off+length) of w with zeros, len(zeros) bytes
+// at a time.
+func fillZeroes(ctx context.Context, w interface {
+	WriteAtContext(ctx context.Context, p []byte, off int64) (int, error)
+}, zeros []byte, off, length int64) error {
+	for length > 0 {
+		n := min(length, int64(len(zeros)))
+		if _, err := w.WriteAtContext(ctx, zeros[:n], off); err != nil {
+			return err
+		}
+		off, length = off+n, length-n
+	}
+	return nil
+}
