@@ -13,7 +13,13 @@ import (
 // the node plugin without the kernel) and qemu-nbd over librbd, with the
 // same fio nbd clients. Each server has an image of its own (so they do
 // not trade the exclusive lock); their CPU and RSS come from /proc.
-func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Section {
+//
+// With luks, both images are formatted by `rbd encryption format ...
+// luks2` and each server serves their plaintext: purerbd through
+// rbd/luks, qemu-nbd through librbd's crypto layer (encrypt.format) —
+// the cost of encryption on each side, beside the plain section of the
+// same run.
+func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, luks bool) *Section {
 	sec := &Section{
 		ID:         "rbd-nbd",
 		Title:      fmt.Sprintf("NBD export of an RBD image (%s): purerbd vs qemu-nbd (librbd)", c.store),
@@ -26,6 +32,15 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			"writethrough until a flush, as rbd-nbd runs it). Clients: fio `ioengine=nbd`, %s per run.",
 			humanSize(imageSize), s.cfg.nbdRuntime()),
 	}
+	if luks {
+		sec.ID, sec.Short = "rbd-nbd-luks2", "LUKS2 RBD over NBD"
+		sec.Title = fmt.Sprintf("NBD export of a LUKS2-encrypted RBD image (%s): purerbd vs qemu-nbd (librbd's encryption)", c.store)
+		sec.Method = fmt.Sprintf("As the plain RBD-over-NBD section, the two images then formatted by "+
+			"`rbd encryption format IMAGE luks2` (AES-256-XTS, 4096-byte sectors, data from 16 MiB). purerbd: "+
+			"`purerbd-bench serve --image --luks-passphrase-file` (rbd/luks over the rbd.Image). qemu-nbd: "+
+			"`--image-opts driver=rbd,...,encrypt.format=luks2` (librbd's crypto layer). Clients: fio `ioengine=nbd`, "+
+			"%s per run over the plaintext (the image less 16 MiB).", s.cfg.nbdRuntime())
+	}
 	if t := haveTools("qemu-nbd", "fio"); t != "" {
 		sec.Skipped = t + " is not installed (make deps)"
 		return sec
@@ -34,13 +49,13 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		sec.Skipped = "qemu-nbd has no rbd driver (apt-get install qemu-block-extra)"
 		return sec
 	}
-	dir := filepath.Join(s.work, "rbd-nbd")
+	dir := filepath.Join(s.work, sec.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		sec.Skipped = err.Error()
 		return sec
 	}
 	sock := func(who string) string { return filepath.Join(dir, who+".sock") }
-	image := func(who string) string { return "bench-nbd-" + who }
+	image := func(who string) string { return "bench-nbd-" + sec.ID + "-" + who }
 	servers := map[string]*daemon{}
 	defer func() {
 		for _, d := range servers {
@@ -50,6 +65,12 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			_, _ = s.tool(context.Background(), c, "rbd", "rm", "--no-progress", "rbd/"+image(who))
 		}
 	}()
+	pass := filepath.Join(dir, "passphrase")
+	if err := os.WriteFile(pass, []byte("bench passphrase"), 0o600); err != nil {
+		sec.Skipped = err.Error()
+		return sec
+	}
+	plainSize := imageSize
 	for _, who := range sec.Contenders {
 		if err := s.makeImage(ctx, c, image(who), imageSize, ""); err != nil {
 			sec.Skipped = "creating the image: " + err.Error()
@@ -60,6 +81,19 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		if who == "purerbd" {
 			argv = []string{s.bin("purerbd-bench"), "serve", "-c", c.Conf, "-p", "rbd", "--image", image(who),
 				"--socket", sock(who)}
+		}
+		if luks {
+			if _, err := s.tool(ctx, c, "rbd", "encryption", "format", "rbd/"+image(who), "luks2", pass); err != nil {
+				sec.Skipped = "rbd encryption format: " + err.Error()
+				return sec
+			}
+			plainSize = imageSize - 16<<20
+			if who == "purerbd" {
+				argv = append(argv, "--luks-passphrase-file", pass)
+			} else {
+				argv = []string{"qemu-nbd", "-k", sock(who), "-t", "--object", "secret,id=sec0,file=" + pass, "--image-opts",
+					fmt.Sprintf("driver=rbd,pool=rbd,image=%s,conf=%s,user=admin,encrypt.format=luks2,encrypt.key-secret=sec0", image(who), c.Conf)}
+			}
 		}
 		d, err := startServer(ctx, filepath.Join(dir, who+".log"), sock(who), argv[0], argv[1:]...)
 		if err == nil {
@@ -98,7 +132,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64) *Sectio
 		qd, _ := strconv.Atoi(cs.Params["qd"])
 		smp, _, err := runFio(ctx, dir, nil, fioJob{
 			Name: who, Engine: []string{"--ioengine=nbd", "--uri=nbd+unix:///?socket=" + sock(who)},
-			RW: cs.Params["rw"], BS: cs.Params["bs"], QD: qd, Size: strconv.FormatInt(imageSize, 10),
+			RW: cs.Params["rw"], BS: cs.Params["bs"], QD: qd, Size: strconv.FormatInt(plainSize, 10),
 			Runtime: s.cfg.nbdRuntime(),
 		}, cs.Unit == "IOPS")
 		if err != nil {

@@ -178,7 +178,9 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			}
 			if s.cfg.wants(SectionRBDNBD) {
 				s.log.Info("bench: RBD over NBD vs qemu-nbd")
-				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize))
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, false))
+				s.log.Info("bench: LUKS2 RBD over NBD vs qemu-nbd with librbd's encryption")
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, true))
 				s.logOSDSpace(ctx, c, SectionRBDNBD)
 			}
 			if s.cfg.wants(SectionCSI) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/purerbd/purerbd/internal/maxprocs"
@@ -15,6 +16,7 @@ import (
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/cephconf"
 	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/luks"
 )
 
 // runServe is `purerbd-bench serve`: an NBD server on a Unix socket
@@ -29,6 +31,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	image := fs.String("image", "", "export this RBD image")
 	memory := fs.String("memory", "", "export a memory disk of this size instead")
 	socket := fs.String("socket", "", "Unix socket to listen on")
+	luksPass := fs.String("luks-passphrase-file", "", "with --image: serve the plaintext of a LUKS-encrypted image, unlocked with this file's content")
 	var prof profiles
 	fs.StringVar(&prof.cpu, "cpuprofile", "", "write a CPU profile of the serving time here")
 	fs.StringVar(&prof.allocs, "memprofile", "", "write an allocation profile here at exit")
@@ -62,7 +65,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer img.Close()
-		backend = rbdnbd.New(img)
+		if *luksPass == "" {
+			backend = rbdnbd.New(img)
+		} else {
+			pass, err := os.ReadFile(*luksPass)
+			if err != nil {
+				return err
+			}
+			plain, err := luks.Open(ctx, img, pass, 0)
+			clear(pass)
+			if err != nil {
+				return fmt.Errorf("--luks-passphrase-file: %w", err)
+			}
+			backend = rbdnbd.New(plain)
+		}
 	}
 	srv, err := nbd.NewServer(nbd.Config{Exports: []*nbd.Export{{Backend: backend}}})
 	if err != nil {
