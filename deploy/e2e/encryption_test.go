@@ -63,38 +63,22 @@ reclaimPolicy: Delete
 volumeBindingMode: Immediate
 `, c.CephUser, c.CephKey, pass, c.ClusterID, c.Pool)))
 	const name = "enc-1"
-	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi", StorageClass: "purerbd-encrypted"}.Manifest()))
-	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
-	must(t, err)
-	image, err := c.ImageOf(ctx, pv)
-	must(t, err)
+	image, _ := claimImage(ctx, t, c, name, "purerbd-encrypted")
 	spec := c.Pool + "/" + image
-	mark := func() string {
-		out, err := c.Ceph.Rbd(ctx, "image-meta", "get", spec, "rbd.csi.ceph.com/encrypted")
-		must(t, err)
-		return strings.TrimSpace(string(out))
-	}
-	if m := mark(); m != "encryptionPrepared" {
+	if m := imageMeta(ctx, t, c, image, "rbd.csi.ceph.com/encrypted"); m != "encryptionPrepared" {
 		t.Fatalf("a new encrypted volume's mark is %q, want encryptionPrepared", m)
 	}
-	const seed = 31
 	ts := time.Now()
-	writeRecords(ctx, t, c, name+"-w", name, seed)
-	firstPod := time.Since(ts)
-	out, err := c.RunPod(ctx, e2e.Pod{Name: name + "-r", Claim: name, Command: []string{"/bin/sh", "-c",
-		fmt.Sprintf("/bin/workload verify --path /data/records --count %d --size %d --seed %d && head -c %d /data/records | sha256sum",
-			recCount, recSize, seed, recCount*recSize)}}, 5*time.Minute)
-	must(t, err)
-	podSum := lastField(out)
-	must(t, c.Delete(ctx, "pod/"+name+"-r"))
-	if m := mark(); m != "encrypted" {
+	podSum := writeAndHashRecords(ctx, t, c, name, 31)
+	pods := time.Since(ts)
+	if m := imageMeta(ctx, t, c, image, "rbd.csi.ceph.com/encrypted"); m != "encrypted" {
 		t.Fatalf("after the first stage the mark is %q, want encrypted", m)
 	}
 
 	// The image as stored: a LUKS2 header, and none of the records.
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "raw")
-	_, err = c.Ceph.Rbd(ctx, "export", "--no-progress", spec, raw)
+	_, err := c.Ceph.Rbd(ctx, "export", "--no-progress", spec, raw)
 	must(t, err)
 	rb, err := os.ReadFile(raw)
 	must(t, err)
@@ -103,14 +87,7 @@ volumeBindingMode: Immediate
 	}
 
 	// The plaintext as librbd decrypts it with the secret's passphrase.
-	passFile := filepath.Join(dir, "pass")
-	must(t, os.WriteFile(passFile, []byte(pass), 0o600))
-	plain := filepath.Join(dir, "plain")
-	opts := fmt.Sprintf("driver=rbd,pool=%s,image=%s,conf=%s,encrypt.format=luks2,encrypt.key-secret=sec0", c.Pool, image, c.Ceph.Conf)
-	if out, err := c.Ceph.Program(ctx, "qemu-img", "dd", "--object", "secret,id=sec0,file="+passFile, "--image-opts", "-O", "raw",
-		"bs=1M", "if="+opts, "of="+plain); err != nil {
-		t.Fatalf("qemu-img dd through librbd's LUKS layer: %v\n%s", err, out)
-	}
+	plain := librbdPlaintext(ctx, t, c, dir, image, []byte(pass))
 	hostSum := fileSum(t, "ext4", plain, "/data/records")
 	if hostSum != podSum {
 		t.Fatalf("librbd's plaintext holds records hashing %s, the pod read %s", hostSum, podSum)
@@ -130,8 +107,8 @@ volumeBindingMode: Immediate
 	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
 	must(t, c.Delete(ctx, "storageclass/purerbd-encrypted"))
 	must(t, c.Delete(ctx, "-n", "purerbd", "secret/purerbd-csi-secret-encrypted"))
-	return fmt.Sprintf("formatted and written by the first pod in %v; read back by another; LUKS2 header and no record in rbd export; librbd (qemu-img, encrypt.format=luks2) decrypts a clean ext4 with the same records (sha256 %s…); image removed",
-		firstPod.Round(time.Millisecond), hostSum[:12])
+	return fmt.Sprintf("formatted and written by one pod, read back by another in %v; LUKS2 header and no record in rbd export; librbd (qemu-img, encrypt.format=luks2) decrypts a clean ext4 with the same records (sha256 %s…); image removed",
+		pods.Round(time.Millisecond), hostSum[:12])
 }
 
 // encryptedKMSVolume: a class naming the example KMS section
@@ -195,35 +172,15 @@ reclaimPolicy: Delete
 volumeBindingMode: Immediate
 `, kmsPass, c.ClusterID, c.Pool)))
 	const name = "enc-kms"
-	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi", StorageClass: "purerbd-encrypted-kms"}.Manifest()))
-	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
-	must(t, err)
-	image, err := c.ImageOf(ctx, pv)
-	must(t, err)
-	out, err := c.Kubectl(ctx, "get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}")
-	must(t, err)
-	volumeID := strings.TrimSpace(string(out))
-	spec := c.Pool + "/" + image
-	meta := func(key string) string {
-		out, err := c.Ceph.Rbd(ctx, "image-meta", "get", spec, key)
-		must(t, err)
-		return strings.TrimSpace(string(out))
-	}
-	if k := meta("purerbd.csi.encryptionKMSID"); k != "volume-secret" {
+	image, volumeID := claimImage(ctx, t, c, name, "purerbd-encrypted-kms")
+	if k := imageMeta(ctx, t, c, image, "purerbd.csi.encryptionKMSID"); k != "volume-secret" {
 		t.Fatalf("the image records KMS %q", k)
 	}
-	const seed = 37
-	writeRecords(ctx, t, c, name+"-w", name, seed)
-	rout, err := c.RunPod(ctx, e2e.Pod{Name: name + "-r", Claim: name, Command: []string{"/bin/sh", "-c",
-		fmt.Sprintf("/bin/workload verify --path /data/records --count %d --size %d --seed %d && head -c %d /data/records | sha256sum",
-			recCount, recSize, seed, recCount*recSize)}}, 5*time.Minute)
-	must(t, err)
-	podSum := lastField(rout)
-	must(t, c.Delete(ctx, "pod/"+name+"-r"))
+	podSum := writeAndHashRecords(ctx, t, c, name, 37)
 
 	// The volume's key, opened as ceph-csi's metadata KMS opens it.
 	var sealed struct{ DEK, Nonce []byte }
-	must(t, json.Unmarshal([]byte(meta("rbd.csi.ceph.com/dek")), &sealed))
+	must(t, json.Unmarshal([]byte(imageMeta(ctx, t, c, image, "rbd.csi.ceph.com/dek")), &sealed))
 	key, err := scrypt.Key([]byte(kmsPass), []byte(volumeID), 32768, 8, 1, 32)
 	must(t, err)
 	block, err := aes.NewCipher(key)
@@ -232,15 +189,7 @@ volumeBindingMode: Immediate
 	must(t, err)
 	dek, err := gcm.Open(nil, sealed.Nonce, sealed.DEK, nil)
 	must(t, err)
-	dir := t.TempDir()
-	passFile := filepath.Join(dir, "pass")
-	must(t, os.WriteFile(passFile, dek, 0o600))
-	plain := filepath.Join(dir, "plain")
-	opts := fmt.Sprintf("driver=rbd,pool=%s,image=%s,conf=%s,encrypt.format=luks2,encrypt.key-secret=sec0", c.Pool, image, c.Ceph.Conf)
-	if out, err := c.Ceph.Program(ctx, "qemu-img", "dd", "--object", "secret,id=sec0,file="+passFile, "--image-opts", "-O", "raw",
-		"bs=1M", "if="+opts, "of="+plain); err != nil {
-		t.Fatalf("qemu-img dd through librbd's LUKS layer with the volume's key: %v\n%s", err, out)
-	}
+	plain := librbdPlaintext(ctx, t, c, t.TempDir(), image, dek)
 	if hostSum := fileSum(t, "ext4", plain, "/data/records"); hostSum != podSum {
 		t.Fatalf("librbd's plaintext holds records hashing %s, the pod read %s", hostSum, podSum)
 	}
@@ -250,4 +199,54 @@ volumeBindingMode: Immediate
 	must(t, c.Delete(ctx, "storageclass/purerbd-encrypted-kms"))
 	must(t, c.Delete(ctx, "-n", "purerbd", "secret/volume-encryption", "rolebinding/purerbd-csi-node-kms", "role/purerbd-csi-node-kms"))
 	return "the key sealed in the image with the Secret's passphrase (read by the controller and, granted get on that Secret, the node); records written and read back; librbd decrypts them with the key opened as ceph-csi opens it"
+}
+
+// claimImage applies a claim of class and returns its bound volume's
+// image and volume handle.
+func claimImage(ctx context.Context, t *testing.T, c *e2e.Cluster, name, class string) (image, handle string) {
+	t.Helper()
+	must(t, c.Apply(ctx, e2e.PVC{Name: name, Size: "256Mi", StorageClass: class}.Manifest()))
+	pv, err := c.WaitPVCBound(ctx, name, 3*time.Minute)
+	must(t, err)
+	image, err = c.ImageOf(ctx, pv)
+	must(t, err)
+	out, err := c.Kubectl(ctx, "get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}")
+	must(t, err)
+	return image, strings.TrimSpace(string(out))
+}
+
+// imageMeta reads one metadata value of an image with Ceph's rbd.
+func imageMeta(ctx context.Context, t *testing.T, c *e2e.Cluster, image, key string) string {
+	t.Helper()
+	out, err := c.Ceph.Rbd(ctx, "image-meta", "get", c.Pool+"/"+image, key)
+	must(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// writeAndHashRecords writes the records on claim with one pod and
+// returns the hash another pod reads back.
+func writeAndHashRecords(ctx context.Context, t *testing.T, c *e2e.Cluster, claim string, seed int) string {
+	t.Helper()
+	writeRecords(ctx, t, c, claim+"-w", claim, seed)
+	out, err := c.RunPod(ctx, e2e.Pod{Name: claim + "-r", Claim: claim, Command: []string{"/bin/sh", "-c",
+		fmt.Sprintf("/bin/workload verify --path /data/records --count %d --size %d --seed %d && head -c %d /data/records | sha256sum",
+			recCount, recSize, seed, recCount*recSize)}}, 5*time.Minute)
+	must(t, err)
+	must(t, c.Delete(ctx, "pod/"+claim+"-r"))
+	return lastField(out)
+}
+
+// librbdPlaintext reads an encrypted image's plaintext through librbd's
+// LUKS layer (qemu-img dd, encrypt.format=luks2) into a file of dir.
+func librbdPlaintext(ctx context.Context, t *testing.T, c *e2e.Cluster, dir, image string, passphrase []byte) string {
+	t.Helper()
+	passFile := filepath.Join(dir, "pass")
+	must(t, os.WriteFile(passFile, passphrase, 0o600))
+	plain := filepath.Join(dir, "plain")
+	opts := fmt.Sprintf("driver=rbd,pool=%s,image=%s,conf=%s,encrypt.format=luks2,encrypt.key-secret=sec0", c.Pool, image, c.Ceph.Conf)
+	if out, err := c.Ceph.Program(ctx, "qemu-img", "dd", "--object", "secret,id=sec0,file="+passFile, "--image-opts", "-O", "raw",
+		"bs=1M", "if="+opts, "of="+plain); err != nil {
+		t.Fatalf("qemu-img dd through librbd's LUKS layer: %v\n%s", err, out)
+	}
+	return plain
 }
