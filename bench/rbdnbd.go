@@ -6,7 +6,25 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
+
+// nbdVariant is what the RBD-over-NBD section runs on.
+type nbdVariant int
+
+const (
+	nbdPlain nbdVariant = iota
+	nbdLUKS2
+	nbdQoS
+)
+
+// qosNeverBinding are librbd QoS options (name, value) that set every
+// limit far above what the suite's machine reaches: IOPS and bytes,
+// total, read and write.
+var qosNeverBinding = []string{
+	"rbd_qos_iops_limit", "10000000", "rbd_qos_read_iops_limit", "10000000", "rbd_qos_write_iops_limit", "10000000",
+	"rbd_qos_bps_limit", "100000000000", "rbd_qos_read_bps_limit", "100000000000", "rbd_qos_write_bps_limit", "100000000000",
+}
 
 // rbdNBD compares two userspace NBD exports of an RBD image: purerbd's
 // NBD server on the rbd package (purerbd-bench serve, the code path of
@@ -14,12 +32,14 @@ import (
 // same fio nbd clients. Each server has an image of its own (so they do
 // not trade the exclusive lock); their CPU and RSS come from /proc.
 //
-// With luks, both images are formatted by `rbd encryption format ...
-// luks2` and each server serves their plaintext: purerbd through
-// rbd/luks, qemu-nbd through librbd's crypto layer (encrypt.format) —
-// the cost of encryption on each side, beside the plain section of the
-// same run.
-func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, luks bool) *Section {
+// The variants measure what a feature costs each side, beside the plain
+// section of the same run: nbdLUKS2 formats both images with `rbd
+// encryption format ... luks2` and each server serves their plaintext
+// (purerbd through rbd/luks, qemu-nbd through librbd's crypto layer);
+// nbdQoS sets librbd's QoS limits on both images far above what the
+// machine reaches, so that each side's limiter runs on every request
+// without ever holding one back.
+func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, v nbdVariant) *Section {
 	sec := &Section{
 		ID:         "rbd-nbd",
 		Title:      fmt.Sprintf("NBD export of an RBD image (%s): purerbd vs qemu-nbd (librbd)", c.store),
@@ -32,7 +52,14 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, luks bo
 			"writethrough until a flush, as rbd-nbd runs it). Clients: fio `ioengine=nbd`, %s per run.",
 			humanSize(imageSize), s.cfg.nbdRuntime()),
 	}
-	if luks {
+	switch v {
+	case nbdQoS:
+		sec.ID, sec.Short = "rbd-nbd-qos", "QoS RBD over NBD"
+		sec.Title = fmt.Sprintf("NBD export of an RBD image with QoS limits that never bind (%s): purerbd vs qemu-nbd (librbd)", c.store)
+		sec.Method = fmt.Sprintf("As the plain RBD-over-NBD section, with `rbd config image set IMAGE` %s on both images "+
+			"(librbd's QoS options, which purerbd reads from the same image metadata): each request passes the "+
+			"limiters, none waits. Clients: fio `ioengine=nbd`, %s per run.", strings.Join(qosNeverBinding, " "), s.cfg.nbdRuntime())
+	case nbdLUKS2:
 		sec.ID, sec.Short = "rbd-nbd-luks2", "LUKS2 RBD over NBD"
 		sec.Title = fmt.Sprintf("NBD export of a LUKS2-encrypted RBD image (%s): purerbd vs qemu-nbd (librbd's encryption)", c.store)
 		sec.Method = fmt.Sprintf("As the plain RBD-over-NBD section, the two images then formatted by "+
@@ -82,7 +109,13 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, luks bo
 			argv = []string{s.bin("purerbd-bench"), "serve", "-c", c.Conf, "-p", "rbd", "--image", image(who),
 				"--socket", sock(who)}
 		}
-		if luks {
+		for i := 0; v == nbdQoS && i < len(qosNeverBinding); i += 2 {
+			if _, err := s.tool(ctx, c, "rbd", "config", "image", "set", "rbd/"+image(who), qosNeverBinding[i], qosNeverBinding[i+1]); err != nil {
+				sec.Skipped = "rbd config image set: " + err.Error()
+				return sec
+			}
+		}
+		if v == nbdLUKS2 {
 			if _, err := s.tool(ctx, c, "rbd", "encryption", "format", "rbd/"+image(who), "luks2", pass); err != nil {
 				sec.Skipped = "rbd encryption format: " + err.Error()
 				return sec

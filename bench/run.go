@@ -178,9 +178,11 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			}
 			if s.cfg.wants(SectionRBDNBD) {
 				s.log.Info("bench: RBD over NBD vs qemu-nbd")
-				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, false))
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdPlain))
 				s.log.Info("bench: LUKS2 RBD over NBD vs qemu-nbd with librbd's encryption")
-				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, true))
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdLUKS2))
+				s.log.Info("bench: RBD over NBD with QoS limits that never bind")
+				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdQoS))
 				s.logOSDSpace(ctx, c, SectionRBDNBD)
 			}
 			if s.cfg.wants(SectionCSI) {
