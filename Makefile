@@ -162,7 +162,8 @@ vm-kernels:
 # Kubernetes in the loop (package deploy/e2e): the shipped manifests under
 # a real kubelet in a VM, every scenario on one cluster; prints one line
 # per scenario. The Kubernetes components and the sidecar images are built
-# once into $${PURERBD_CACHE:-/var/cache/purerbd}.
+# once into $${PURERBD_CACHE:-/var/cache/purerbd}. PURERBD_E2E_SCENARIOS=a,b
+# runs only those scenarios (CI leaves it unset: all of them).
 e2e-k8s:
 	@log=$$(mktemp); rcf=$$(mktemp); start=$$(date +%s); \
 	{ $(GO) test -count=1 -timeout 80m -v ./deploy/e2e/ ./deploy/e2e/images/; echo $$? >$$rcf; } 2>&1 | tee $$log; \

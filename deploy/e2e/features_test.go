@@ -444,21 +444,34 @@ spec: {volumeGroupSnapshotClassName: purerbd, source: {selector: {matchLabels: {
 		}
 		time.Sleep(2 * time.Second)
 	}
+	// both restored and read at once: a pod's start is most of the time
 	for _, cl := range claims {
 		snap, ok := members[cl]
 		if !ok {
 			t.Fatalf("no member VolumeSnapshot of claim %s in %v", cl, members)
 		}
-		r := cl + "-restore"
-		must(t, c.Apply(ctx, e2e.PVC{Name: r, Size: "64Mi", DataSource: "VolumeSnapshot/" + snap}.Manifest()))
-		_, err := c.WaitPVCBound(ctx, r, 3*time.Minute)
-		must(t, err)
-		verifyRecords(ctx, t, c, r+"-v", r, seeds[cl], false)
+		must(t, c.Apply(ctx, e2e.PVC{Name: cl + "-restore", Size: "64Mi", DataSource: "VolumeSnapshot/" + snap}.Manifest()))
+	}
+	errs := make(chan error, len(claims))
+	for _, cl := range claims {
+		go func() {
+			r := cl + "-restore"
+			if _, err := c.WaitPVCBound(ctx, r, 3*time.Minute); err != nil {
+				errs <- err
+				return
+			}
+			_, err := c.RunPod(ctx, e2e.Pod{Name: r + "-v", Claim: r, Command: []string{"/bin/workload", "verify",
+				"--path", "/data/records", "--count", fmt.Sprint(recCount), "--size", fmt.Sprint(recSize), "--seed", fmt.Sprint(seeds[cl])}}, 5*time.Minute)
+			errs <- err
+		}()
+	}
+	for range claims {
+		must(t, <-errs)
 	}
 
 	// everything out: restores, writers, the group snapshot (its members
 	// with it), the claims
-	must(t, c.Delete(ctx, "pvc/gs-a-restore", "pvc/gs-b-restore", "pod/gs-a-w", "pod/gs-b-w"))
+	must(t, c.Delete(ctx, "pod/gs-a-restore-v", "pod/gs-b-restore-v", "pvc/gs-a-restore", "pvc/gs-b-restore", "pod/gs-a-w", "pod/gs-b-w"))
 	must(t, c.Delete(ctx, "volumegroupsnapshot/gs-1"))
 	must(t, c.Delete(ctx, "pvc/gs-a", "pvc/gs-b"))
 	var leftImages, leftGroups []string
