@@ -44,7 +44,16 @@ func TestStreamVerify(t *testing.T) {
 	const slots = 8
 	o := streamOptions{path: path, size: 4096, seed: 3, slots: slots, logPath: logPath,
 		stopWait: 5 * time.Second, progress: 20 * time.Millisecond}
-	final, lines := streamFor(t, o, 400*time.Millisecond)
+	// The checks below need the ring to have come round and a few
+	// progress lines: on a loaded machine, where each synced write may
+	// take long, the stream runs again for longer until it has.
+	var final streamStats
+	var lines []streamStats
+	for _, d := range []time.Duration{400 * time.Millisecond, 2 * time.Second, 10 * time.Second, 30 * time.Second} {
+		if final, lines = streamFor(t, o, d); final.Writes > 2*slots && len(lines) > 3 {
+			break
+		}
+	}
 	assert.True(t, final.Final)
 	assert.False(t, final.InFlight)
 	assert.Zero(t, final.Errors)
