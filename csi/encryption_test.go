@@ -174,6 +174,6 @@ func TestEncryptedVolumesUnderKMS(t *testing.T) {
 	assert.Equal(t, "team-a", dst.Meta["purerbd.csi.owner"])
 	assert.NotEmpty(t, dst.Meta["rbd.csi.ceph.com/dek"])
 	assert.NotEqual(t, src.Meta["rbd.csi.ceph.com/dek"], dst.Meta["rbd.csi.ceph.com/dek"])
-	assert.Equal(t, 3, read["team-a/kms-pass"], "opened from the source, sealed for the restore")
+	assert.Equal(t, 2, read["team-a/kms-pass"], "read once to open the source's key and seal it for the restore")
 	_ = v3
 }

@@ -126,14 +126,24 @@ type volumeKMS struct {
 
 // sealedPassphrase opens the LUKS passphrase of volumeID sealed under v.
 func (k kmsConfig) sealedPassphrase(ctx context.Context, v volumeKMS, volumeID, sealed string, secrets map[string]string) ([]byte, error) {
+	kp, err := k.volumePassphrase(ctx, v, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return openSealed(kp, v, volumeID, sealed)
+}
+
+// volumePassphrase is the KMS passphrase of volumes made under v.
+func (k kmsConfig) volumePassphrase(ctx context.Context, v volumeKMS, secrets map[string]string) ([]byte, error) {
 	s, err := k.section(v.kmsID)
 	if err != nil {
 		return nil, err
 	}
-	kp, err := k.passphrase(ctx, s, v.tenant, secrets)
-	if err != nil {
-		return nil, err
-	}
+	return k.passphrase(ctx, s, v.tenant, secrets)
+}
+
+// openSealed opens the key of volumeID sealed with the KMS passphrase kp.
+func openSealed(kp []byte, v volumeKMS, volumeID, sealed string) ([]byte, error) {
 	dek, err := openDEK(kp, volumeID, sealed)
 	if errors.Is(err, errWrongKMSPassphrase) {
 		return nil, status.Errorf(codes.PermissionDenied, "volume %q: %v (KMS %q)", volumeID, err, v.kmsID)
@@ -164,16 +174,15 @@ func (k kmsConfig) sealNew(ctx context.Context, s kmsSection, tenant, volumeID s
 // reseal opens the DEK sealed for fromID and seals it again for toID
 // (a clone shares its source's LUKS header, so its passphrase).
 func (k kmsConfig) reseal(ctx context.Context, v volumeKMS, fromID, toID, sealed string, secrets map[string]string) (string, error) {
-	dek, err := k.sealedPassphrase(ctx, v, fromID, sealed, secrets)
+	kp, err := k.volumePassphrase(ctx, v, secrets)
+	if err != nil {
+		return "", err
+	}
+	dek, err := openSealed(kp, v, fromID, sealed)
 	if err != nil {
 		return "", err
 	}
 	defer clear(dek)
-	s, _ := k.section(v.kmsID) // read just above
-	kp, err := k.passphrase(ctx, s, v.tenant, secrets)
-	if err != nil {
-		return "", err
-	}
 	out, err := sealDEK(kp, toID, string(dek))
 	if err != nil {
 		return "", status.Errorf(codes.Internal, "sealing a volume key: %v", err)
