@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
+	"github.com/purerbd/purerbd/csi"
 	"github.com/purerbd/purerbd/csi/fakestore"
 )
 
@@ -176,4 +177,14 @@ func TestEncryptedVolumesUnderKMS(t *testing.T) {
 	assert.NotEqual(t, src.Meta["rbd.csi.ceph.com/dek"], dst.Meta["rbd.csi.ceph.com/dek"])
 	assert.Equal(t, 2, read["team-a/kms-pass"], "read once to open the source's key and seal it for the restore")
 	_ = v3
+}
+
+func TestCheckKMSConfig(t *testing.T) {
+	ids, err := csi.CheckKMSConfig([]byte(`{"a": {"encryptionKMSType": "metadata"}, "b": {"KMS_PROVIDER": "metadata", "secretName": "s"}, "v": {"encryptionKMSType": "vault"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, ids, "the metadata sections; vault is not usable")
+	_, err = csi.CheckKMSConfig([]byte(`{"a": {"secretName": "s"}}`))
+	assert.ErrorContains(t, err, `"a" names no encryptionKMSType`)
+	_, err = csi.CheckKMSConfig([]byte(`[{"clusterID": "c"}]`))
+	assert.ErrorContains(t, err, "not a JSON object of KMS sections")
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -69,23 +71,58 @@ func (k kmsConfig) section(id string) (kmsSection, error) {
 	if err != nil {
 		return kmsSection{}, status.Errorf(codes.Unavailable, "reading the KMS configuration: %v", err)
 	}
-	var all map[string]map[string]any
-	if err := json.Unmarshal(b, &all); err != nil {
-		return kmsSection{}, status.Errorf(codes.FailedPrecondition, "the KMS configuration %s is not a JSON object of sections: %v", path, err)
+	all, err := parseKMSConfig(b)
+	if err != nil {
+		return kmsSection{}, status.Errorf(codes.FailedPrecondition, "the KMS configuration %s: %v", path, err)
 	}
-	sec, ok := all[id]
+	s, ok := all[id]
 	if !ok {
 		return kmsSection{}, status.Errorf(codes.FailedPrecondition, "encryptionKMSID %q: no such section in %s", id, path)
-	}
-	str := func(key string) string { v, _ := sec[key].(string); return v }
-	s := kmsSection{id: id, kind: str("encryptionKMSType"), secretName: str("secretName"), secretNamespace: str("secretNamespace")}
-	if s.kind == "" {
-		s.kind = str("KMS_PROVIDER")
 	}
 	if s.kind != kmsTypeMetadata {
 		return kmsSection{}, status.Errorf(codes.FailedPrecondition, "encryptionKMSID %q is a KMS of type %q; purerbd supports ceph-csi's %q type (the passphrase in a Kubernetes Secret)", id, s.kind, kmsTypeMetadata)
 	}
 	return s, nil
+}
+
+// parseKMSConfig decodes ceph-csi's KMS configuration: a JSON object of
+// sections by KMS ID, each naming its type.
+func parseKMSConfig(b []byte) (map[string]kmsSection, error) {
+	var all map[string]map[string]any
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("not a JSON object of KMS sections: %w", err)
+	}
+	out := make(map[string]kmsSection, len(all))
+	for id, sec := range all {
+		str := func(key string) string { v, _ := sec[key].(string); return v }
+		s := kmsSection{id: id, kind: str("encryptionKMSType"), secretName: str("secretName"), secretNamespace: str("secretNamespace")}
+		if s.kind == "" {
+			s.kind = str("KMS_PROVIDER")
+		}
+		if s.kind == "" {
+			return nil, fmt.Errorf("KMS section %q names no encryptionKMSType", id)
+		}
+		out[id] = s
+	}
+	return out, nil
+}
+
+// CheckKMSConfig checks ceph-csi's KMS configuration (config.json of
+// the ceph-csi-encryption-kms-config ConfigMap) as the plugin reads it,
+// and returns the IDs of the sections purerbd can use.
+func CheckKMSConfig(b []byte) ([]string, error) {
+	all, err := parseKMSConfig(b)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for id, s := range all {
+		if s.kind == kmsTypeMetadata {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // passphrase is the KMS passphrase of section s for a volume of tenant:

@@ -225,6 +225,13 @@ func TestManifests(t *testing.T) {
 				assert.Equal(t, [2]string{"secure", "secure"}, [2]string{mon, osd}, "the example encrypts every connection")
 				continue
 			}
+			if m.Metadata["name"] == "ceph-csi-encryption-kms-config" {
+				// ceph-csi's KMS sections, as the plugins read them
+				ids, err := csi.CheckKMSConfig([]byte(m.Data["config.json"]))
+				require.NoError(t, err, "config.json of %s", m.File)
+				assert.NotEmpty(t, ids, "%s: no KMS section purerbd can use", m.File)
+				continue
+			}
 			cs, err := csi.ParseClusters([]byte(m.Data["config.json"]))
 			require.NoError(t, err, "config.json of %s", m.File)
 			require.Len(t, cs, 1)
