@@ -80,7 +80,7 @@ func parseEncryption(params map[string]string) (bool, error) {
 // imageEncryption reads an image's encryption mark: "" for a plain
 // image.
 func imageEncryption(ctx context.Context, s Session, img ImageRef) (string, error) {
-	v, err := s.Metadata(ctx, img, metaEncrypted)
+	v, err := metadataEither(ctx, s, img, metaEncrypted, metaEncryptedOld)
 	if errors.Is(err, ErrNotFound) {
 		return "", nil
 	}
@@ -153,10 +153,8 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, keys Vol
 		closeImage(context.WithoutCancel(ctx), img)
 		return nil, status.Errorf(code, format, args...)
 	}
-	state, err := md.Metadata(ctx, metaEncrypted)
-	if errors.Is(err, ErrNotFound) {
-		state, err = md.Metadata(ctx, metaEncryptedOld)
-	}
+	get := func(key string) (string, error) { return md.Metadata(ctx, key) }
+	state, err := firstMetadata(get, metaEncrypted, metaEncryptedOld)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return img, nil
@@ -266,10 +264,17 @@ func (d *Driver) newVolumeEncryption(ctx context.Context, s Session, cl Cluster,
 
 // metadataEither reads the first of keys an image has.
 func metadataEither(ctx context.Context, s Session, img ImageRef, keys ...string) (string, error) {
+	return firstMetadata(func(key string) (string, error) { return s.Metadata(ctx, img, key) }, keys...)
+}
+
+// firstMetadata returns the value of the first of keys that get finds
+// (ceph-csi's current key before the dot-prefixed one older releases
+// wrote); ErrNotFound when there is none.
+func firstMetadata(get func(key string) (string, error), keys ...string) (string, error) {
 	var err error
 	for _, key := range keys {
 		var v string
-		if v, err = s.Metadata(ctx, img, key); !errors.Is(err, ErrNotFound) {
+		if v, err = get(key); !errors.Is(err, ErrNotFound) {
 			return v, err
 		}
 	}
@@ -293,10 +298,7 @@ func (e newEncryption) write(ctx context.Context, s Session, img ImageRef) error
 // passphrase otherwise.
 func luksPassphrase(ctx context.Context, md imageMetadata, volumeID string, keys VolumeKeys) ([]byte, error) {
 	get := func(key string) (string, error) { return md.Metadata(ctx, key) }
-	sealed, err := get(metaDEK)
-	if errors.Is(err, ErrNotFound) {
-		sealed, err = get(metaDEKOld)
-	}
+	sealed, err := firstMetadata(get, metaDEK, metaDEKOld)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if len(keys.Passphrase) == 0 {
