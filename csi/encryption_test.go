@@ -188,3 +188,23 @@ func TestCheckKMSConfig(t *testing.T) {
 	_, err = csi.CheckKMSConfig([]byte(`[{"clusterID": "c"}]`))
 	assert.ErrorContains(t, err, "not a JSON object of KMS sections")
 }
+
+// TestRestoreOfOldMarkIsEncrypted: an image carrying only the
+// dot-prefixed mark older ceph-csi releases wrote is encrypted to the
+// controller too: its restore carries the mark.
+func TestRestoreOfOldMarkIsEncrypted(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	v := h.createVolume("old-mark", 32<<20)
+	s, err := h.store.Session(ctx, csi.Cluster{ID: testCluster}, csi.Credentials{ID: testUser, Key: testKey})
+	require.NoError(t, err)
+	im := h.image(v.GetVolumeContext()["imageName"])
+	require.NoError(t, s.SetMetadata(ctx, csi.ImageRef{Pool: im.Pool, Namespace: im.Namespace, Name: im.Name}, ".rbd.csi.ceph.com/encrypted", "encrypted"))
+	sn := h.createSnapshot("old-mark-snap", v.GetVolumeId())
+	rr := h.volReq("old-mark-restore", 0)
+	rr.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+		Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: sn.GetSnapshotId()}}}
+	rv, err := h.ctrl.CreateVolume(ctx, rr)
+	require.NoError(t, err)
+	assert.Equal(t, "encrypted", h.image(rv.GetVolume().GetVolumeContext()["imageName"]).Meta["rbd.csi.ceph.com/encrypted"])
+}
