@@ -34,6 +34,8 @@ type Cluster struct {
 	CephKey  string
 	// ClusterID is the example ConfigMap's cluster ID.
 	ClusterID string
+	// Addons are those Deploy installed.
+	Addons Addons
 
 	cp      *controlPlane
 	vmDone  chan struct{}

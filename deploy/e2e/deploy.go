@@ -13,10 +13,19 @@ import (
 
 // Addons are the cluster add-ons the manifests expect and do not ship:
 // the snapshot and group snapshot CRDs and the snapshot-controller
-// (files to kubectl apply).
+// (files to kubectl apply), and for changed-block tracking the
+// SnapshotMetadataService CRD; plus what a backup application brings
+// (the client's ClusterRole and the lister's image), which scenarios
+// use.
 type Addons struct {
-	SnapshotCRDs       []string
-	SnapshotController []string
+	SnapshotCRDs        []string
+	SnapshotController  []string
+	SnapshotMetadataCRD string
+	// SnapshotMetadataClientRole is upstream's ClusterRole for backup
+	// applications; SnapshotMetadataLister the image of its example
+	// client.
+	SnapshotMetadataClientRole string
+	SnapshotMetadataLister     string
 }
 
 var (
@@ -31,7 +40,8 @@ const keyPlaceholder = `"<the output of: ceph auth get-key client.kubernetes>"`
 // says to edit them (the monitors, the keys), the kustomization of
 // deploy/kubernetes (kubectl apply -k), then the example StorageClass,
 // VolumeSnapshotClass and VolumeGroupSnapshotClass; the snapshot add-ons
-// first. It returns when the
+// (and the SnapshotMetadataService CRD, a cluster add-on too) first. It
+// records addons in c.Addons. It returns when the
 // controller and the node plugin are rolled out and the kubelet lists
 // the driver on the node.
 func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
@@ -45,10 +55,12 @@ func (c *Cluster) Deploy(ctx context.Context, addons Addons) error {
 		_, err := c.Kubectl(ctx, args...)
 		return err
 	}
-	if err := apply(addons.SnapshotCRDs...); err != nil {
+	c.Addons = addons
+	if err := apply(append(addons.SnapshotCRDs, addons.SnapshotMetadataCRD)...); err != nil {
 		return err
 	}
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/snapshotmetadataservices.cbt.storage.k8s.io",
 		"crd/volumesnapshots.snapshot.storage.k8s.io", "crd/volumesnapshotcontents.snapshot.storage.k8s.io",
 		"crd/volumesnapshotclasses.snapshot.storage.k8s.io",
 		"crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io", "crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io",

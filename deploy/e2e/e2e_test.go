@@ -56,7 +56,9 @@ func TestKubernetes(t *testing.T) {
 	})
 	report(t, "cluster", "ok", "node Ready in %v", time.Since(t1).Round(time.Second))
 	t2 := time.Now()
-	if err := c.Deploy(ctx, e2e.Addons{SnapshotCRDs: built.SnapshotCRDs, SnapshotController: built.SnapshotController}); err != nil {
+	if err := c.Deploy(ctx, e2e.Addons{SnapshotCRDs: built.SnapshotCRDs, SnapshotController: built.SnapshotController,
+		SnapshotMetadataCRD: built.SnapshotMetadataCRD, SnapshotMetadataClientRole: built.SnapshotMetadataClientRole,
+		SnapshotMetadataLister: built.SnapshotMetadataLister}); err != nil {
 		t.Fatal(err)
 	}
 	report(t, "deploy", "ok", "manifests applied as deploy/README.md says, plugin registered, in %v", time.Since(t2).Round(time.Second))

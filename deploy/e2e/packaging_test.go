@@ -74,6 +74,31 @@ groupSnapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
 		[]string{"ConfigMap", "Secret", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass"}); len(d) > 0 {
 		t.Fatalf("the Helm chart and deploy/kubernetes differ:\n%s", strings.Join(d, "\n"))
 	}
+	// and with changed-block tracking: the chart's snapshotMetadata
+	// against the manifests with the snapshot-metadata component
+	overlay := filepath.Join(t.TempDir(), "cbt")
+	must(t, os.MkdirAll(overlay, 0o755))
+	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil,
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
+		kust, filepath.Join(kust, "snapshot-metadata")), 0o644))
+	builtCBT, err := c.Kubectl(ctx, "kustomize", overlay)
+	must(t, err)
+	_, err = c.KubectlInput(ctx, builtCBT, "apply", "--dry-run=server", "-f", "-")
+	must(t, err)
+	sameCBT, err := c.Helm(ctx, helm, "template", "purerbd", chart, "-n", "purerbd", "-f", values,
+		"--set", "controllerSecret=purerbd-csi-controller", "--set", "snapshotMetadata.enabled=true")
+	must(t, err)
+	plainCBT, fromChartCBT := toObjects(builtCBT), toObjects(sameCBT)
+	for _, o := range fromChartCBT {
+		e2e.StripHelmMeta(o)
+	}
+	if d := e2e.CompareObjects(plainCBT, fromChartCBT, []string{"Namespace"},
+		[]string{"ConfigMap", "Secret", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass"}); len(d) > 0 {
+		t.Fatalf("the Helm chart with snapshotMetadata.enabled and deploy/kubernetes with its snapshot-metadata component differ:\n%s", strings.Join(d, "\n"))
+	}
+	if len(plainCBT) != len(plain)+3 {
+		t.Fatalf("the snapshot-metadata component adds %d objects, want 3 (Service, ClusterRole, ClusterRoleBinding)", len(plainCBT)-len(plain))
+	}
 
 	// 3. the kustomize installation out, the chart's in
 	td := time.Now()
@@ -121,6 +146,6 @@ groupSnapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
 
 	must(t, c.Delete(ctx, "pvc/"+name))
 	must(t, waitImageGone(ctx, c, image, 3*time.Minute))
-	return fmt.Sprintf("helm template and kubectl kustomize accepted (server dry run), chart ≡ manifests; kustomize install replaced by helm install in %v (installed and registered in %v); claim provisioned, written, read back, deleted; CreateVolume counted by purerbd-csi (%.0f) and csi-provisioner (%.0f)",
+	return fmt.Sprintf("helm template and kubectl kustomize accepted (server dry run), chart ≡ manifests, also with changed-block tracking; kustomize install replaced by helm install in %v (installed and registered in %v); claim provisioned, written, read back, deleted; CreateVolume counted by purerbd-csi (%.0f) and csi-provisioner (%.0f)",
 		time.Since(td).Round(time.Second), installed.Round(time.Second), created, sidecar)
 }

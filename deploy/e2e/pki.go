@@ -134,3 +134,18 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	}
 	return nil
 }
+
+// ServingCertificate makes a fresh CA in dir and a serving certificate
+// it signed for the DNS names, as an operator's own CA (or
+// cert-manager) would for a service: it returns the paths of the CA's
+// certificate and of the server's certificate and key (PEM).
+func ServingCertificate(dir string, dns []string) (ca, cert, key string, err error) {
+	p, err := newPKI(dir)
+	if err != nil {
+		return "", "", "", err
+	}
+	if err := p.issue(certSpec{name: "server", cn: dns[0], server: true, dns: dns}); err != nil {
+		return "", "", "", err
+	}
+	return p.path("ca.crt"), p.path("server.crt"), p.path("server.key"), nil
+}

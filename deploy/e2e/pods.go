@@ -133,20 +133,25 @@ func (c *Cluster) WaitPVCBound(ctx context.Context, name string, limit time.Dura
 // RunPod creates a pod and waits until it has succeeded, returning its
 // log; a pod that fails returns an error holding its log and events.
 func (c *Cluster) RunPod(ctx context.Context, p Pod, limit time.Duration) (string, error) {
-	if err := c.Apply(ctx, p.Manifest()); err != nil {
+	return c.RunPodManifest(ctx, p.Name, p.Manifest(), limit)
+}
+
+// RunPodManifest is RunPod of any pod: name is the pod manifest's.
+func (c *Cluster) RunPodManifest(ctx context.Context, name, manifest string, limit time.Duration) (string, error) {
+	if err := c.Apply(ctx, manifest); err != nil {
 		return "", err
 	}
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		out, err := c.Kubectl(ctx, "get", "pod", p.Name, "-o", "jsonpath={.status.phase}")
+		out, err := c.Kubectl(ctx, "get", "pod", name, "-o", "jsonpath={.status.phase}")
 		phase := strings.TrimSpace(string(out))
 		if err == nil && (phase == "Succeeded" || phase == "Failed") {
-			logs, lerr := c.Kubectl(ctx, "logs", p.Name)
+			logs, lerr := c.Kubectl(ctx, "logs", name)
 			if lerr != nil {
 				return "", lerr
 			}
 			if phase == "Failed" {
-				return string(logs), fmt.Errorf("pod %s failed: %s\n%s", p.Name, logs, c.describeObj(ctx, "pod/"+p.Name))
+				return string(logs), fmt.Errorf("pod %s failed: %s\n%s", name, logs, c.describeObj(ctx, "pod/"+name))
 			}
 			return string(logs), nil
 		}
@@ -156,7 +161,7 @@ func (c *Cluster) RunPod(ctx context.Context, p Pod, limit time.Duration) (strin
 		case <-time.After(2 * time.Second):
 		}
 	}
-	return "", fmt.Errorf("pod %s did not finish within %v\n%s", p.Name, limit, c.describeObj(ctx, "pod/"+p.Name))
+	return "", fmt.Errorf("pod %s did not finish within %v\n%s", name, limit, c.describeObj(ctx, "pod/"+name))
 }
 
 // WaitPodRunning waits until a pod's containers are running.

@@ -73,6 +73,16 @@ type Set struct {
 	// (RBAC, then the Deployment, in kube-system), with the image
 	// reference set to the one Build made and group snapshots turned on.
 	SnapshotController []string `json:"snapshotController"`
+	// SnapshotMetadataCRD is the SnapshotMetadataService CRD
+	// (cbt.storage.k8s.io), the cluster add-on changed-block tracking
+	// needs.
+	SnapshotMetadataCRD string `json:"snapshotMetadataCRD"`
+	// SnapshotMetadataClientRole is upstream's ClusterRole for backup
+	// applications that read snapshot metadata.
+	SnapshotMetadataClientRole string `json:"snapshotMetadataClientRole"`
+	// SnapshotMetadataLister is the reference of the image holding
+	// upstream's example backup client, snapshot-metadata-lister.
+	SnapshotMetadataLister string `json:"snapshotMetadataLister"`
 	// Steps says what took how long.
 	Steps []Step `json:"steps"`
 }

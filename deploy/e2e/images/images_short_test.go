@@ -39,6 +39,8 @@ func TestManifestsMatchSidecars(t *testing.T) {
 		"csi-provisioner": "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
 		"csi-snapshotter": "registry.k8s.io/sig-storage/csi-snapshotter:v8.6.0",
 		"csi-resizer":     "registry.k8s.io/sig-storage/csi-resizer:v2.2.0",
+		// the snapshot-metadata component's
+		"csi-snapshot-metadata": "registry.k8s.io/sig-storage/csi-snapshot-metadata:v0.2.0",
 	}, refs.others)
 
 	cmds, name, err := sidecarPlan(root)
@@ -49,12 +51,15 @@ func TestManifestsMatchSidecars(t *testing.T) {
 		got[c.pkg] = c.ref()
 	}
 	assert.Equal(t, map[string]string{
-		"github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner":     "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
-		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter":     "registry.k8s.io/sig-storage/csi-snapshotter:v8.6.0",
-		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller": "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0",
-		"github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer":             "registry.k8s.io/sig-storage/csi-resizer:v2.2.0",
+		"github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner":          "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
+		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter":          "registry.k8s.io/sig-storage/csi-snapshotter:v8.6.0",
+		"github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller":      "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0",
+		"github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer":                  "registry.k8s.io/sig-storage/csi-resizer:v2.2.0",
+		"github.com/kubernetes-csi/external-snapshot-metadata/cmd/csi-snapshot-metadata": "registry.k8s.io/sig-storage/csi-snapshot-metadata:v0.2.0",
+		// no upstream image: a local name
+		"github.com/kubernetes-csi/external-snapshot-metadata/examples/snapshot-metadata-lister": "purerbd-e2e/snapshot-metadata-lister:v0.2.0",
 	}, got)
-	assert.Regexp(t, `^sidecars-provisioner-v6\.3\.0-snapshotter-v8\.6\.0-resizer-v2\.2\.0-[0-9a-f]{8}$`, name)
+	assert.Regexp(t, `^sidecars-provisioner-v6\.3\.0-snapshotter-v8\.6\.0-resizer-v2\.2\.0-snapshotmetadata-v0\.2\.0-lister-v0\.2\.0-[0-9a-f]{8}$`, name)
 
 	// a manifest naming another tag, or an image nothing builds
 	bad := manifestImages{plugin: refs.plugin, others: map[string]string{"csi-resizer": "registry.k8s.io/sig-storage/csi-resizer:v2.2.1"}}

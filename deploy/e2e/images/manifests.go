@@ -22,14 +22,25 @@ type manifestImages struct {
 	others map[string]string // image name (last path element) -> reference
 }
 
+// manifestComponents are the kustomize components under
+// deploy/kubernetes whose images the e2e run needs too.
+func manifestComponents() []string { return []string{"snapshot-metadata"} }
+
 // manifestRefs reads the image references out of deploy/kubernetes/*.yaml
-// (the manifests the e2e run applies unchanged): one purerbd-csi
-// reference, and the sidecars'.
+// (the manifests the e2e run applies unchanged) and its components: one
+// purerbd-csi reference, and the sidecars'.
 func manifestRefs(root string) (manifestImages, error) {
 	m := manifestImages{others: map[string]string{}}
 	files, err := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return m, fmt.Errorf("images: no manifests in %s/deploy/kubernetes: %v", root, err)
+	}
+	for _, comp := range manifestComponents() {
+		more, err := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", comp, "*.yaml"))
+		if err != nil || len(more) == 0 {
+			return m, fmt.Errorf("images: no manifests in %s/deploy/kubernetes/%s: %v", root, comp, err)
+		}
+		files = append(files, more...)
 	}
 	sort.Strings(files)
 	for _, f := range files {

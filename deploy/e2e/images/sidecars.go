@@ -27,23 +27,46 @@ const snapshotClientModule = "github.com/kubernetes-csi/external-snapshotter/cli
 // snapshotterModule holds the snapshot-controller's manifests.
 const snapshotterModule = "github.com/kubernetes-csi/external-snapshotter/v8"
 
+// snapshotMetadataModule is the external-snapshot-metadata sidecar's:
+// changed-block tracking (deploy/kubernetes/snapshot-metadata) and the
+// example backup client the e2e run lists blocks with.
+const snapshotMetadataModule = "github.com/kubernetes-csi/external-snapshot-metadata"
+
+// snapshotMetadataClientModule holds the SnapshotMetadataService CRD.
+const snapshotMetadataClientModule = "github.com/kubernetes-csi/external-snapshot-metadata/client"
+
+// snapshotMetadataCRD is the SnapshotMetadataService CRD in the client
+// module: a cluster add-on, like the snapshot CRDs.
+const snapshotMetadataCRD = "config/crd/cbt.storage.k8s.io_snapshotmetadataservices.yaml"
+
+// snapshotMetadataClientRole is upstream's ClusterRole for backup
+// applications (snapshot-metadata clients), in the sidecar's module.
+const snapshotMetadataClientRole = "deploy/snapshot-metadata-client-cluster-role.yaml"
+
+// localRegistry prefixes the images the e2e run builds that upstream
+// publishes no image of.
+const localRegistry = "purerbd-e2e/"
+
 // sidecarRecipe versions how this file turns binaries into images; a
 // change to it rebuilds the cached sidecars.
-const sidecarRecipe = "2"
+const sidecarRecipe = "3"
 
 // sidecarSource is one upstream module and the commands taken from it.
 type sidecarSource struct {
-	module string
-	short  string   // its name in the cache directory's
-	cmds   []string // command directories in the module
+	module   string
+	short    string   // its name in the cache directory's
+	cmds     []string // command directories in the module
+	registry string   // the images' repository prefix; "" is sidecarRegistry
 }
 
 // sidecarSources are the modules deploy/e2e/sidecars pins.
 func sidecarSources() []sidecarSource {
 	return []sidecarSource{
-		{"github.com/kubernetes-csi/external-provisioner/v6", "provisioner", []string{"cmd/csi-provisioner"}},
-		{snapshotterModule, "snapshotter", []string{"cmd/csi-snapshotter", "cmd/snapshot-controller"}},
-		{"github.com/kubernetes-csi/external-resizer/v2", "resizer", []string{"cmd/csi-resizer"}},
+		{module: "github.com/kubernetes-csi/external-provisioner/v6", short: "provisioner", cmds: []string{"cmd/csi-provisioner"}},
+		{module: snapshotterModule, short: "snapshotter", cmds: []string{"cmd/csi-snapshotter", "cmd/snapshot-controller"}},
+		{module: "github.com/kubernetes-csi/external-resizer/v2", short: "resizer", cmds: []string{"cmd/csi-resizer"}},
+		{module: snapshotMetadataModule, short: "snapshotmetadata", cmds: []string{"cmd/csi-snapshot-metadata"}},
+		{module: snapshotMetadataModule, short: "lister", cmds: []string{"examples/snapshot-metadata-lister"}, registry: localRegistry},
 	}
 }
 
@@ -83,13 +106,14 @@ func snapshotControllerManifests() []string {
 
 // sidecarCmd is one command to build and package.
 type sidecarCmd struct {
-	pkg     string // import path
-	name    string // binary and image name
-	module  string
-	version string
+	pkg      string // import path
+	name     string // binary and image name
+	module   string
+	version  string
+	registry string
 }
 
-func (c sidecarCmd) ref() string { return sidecarRegistry + c.name + ":" + c.version }
+func (c sidecarCmd) ref() string { return c.registry + c.name + ":" + c.version }
 
 // sidecarPlan reads the pinned versions from the nested module's go.mod
 // and returns the commands, and the cache directory name they get (the
@@ -112,8 +136,12 @@ func sidecarPlan(root string) ([]sidecarCmd, string, error) {
 			return nil, "", err
 		}
 		name += "-" + s.short + "-" + v
+		reg := s.registry
+		if reg == "" {
+			reg = sidecarRegistry
+		}
 		for _, c := range s.cmds {
-			cmds = append(cmds, sidecarCmd{pkg: s.module + "/" + c, name: path.Base(c), module: s.module, version: v})
+			cmds = append(cmds, sidecarCmd{pkg: s.module + "/" + c, name: path.Base(c), module: s.module, version: v, registry: reg})
 		}
 	}
 	h := sha256.New()
@@ -191,6 +219,13 @@ func (b *builder) sidecars(ctx context.Context, refs manifestImages) error {
 	for _, f := range snapshotControllerManifests() {
 		b.set.SnapshotController = append(b.set.SnapshotController, filepath.Join(final, "snapshot-controller", path.Base(f)))
 	}
+	b.set.SnapshotMetadataCRD = filepath.Join(final, "crd", path.Base(snapshotMetadataCRD))
+	b.set.SnapshotMetadataClientRole = filepath.Join(final, "snapshot-metadata", path.Base(snapshotMetadataClientRole))
+	for _, c := range cmds {
+		if c.registry == localRegistry {
+			b.set.SnapshotMetadataLister = c.ref()
+		}
+	}
 	return nil
 }
 
@@ -228,6 +263,20 @@ func (b *builder) buildSidecars(ctx context.Context, cmds []sidecarCmd, dir stri
 		if err := copyInto(filepath.Join(clientDir, f), filepath.Join(dir, "crd", path.Base(f)), nil); err != nil {
 			return err
 		}
+	}
+	smClientDir, err := moduleDir(ctx, modDir, snapshotMetadataClientModule)
+	if err != nil {
+		return err
+	}
+	if err := copyInto(filepath.Join(smClientDir, snapshotMetadataCRD), filepath.Join(dir, "crd", path.Base(snapshotMetadataCRD)), nil); err != nil {
+		return err
+	}
+	smDir, err := moduleDir(ctx, modDir, snapshotMetadataModule)
+	if err != nil {
+		return err
+	}
+	if err := copyInto(filepath.Join(smDir, snapshotMetadataClientRole), filepath.Join(dir, "snapshot-metadata", path.Base(snapshotMetadataClientRole)), nil); err != nil {
+		return err
 	}
 	var controller sidecarCmd
 	for _, c := range cmds {

@@ -1,10 +1,14 @@
 // The Kubernetes CSI sidecars the e2e cluster runs, built from source at
 // the tags deploy/kubernetes/controller.yaml names: nothing is pulled
 // from a container registry. This module is a build recipe, never linked
-// into purerbd. The tool directives keep the four commands required; the
-// replace directives are those of the sidecars' own go.mod files (which
-// is why `go install pkg@version` refuses them), with the snapshotter's
-// ./client replaced by the published client module.
+// into purerbd. The tool directives keep the commands required: the
+// provisioner, snapshotter, snapshot-controller and resizer, the
+// external-snapshot-metadata sidecar (changed-block tracking) and its
+// example backup client, snapshot-metadata-lister, which the e2e run
+// uses as a backup application would. The replace directives are those
+// of the sidecars' own go.mod files (which is why `go install
+// pkg@version` refuses them), with the snapshotter's ./client replaced
+// by the published client module.
 module github.com/purerbd/purerbd/deploy/e2e/sidecars
 
 go 1.26.0
@@ -12,6 +16,8 @@ go 1.26.0
 tool (
 	github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
 	github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
+	github.com/kubernetes-csi/external-snapshot-metadata/cmd/csi-snapshot-metadata
+	github.com/kubernetes-csi/external-snapshot-metadata/examples/snapshot-metadata-lister
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 )
@@ -51,6 +57,7 @@ require (
 	github.com/go-openapi/swag/typeutils v0.26.0 // indirect
 	github.com/go-openapi/swag/yamlutils v0.26.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/cel-go v0.28.1 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
@@ -61,8 +68,11 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.24.0 // indirect
+	github.com/kubernetes-csi/csi-test/v5 v5.4.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v6 v6.3.0 // indirect
 	github.com/kubernetes-csi/external-resizer/v2 v2.2.0 // indirect
+	github.com/kubernetes-csi/external-snapshot-metadata v0.2.0 // indirect
+	github.com/kubernetes-csi/external-snapshot-metadata/client v0.1.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.6.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/v8 v8.6.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -77,6 +87,7 @@ require (
 	github.com/prometheus/procfs v0.20.1 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.11 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.11 // indirect
@@ -113,6 +124,7 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.36.1 // indirect
 	k8s.io/apimachinery v0.36.1 // indirect
 	k8s.io/apiserver v0.36.1 // indirect
