@@ -164,6 +164,16 @@ subjects: [{kind: ServiceAccount, name: cbt-backup, namespace: default}]
 	gotAlloc := listSnapshotMetadata(ctx, t, c, "cbt-allocated", ep, "-s", "cbt-s2")
 	gotDelta := listSnapshotMetadata(ctx, t, c, "cbt-delta", ep, "-s", "cbt-s2", "-p", "cbt-s1")
 	listed := time.Since(tl)
+	// the sidecar's own metrics (its --http-endpoint, in the metrics
+	// Service) count both calls
+	out, err = c.Kubectl(ctx, "-n", "purerbd", "get", "pods", "-l", "app.kubernetes.io/component=controller",
+		"--field-selector", "status.podIP="+ep, "-o", "jsonpath={.items[0].metadata.name}")
+	must(t, err)
+	ms, err := c.Scrape(ctx, "purerbd", strings.TrimSpace(string(out)), 8083)
+	must(t, err)
+	if calls, _ := ms.Sum("snapshot_metadata_controller_operations_seconds_count", nil); calls < 2 {
+		t.Errorf("the sidecar's snapshot_metadata_controller_operations_seconds_count is %v after two listings", calls)
+	}
 
 	// 4. the lists against Ceph's, and against the writes
 	if !slices.Equal(gotAlloc, wantAlloc) {
