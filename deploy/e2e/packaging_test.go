@@ -77,10 +77,7 @@ groupSnapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
 	// and with changed-block tracking: the chart's snapshotMetadata
 	// against the manifests with the snapshot-metadata component
 	overlay := filepath.Join(t.TempDir(), "cbt")
-	must(t, os.MkdirAll(overlay, 0o755))
-	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil,
-		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
-		kust, filepath.Join(kust, "snapshot-metadata")), 0o644))
+	must(t, e2e.WriteOverlay(overlay, kust, filepath.Join(kust, "snapshot-metadata")))
 	builtCBT, err := c.Kubectl(ctx, "kustomize", overlay)
 	must(t, err)
 	_, err = c.KubectlInput(ctx, builtCBT, "apply", "--dry-run=server", "-f", "-")

@@ -64,10 +64,7 @@ func snapshotMetadata(ctx context.Context, t *testing.T, c *e2e.Cluster) string 
 	_, err = c.Kubectl(ctx, "-n", "purerbd", "create", "secret", "tls", smsName+"-tls", "--cert="+crt, "--key="+key)
 	must(t, err)
 	overlay := filepath.Join(dir, "overlay")
-	must(t, os.MkdirAll(overlay, 0o755))
-	must(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil,
-		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
-		k, filepath.Join(k, "snapshot-metadata")), 0o644))
+	must(t, e2e.WriteOverlay(overlay, k, filepath.Join(k, "snapshot-metadata")))
 	ti := time.Now()
 	_, err = c.Kubectl(ctx, "apply", "-k", overlay)
 	must(t, err)
