@@ -182,3 +182,40 @@ func diffValue(path string, x, y any, out *[]string) {
 		*out = append(*out, fmt.Sprintf("%s: %s ≠ %s", path, jx, jy))
 	}
 }
+
+// SortNamedLists puts o's containers (of a pod template) and Service
+// ports in name order: a kustomize patch prepends what it adds to a
+// list where a chart's template appends it, which is the same object.
+func SortNamedLists(o Object) {
+	byName := func(l []any) {
+		sort.SliceStable(l, func(i, j int) bool {
+			a, _ := l[i].(map[string]any)
+			b, _ := l[j].(map[string]any)
+			an, _ := a["name"].(string)
+			bn, _ := b["name"].(string)
+			return an < bn
+		})
+	}
+	spec, _ := o["spec"].(map[string]any)
+	if ports, ok := spec["ports"].([]any); ok {
+		byName(ports)
+	}
+	tmpl, _ := spec["template"].(map[string]any)
+	pod, _ := tmpl["spec"].(map[string]any)
+	for _, f := range []string{"containers", "volumes"} {
+		if l, ok := pod[f].([]any); ok {
+			byName(l)
+		}
+	}
+	if cs, ok := pod["containers"].([]any); ok {
+		for _, c := range cs {
+			if m, ok := c.(map[string]any); ok {
+				for _, f := range []string{"ports", "volumeMounts"} {
+					if l, ok := m[f].([]any); ok {
+						byName(l)
+					}
+				}
+			}
+		}
+	}
+}

@@ -88,6 +88,10 @@ groupSnapshotClass: {create: true, name: purerbd-helm, clusterID: %q}
 	plainCBT, fromChartCBT := toObjects(builtCBT), toObjects(sameCBT)
 	for _, o := range fromChartCBT {
 		e2e.StripHelmMeta(o)
+		e2e.SortNamedLists(o)
+	}
+	for _, o := range plainCBT {
+		e2e.SortNamedLists(o)
 	}
 	if d := e2e.CompareObjects(plainCBT, fromChartCBT, []string{"Namespace"},
 		[]string{"ConfigMap", "Secret", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass"}); len(d) > 0 {
