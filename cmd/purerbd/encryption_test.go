@@ -253,7 +253,7 @@ func TestEncryptionInterop(t *testing.T) {
 	})
 }
 
-// TestEncryptionMapFlags: nbd map and rbd-nbd map take the encryption
+// TestEncryptionMapFlags: nbd map, rbd-nbd map and device map take the encryption
 // options repeated, in order, counted as rbd-nbd counts them (passphrase
 // files alone are luks), for an image only, and hand them to the export.
 func TestEncryptionMapFlags(t *testing.T) {
@@ -284,5 +284,13 @@ func TestEncryptionMapFlags(t *testing.T) {
 	o.encFormats, o.encPassphrase = []string{"luks2", "luks1"}, []string{"/p", "/q"}
 	if m, err := o.mapFlags("img", false); err != nil || fmt.Sprint(m.encryption) != "{[luks2 luks1] [/p /q]}" {
 		t.Errorf("rbd-nbd map with a parent's encryption: %+v, %v", m.encryption, err)
+	}
+	// rbd device map -t nbd -o hands each pair on, in order
+	d := (&rbdCommand{}).newDeviceOptions()
+	if err := d.setOptions("encryption-format=luks2,encryption-passphrase-file=/p,encryption-format=luks1,encryption-passphrase-file=/q"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := d.nbd.mapFlags("img", false); err != nil || fmt.Sprint(m.encryption) != "{[luks2 luks1] [/p /q]}" {
+		t.Errorf("device map -o: %+v, %v", m.encryption, err)
 	}
 }

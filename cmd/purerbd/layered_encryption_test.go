@@ -326,6 +326,42 @@ func TestLayeredEncryptionInterop(t *testing.T) {
 		})
 	}
 
+	// A LUKS1 parent under LUKS2 clones: the clone's data area starts
+	// later than the parent's, so the parent's data past the clone's
+	// share of the overlap (the last 12 MiB of it) is not the clone's.
+	t.Run("luks2-clones-of-a-luks1-parent", func(t *testing.T) {
+		p1Spec := encSpec{"luks1", passFile("parent1", "luks1 parent passphrase")}
+		p1Off := dataOffsetOf("luks1")
+		p1Area := int64(size) - p1Off
+		p1Writes := []encWrite{{100, 5000, 0x81}, {20 << 20, 1 << 20, 0x82}, {p1Area - 8192, 8192, 0x83}}
+		rbdTool(t, c, "create", "--size", "64M", "rbd/parent1")
+		rbdTool(t, c, "encryption", "format", "rbd/parent1", "luks1", p1Spec.pass)
+		librbdOps(t, c, "parent1", []encSpec{p1Spec}, librbdWriteOps(p1Writes)...)
+		rbdTool(t, c, "snap", "create", "rbd/parent1@s")
+		rbdTool(t, c, "snap", "protect", "rbd/parent1@s")
+		cs := cloneSpecs["luks2"]
+		specs := []encSpec{cs, p1Spec}
+		cOff := dataOffsetOf("luks2")
+		cSize := int64(size) - cOff
+		shared := min(cSize, p1Area)
+		for _, formatter := range []string{"rbd", "purerbd"} {
+			image := "child-of-luks1-" + formatter
+			rbdTool(t, c, "clone", "rbd/parent1@s", "rbd/"+image)
+			if formatter == "rbd" {
+				rbdTool(t, c, "encryption", "format", "rbd/"+image, "luks2", cs.pass)
+			} else {
+				purerbd(t, "-c", c.Conf, "rbd", "encryption", "format", "rbd/"+image, "luks2", cs.pass)
+			}
+			librbdOps(t, c, image, specs, librbdWriteOps(librbdCloneWrites)...)
+			ws := []encWrite{{20<<20 + 4096, 100, 0x84}, {100 + 1000, 500, 0}}
+			purerbdLayeredWrite(t, c, image, specs, ws)
+			all := append(append([]encWrite{}, librbdCloneWrites...), ws...)
+			m := newLayeredModel(cSize, shared, p1Off, cOff, p1Writes, all)
+			m.check(t, "librbd reading "+formatter+"'s clone of a LUKS1 parent", librbdLayeredRead(t, c, image, specs))
+			m.check(t, "purerbd reading it", purerbdLayeredRead(t, c, image, specs))
+		}
+	})
+
 	t.Run("clone-inherits-parent-encryption", func(t *testing.T) {
 		image := "child-inherits"
 		rbdTool(t, c, "clone", "rbd/parent@s", "rbd/"+image)
