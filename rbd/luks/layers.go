@@ -38,11 +38,9 @@ type chainDevice interface {
 
 // layer is one opened layer of a chain.
 type layer struct {
-	dev  Device
-	hdr  *Header // nil: plaintext
-	c    *sectorCipher
-	key  []byte
-	name string
+	hdr *Header
+	c   *sectorCipher
+	key []byte
 }
 
 // OpenLayers opens the encryption of dev and of its ancestors with
@@ -162,7 +160,7 @@ func openLayer(ctx context.Context, d Device, hasParent bool, spec Spec, prev []
 		clear(key)
 		return layer{}, err
 	}
-	return layer{dev: d, hdr: h, c: c, key: key}, nil
+	return layer{hdr: h, c: c, key: key}, nil
 }
 
 // sameEncryption reports whether two layers encrypt alike: the same key,
