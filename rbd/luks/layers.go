@@ -141,6 +141,20 @@ func openLayer(ctx context.Context, d Device, hasParent bool, spec Spec, prev []
 	if h.DataOffset > d.Size() {
 		return layer{}, fmt.Errorf("%w: data offset %d past the image's end at %d", ErrCorrupt, h.DataOffset, d.Size())
 	}
+	if r, ok := d.(interface {
+		Stat(ctx context.Context) (rbd.Info, error)
+	}); ok {
+		// librbd maps the data area a whole stripe period at a time and
+		// refuses a header whose data offset is not a whole number of
+		// them ("incompatible stripe pattern")
+		st, err := r.Stat(ctx)
+		if err != nil {
+			return layer{}, fmt.Errorf("luks: %w", err)
+		}
+		if period := int64(st.ObjectSize) * int64(max(st.StripeCount, 1)); period > 0 && h.DataOffset%period != 0 {
+			return layer{}, fmt.Errorf("%w: data offset %d is not a whole number of the image's %d-byte stripe periods", ErrUnsupported, h.DataOffset, period)
+		}
+	}
 	var key []byte
 	if reuse && len(prev) > 0 {
 		below := prev[len(prev)-1]
