@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"syscall"
@@ -91,11 +90,9 @@ func (img *Image) readFromParent(ctx context.Context, h *header, x striper.Objec
 		n := uint64(0)
 		if imgOff < overlap {
 			n = min(b.Length, overlap-imgOff)
-			got, err := img.parent.ReadAtContext(ctx, dst[:n], int64(imgOff))
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("rbd: reading parent of %q: %w", img.name, err)
+			if err := img.readParent(ctx, dst[:n], int64(imgOff)); err != nil {
+				return err
 			}
-			clear(dst[got:n])
 		}
 		clear(dst[n:])
 	}
@@ -118,11 +115,10 @@ func (img *Image) objectParentData(ctx context.Context, h *header, objno uint64)
 			continue
 		}
 		n := min(l.StripeUnit, overlap-imgOff)
-		got, err := img.parent.ReadAtContext(ctx, data[off:off+n], int64(imgOff))
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("rbd: reading parent of %q for copy-up: %w", img.name, err)
+		if err := img.readParent(ctx, data[off:off+n], int64(imgOff)); err != nil {
+			return nil, fmt.Errorf("copy-up: %w", err)
 		}
-		for _, c := range data[off : off+uint64(got)] {
+		for _, c := range data[off : off+n] {
 			if c != 0 {
 				any = true
 				break
@@ -359,6 +355,25 @@ func (img *Image) Flatten(ctx context.Context) error {
 // up to progress (when not nil) after each one, as librbd's flatten
 // reports to its ProgressContext.
 func (img *Image) FlattenProgress(ctx context.Context, progress func(done, total uint64)) error {
+	return img.FlattenWith(ctx, FlattenOptions{Progress: progress})
+}
+
+// FlattenOptions shape a flatten.
+type FlattenOptions struct {
+	// Progress, when not nil, is called with the objects done of those
+	// to copy up after each one.
+	Progress func(done, total uint64)
+	// BeforeDetach, when not nil, runs once every object holds its own
+	// data and before the clone is detached from its parent, as
+	// librbd's flatten runs its crypto layer's flatten there (an
+	// encrypted clone's header gets its LUKS magic back); an error
+	// stops the flatten with the clone still attached.
+	BeforeDetach func(ctx context.Context) error
+}
+
+// FlattenWith is Flatten with options.
+func (img *Image) FlattenWith(ctx context.Context, o FlattenOptions) error {
+	progress := o.Progress
 	if img.readOnly {
 		return ErrReadOnly
 	}
@@ -411,6 +426,11 @@ func (img *Image) FlattenProgress(ctx context.Context, progress func(done, total
 		}
 		if progress != nil {
 			progress(objno+1, n)
+		}
+	}
+	if o.BeforeDetach != nil {
+		if err := o.BeforeDetach(ctx); err != nil {
+			return err
 		}
 	}
 	err = img.exclusive(ctx, func(ctx context.Context, guard []cls.Method) error {

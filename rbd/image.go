@@ -90,6 +90,9 @@ type Image struct {
 
 	lock   *exclusiveLock // nil without the feature or when read-only
 	parent *Image         // clones: the parent at its snapshot
+	// parentData, when set, supplies the parent's bytes instead of
+	// parent (see SetParentData)
+	parentData atomic.Pointer[ParentData]
 
 	objLocks objectLocks
 

@@ -132,7 +132,7 @@ func (o *deviceMapOptions) mapUblk(ctx context.Context, g *globals, pos []string
 	switch {
 	case o.memory != "" && o.file != "":
 		return errors.New("give --memory or --file, not both")
-	case (o.memory != "" || o.file != "") && (len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.format != ""):
+	case (o.memory != "" || o.file != "") && (len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.given()):
 		return errors.New("--memory and --file take no image, --snap, --exclusive or --encryption-format")
 	case o.memory == "" && o.file == "" && len(pos) != 1:
 		return errors.New("want exactly one POOL/IMAGE[@SNAP] (or --memory/--file)")

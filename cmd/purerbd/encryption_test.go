@@ -253,16 +253,22 @@ func TestEncryptionInterop(t *testing.T) {
 	})
 }
 
-// TestEncryptionMapFlags: nbd map and rbd-nbd map take the encryption
-// options together and for an image only, and hand them to the export.
+// TestEncryptionMapFlags: nbd map, rbd-nbd map and device map take the encryption
+// options repeated, in order, counted as rbd-nbd counts them (passphrase
+// files alone are luks), for an image only, and hand them to the export.
 func TestEncryptionMapFlags(t *testing.T) {
-	m, err := parseMapArgs([]string{"--encryption-format", "luks2", "--encryption-passphrase-file", "/p", "rbd/img"}, nil)
-	if err != nil || m.encryption != (encryptionFlags{format: "luks2", passphraseFile: "/p"}) {
+	m, err := parseMapArgs([]string{"--encryption-format", "luks2", "--encryption-passphrase-file", "/p",
+		"--encryption-format", "luks1", "--encryption-passphrase-file", "/q", "rbd/img"}, nil)
+	if err != nil || fmt.Sprint(m.encryption) != "{[luks2 luks1] [/p /q]}" {
 		t.Fatalf("nbd map: %+v, %v", m.encryption, err)
+	}
+	if m, err := parseMapArgs([]string{"--encryption-passphrase-file", "/p", "--encryption-passphrase-file", "/q", "rbd/img"}, nil); err != nil ||
+		fmt.Sprint(m.encryption) != "{[] [/p /q]}" {
+		t.Fatalf("nbd map with passphrase files alone: %+v, %v", m.encryption, err)
 	}
 	for _, args := range [][]string{
 		{"--encryption-format", "luks2", "rbd/img"},
-		{"--encryption-passphrase-file", "/p", "rbd/img"},
+		{"--encryption-format", "luks2", "--encryption-format", "luks2", "--encryption-passphrase-file", "/p", "rbd/img"},
 		{"--encryption-format", "luks2", "--encryption-passphrase-file", "/p", "--memory", "1G"},
 		{"--encryption-format", "luks3", "--encryption-passphrase-file", "/p", "rbd/img"},
 	} {
@@ -272,11 +278,19 @@ func TestEncryptionMapFlags(t *testing.T) {
 	}
 	o := newRBDNBDOptions()
 	o.encFormats, o.encPassphrase = []string{"luks"}, []string{"/p"}
-	if m, err := o.mapFlags("img", false); err != nil || m.encryption != (encryptionFlags{format: "luks", passphraseFile: "/p"}) {
+	if m, err := o.mapFlags("img", false); err != nil || fmt.Sprint(m.encryption) != "{[luks] [/p]}" {
 		t.Fatalf("rbd-nbd map: %+v, %v", m.encryption, err)
 	}
-	o.encFormats, o.encPassphrase = []string{"luks2", "luks2"}, []string{"/p", "/q"}
-	if _, err := o.mapFlags("img", false); err == nil {
-		t.Error("rbd-nbd map with a parent's encryption: no error")
+	o.encFormats, o.encPassphrase = []string{"luks2", "luks1"}, []string{"/p", "/q"}
+	if m, err := o.mapFlags("img", false); err != nil || fmt.Sprint(m.encryption) != "{[luks2 luks1] [/p /q]}" {
+		t.Errorf("rbd-nbd map with a parent's encryption: %+v, %v", m.encryption, err)
+	}
+	// rbd device map -t nbd -o hands each pair on, in order
+	d := (&rbdCommand{}).newDeviceOptions()
+	if err := d.setOptions("encryption-format=luks2,encryption-passphrase-file=/p,encryption-format=luks1,encryption-passphrase-file=/q"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := d.nbd.mapFlags("img", false); err != nil || fmt.Sprint(m.encryption) != "{[luks2 luks1] [/p /q]}" {
+		t.Errorf("device map -o: %+v, %v", m.encryption, err)
 	}
 }

@@ -112,7 +112,7 @@ func serveExport(ctx context.Context, g *globals, o *nbdServeOptions, stdout, st
 	if sources != 1 {
 		return errors.New("give exactly one of --memory, --file and --image")
 	}
-	if o.image == "" && (o.snap != "" || o.exclusive || o.encryption.format != "") {
+	if o.image == "" && (o.snap != "" || o.exclusive || o.encryption.given()) {
 		return errors.New("--snap, --exclusive and --encryption-format need --image")
 	}
 	if err := o.encryption.check(); err != nil {

@@ -157,7 +157,7 @@ func (o *mapOptions) check(pos []string) (mapFlags, error) {
 	case o.memory != "" && o.file != "":
 		return m, errors.New("give --memory or --file, not both")
 	case o.memory != "" || o.file != "":
-		if len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.format != "" {
+		if len(pos) != 0 || o.snap != "" || o.exclusive || o.encryption.given() {
 			return m, errors.New("--memory and --file take no image, --snap, --exclusive or --encryption-format")
 		}
 		if o.memory != "" {

@@ -33,7 +33,7 @@ func (c *rbdCommand) newDeviceOptions() *rbdDeviceOptions {
 // register declares rbd device's options on cmd.
 func (d *rbdDeviceOptions) register(cmd *cli.Command) {
 	cmd.String(&d.typ, "-t, --device-type TYPE", "device type: nbd (krbd, rbd's default, is not supported: purerbd maps through nbd)")
-	cmd.Func("-o, --options OPTIONS", "device options, comma-separated: rbd-nbd's options without their dashes (try-netlink, io-timeout=SEC, reattach-timeout=SEC, notrim, nbds_max=N, max_part=N, cookie=C)",
+	cmd.Func("-o, --options OPTIONS", "device options, comma-separated: rbd-nbd's options without their dashes (try-netlink, io-timeout=SEC, reattach-timeout=SEC, notrim, nbds_max=N, max_part=N, cookie=C, encryption-format=F and encryption-passphrase-file=P, repeated for a clone's ancestors)",
 		func(v []string) error { return d.setOptions(v[len(v)-1]) })
 	cmd.Bool(&d.nbd.readOnly, "--read-only", "map read-only")
 	cmd.Bool(&d.nbd.exclusive, "--exclusive", "forbid writes by other clients")
@@ -78,6 +78,11 @@ func (d *rbdDeviceOptions) setOptions(v string) error {
 			err = num(&d.nbd.maxPart)
 		case "cookie":
 			d.nbd.cookie = val
+		case "encryption-format":
+			// repeated, in order, as rbd hands each -o pair to rbd-nbd
+			d.nbd.encFormats = append(d.nbd.encFormats, val)
+		case "encryption-passphrase-file":
+			d.nbd.encPassphrase = append(d.nbd.encPassphrase, val)
 		default:
 			err = fmt.Errorf("unknown nbd option %q", opt)
 		}

@@ -24,9 +24,14 @@ func (c *rbdCommand) encryptionCommand() *cli.Command {
 		Args: "IMAGE FORMAT PASSPHRASE_FILE", MinArgs: 3, MaxArgs: 3,
 		Help: `Writes a LUKS header with one keyslot for the passphrase in PASSPHRASE_FILE
 (its whole content) at the start of IMAGE, as rbd encryption format does:
-FORMAT is luks1 or luks2, the data area starts at a multiple of the object
-size, and the image's plaintext is that much smaller. Data already in the
-image becomes unreadable.`,
+FORMAT is luks1 or luks2, the data area starts at a multiple of the stripe
+period (the object size), and the image's plaintext is that much smaller.
+Data already in the image becomes unreadable. A clone is formatted as
+Ceph 17 and later format it: a key of its own, with the clone magic in
+its header; its data still shared with its parent reads through the
+parent's encryption, so it is opened with a spec for itself and then for
+each ancestor (--encryption-format and --encryption-passphrase-file
+repeated, the clone's first).`,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
 			version, err := luksVersion(inv.Args[1], false)
 			if err != nil {
@@ -50,8 +55,11 @@ image becomes unreadable.`,
 				if err != nil {
 					return err
 				}
+				// librbd aligns the data offset to the stripe period (and
+				// pads a clone's header to it)
+				period := int64(st.ObjectSize) * int64(max(st.StripeCount, 1))
 				_, err = luks.FormatImage(ctx, img, pass, luks.FormatOptions{
-					Version: version, KeySize: keySize, Alignment: int64(st.ObjectSize),
+					Version: version, KeySize: keySize, Alignment: period,
 				})
 				if err != nil {
 					return err
@@ -108,41 +116,77 @@ func readPassphraseFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-// encryptionFlags open an image's LUKS encryption for serving, with
-// rbd-nbd's option names.
+// encryptionFlags open an image's LUKS encryption, with rbd's and
+// rbd-nbd's option names: --encryption-format and
+// --encryption-passphrase-file, each repeatable, one pair a layer, the
+// image's first and then its parent's, its grandparent's, and so on (a
+// clone formatted with a key of its own needs its ancestors' too). As
+// rbd and rbd-nbd count them: passphrase files without any format are
+// all luks (either version), and otherwise the counts must match.
 type encryptionFlags struct {
-	format, passphraseFile string
+	formats, passphraseFiles []string
 }
 
 func (f *encryptionFlags) register(c *cli.Command) {
-	c.Choice(&f.format, "--encryption-format FORMAT", []string{"luks1", "luks2", "luks"}, "with --image: serve the plaintext of a LUKS-encrypted image (luks: either version)")
-	c.String(&f.passphraseFile, "--encryption-passphrase-file PATH", "with --encryption-format: the passphrase, the file's whole content")
+	c.Strings(&f.formats, "--encryption-format FORMAT", "serve the plaintext of a LUKS-encrypted image: luks1, luks2 or luks (either); repeated for a clone's ancestors, the image's first")
+	c.Strings(&f.passphraseFiles, "--encryption-passphrase-file PATH", "the passphrase, the file's whole content; repeated, one for each --encryption-format")
 }
 
-// check reports options given without the other.
+// given reports whether any encryption option was given.
+func (f *encryptionFlags) given() bool {
+	return len(f.formats) > 0 || len(f.passphraseFiles) > 0
+}
+
+// check refuses unknown formats and counts that do not match.
 func (f *encryptionFlags) check() error {
-	if (f.format == "") != (f.passphraseFile == "") {
-		return errors.New("--encryption-format and --encryption-passphrase-file go together")
+	for _, name := range f.formats {
+		if _, err := luksVersion(name, true); err != nil {
+			return err
+		}
+	}
+	if len(f.formats) > 0 && len(f.formats) != len(f.passphraseFiles) {
+		return fmt.Errorf("encryption formats count (%d) does not match passphrase files count (%d)", len(f.formats), len(f.passphraseFiles))
 	}
 	return nil
 }
 
-// open wraps img in its LUKS encryption, unlocked with the passphrase
-// file; without the options it returns nil.
+// specs reads the passphrase files into one spec a layer (nil without
+// the options); clear them when done.
+func (f *encryptionFlags) specs() ([]luks.Spec, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	var specs []luks.Spec
+	for i, path := range f.passphraseFiles {
+		version := 0
+		if len(f.formats) > 0 {
+			version, _ = luksVersion(f.formats[i], true)
+		}
+		pass, err := readPassphraseFile(path)
+		if err != nil {
+			clearSpecs(specs)
+			return nil, err
+		}
+		specs = append(specs, luks.Spec{Version: version, Passphrase: pass})
+	}
+	return specs, nil
+}
+
+func clearSpecs(specs []luks.Spec) {
+	for _, s := range specs {
+		clear(s.Passphrase)
+	}
+}
+
+// open wraps img in its LUKS encryption (and its ancestors'), unlocked
+// with the passphrase files; without the options it returns nil.
 func (f *encryptionFlags) open(ctx context.Context, img luks.Device) (*luks.Image, error) {
-	if f.format == "" {
-		return nil, nil
-	}
-	version, err := luksVersion(f.format, true)
-	if err != nil {
+	specs, err := f.specs()
+	if err != nil || specs == nil {
 		return nil, err
 	}
-	pass, err := readPassphraseFile(f.passphraseFile)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(pass)
-	enc, err := luks.Open(ctx, img, pass, version)
+	defer clearSpecs(specs)
+	enc, err := luks.OpenLayers(ctx, img, specs)
 	if err != nil {
 		return nil, fmt.Errorf("loading encryption: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/purerbd/purerbd/internal/cli"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
+	"github.com/purerbd/purerbd/rbd/luks"
 )
 
 // The verbs that change an image as a whole: rm, rename, resize, flatten.
@@ -91,22 +92,52 @@ func (c *rbdCommand) resize(ctx context.Context, spec string, size int64, allowS
 }
 
 func (c *rbdCommand) flattenCommand() *cli.Command {
-	var noProgress bool
+	var (
+		noProgress bool
+		enc        encryptionFlags
+	)
 	cmd := &cli.Command{
 		Name: "flatten", Summary: "copy a clone's data from its parent and detach it", Args: "IMAGE", MinArgs: 1, MaxArgs: 1,
-		Run: func(ctx context.Context, inv *cli.Invocation) error { return c.flatten(ctx, inv.Args[0], noProgress) },
+		Help: `An encrypted clone is flattened through its encryption, as rbd flatten
+does with --encryption-format and --encryption-passphrase-file (repeated,
+the clone's first, then its ancestors'): the parent's plaintext is copied
+up under the clone's key, and a clone formatted with a key of its own gets
+a plain LUKS header back. Such a clone is refused without them.`,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return c.flatten(ctx, inv.Args[0], noProgress, &enc)
+		},
 	}
 	noProgressOption(cmd, &noProgress)
+	cmd.Strings(&enc.formats, "--encryption-format FORMAT", "encryption format (luks, luks1, luks2); repeated for the clone's ancestors, the clone's first")
+	cmd.Strings(&enc.passphraseFiles, "--encryption-passphrase-file PATH", "the passphrase, the file's whole content; repeated, one for each --encryption-format (alone: luks)")
 	return cmd
 }
 
-func (c *rbdCommand) flatten(ctx context.Context, spec string, noProgress bool) error {
+func (c *rbdCommand) flatten(ctx context.Context, spec string, noProgress bool, enc *encryptionFlags) error {
 	sp, err := c.parseSpec(spec, false)
 	if err != nil {
 		return err
 	}
+	if err := enc.check(); err != nil {
+		return err
+	}
 	pr := newProgress(c.stderr, "Image flatten", noProgress)
-	err = c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error { return img.FlattenProgress(ctx, pr.update) })
+	err = c.withImage(ctx, sp, rbd.OpenOptions{}, func(img *rbd.Image) error {
+		if !enc.given() {
+			// copying a clone with a key of its own up without its
+			// encryption would leave the parent's ciphertext under the
+			// clone's header: refused (librbd does not check)
+			if h, err := luks.ReadHeader(ctx, img); err == nil && h.Clone {
+				return errors.New("the image is an encrypted clone with a key of its own: flatten it with --encryption-format and --encryption-passphrase-file for it and its ancestors")
+			}
+			return img.FlattenProgress(ctx, pr.update)
+		}
+		e, err := enc.open(ctx, img)
+		if err != nil {
+			return err
+		}
+		return e.Flatten(ctx, pr.update)
+	})
 	pr.finish(err)
 	if err != nil {
 		return rbdFailure(c.stderr, "flatten", err)

@@ -97,8 +97,8 @@ func (o *rbdNBDOptions) register(cmd *cli.Command) {
 	cmd.Bool(new(bool), "--try-netlink", "accepted: netlink is used whenever the kernel has it")
 	cmd.Bool(&o.showCookie, "--show-cookie", "map prints the device's cookie after it")
 	cmd.String(&o.cookie, "--cookie C", "the device's cookie (map: default random; attach: the one the device carries)")
-	cmd.Strings(&o.encFormats, "--encryption-format FORMAT", "serve the plaintext of a LUKS-encrypted image: luks1, luks2 or luks (either)")
-	cmd.Strings(&o.encPassphrase, "--encryption-passphrase-file FILE", "with --encryption-format: the passphrase, the file's whole content")
+	cmd.Strings(&o.encFormats, "--encryption-format FORMAT", "serve the plaintext of a LUKS-encrypted image: luks1, luks2 or luks (either); repeated for a clone's ancestors, the image's first")
+	cmd.Strings(&o.encPassphrase, "--encryption-passphrase-file FILE", "the passphrase, the file's whole content; repeated, one for each --encryption-format (alone: luks)")
 	cmd.Bool(&o.foreground, "-f, --foreground, -d", "map and attach stay in the foreground")
 	cmd.String(&o.format, "--format FORMAT", "list-mapped: plain or json")
 	cmd.Bool(&o.pretty, "--pretty-format", "list-mapped: indented json")
@@ -118,16 +118,14 @@ func (o *rbdNBDOptions) check() error {
 		return errors.New("invalid argument for max_part(0~255)")
 	case o.quiesce || o.quiesceHook != "":
 		return errors.New("--quiesce is not supported: purerbd runs no quiesce hooks (freeze the filesystem before `rbd snap create` instead)")
-	case len(o.encFormats) > 1 || len(o.encPassphrase) > 1:
-		return errors.New("one --encryption-format at most: the encryption of a clone's parents is not supported")
-	case len(o.encFormats) != len(o.encPassphrase):
-		return errors.New("--encryption-format and --encryption-passphrase-file go together")
-	case len(o.encFormats) == 1:
-		if _, err := luksVersion(o.encFormats[0], true); err != nil {
-			return err
-		}
 	}
-	return nil
+	enc := o.encryption()
+	return enc.check()
+}
+
+// encryption is rbd-nbd's repeated encryption options, in its order.
+func (o *rbdNBDOptions) encryption() encryptionFlags {
+	return encryptionFlags{formats: o.encFormats, passphraseFiles: o.encPassphrase}
 }
 
 // mapFlags turns rbd-nbd's options for spec into nbd map's.
@@ -145,9 +143,7 @@ func (o *rbdNBDOptions) mapFlags(spec string, attach bool) (mapFlags, error) {
 		mo.device = o.device
 	}
 	mo.reattach = attach
-	if len(o.encFormats) == 1 {
-		mo.encryption = encryptionFlags{format: o.encFormats[0], passphraseFile: o.encPassphrase[0]}
-	}
+	mo.encryption = o.encryption()
 	// rbd-nbd leaves the device to the kernel when its server ends
 	// (SIGTERM), for attach; unmap is what disconnects it
 	mo.releaseOnExit = true

@@ -117,6 +117,10 @@ func TestRBDNBDMapFlags(t *testing.T) {
 		"nbds_max":         func(o *rbdNBDOptions) { o.nbdsMax = -1 },
 		"quiesce":          func(o *rbdNBDOptions) { o.quiesce = true },
 		"encryption":       func(o *rbdNBDOptions) { o.encFormats = []string{"luks2"} },
+		"encryption-count": func(o *rbdNBDOptions) {
+			o.encFormats, o.encPassphrase = []string{"luks2", "luks1"}, []string{"a"}
+		},
+		"encryption-name": func(o *rbdNBDOptions) { o.encFormats, o.encPassphrase = []string{"luks3"}, []string{"a"} },
 	} {
 		o := newRBDNBDOptions()
 		set(o)

@@ -12,5 +12,12 @@
 // image so that reads and writes are of plaintext at offsets from the data
 // area's start.
 //
+// OpenLayers opens a clone formatted with a key of its own (Ceph 17 and
+// later) with one Spec a layer, the clone's first: the data it still
+// shares with its parent is read through the parent's encryption and
+// copied up under its own (layers.go, parentview.go); FormatImage writes
+// a clone's header with librbd's clone magic (magic.go), and
+// Image.Flatten puts the LUKS magic back (flatten.go).
+//
 // Nothing here logs or wraps a passphrase or a key into an error.
 package luks

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // FormatImage writes a new LUKS header with one keyslot for passphrase at
@@ -25,6 +27,9 @@ func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOpt
 	if h.DataOffset >= dev.Size() {
 		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
 	}
+	if isClone(dev) {
+		return h, formatClone(ctx, dev, b, h, o)
+	}
 	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
 		return nil, fmt.Errorf("luks: writing the header: %w", err)
 	}
@@ -32,6 +37,47 @@ func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOpt
 		return nil, fmt.Errorf("luks: wiping the header area: %w", err)
 	}
 	return h, nil
+}
+
+// isClone reports whether dev is an RBD clone still attached to its
+// parent.
+func isClone(dev Device) bool {
+	p, ok := dev.(interface {
+		Parent() (*rbd.ParentSpec, int64)
+	})
+	if !ok {
+		return false
+	}
+	spec, _ := p.Parent()
+	return spec != nil
+}
+
+// formatClone writes the header of a clone as librbd's luks
+// FormatRequest does: with the clone magic in place of the LUKS magic
+// (the clone's unwritten data still reads through to its parent, which a
+// plain LUKS reader would decrypt with the wrong key), and padded with
+// zeroes to a whole number of alignment units (librbd's stripe period),
+// so that the write covers whole objects and copies nothing up from the
+// parent. The rest of the header area is left as librbd leaves it: it
+// reads through to the parent's bytes, which no reader of the clone
+// decrypts.
+func formatClone(ctx context.Context, dev Device, b []byte, h *Header, o FormatOptions) error {
+	edits, err := SwapMagic(b)
+	if err != nil {
+		return err
+	}
+	applyMagic(b, edits)
+	align := o.Alignment
+	if align == 0 {
+		align = 1 << 20 // Format's default
+	}
+	padded := make([]byte, min(roundUp(int64(len(b)), align), h.DataOffset))
+	copy(padded, b)
+	if _, err := dev.WriteAtContext(ctx, padded, 0); err != nil {
+		return fmt.Errorf("luks: writing the header: %w", err)
+	}
+	h.Clone = true
+	return nil
 }
 
 // discarder is the optional ability of a Device to deallocate a range,

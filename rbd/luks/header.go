@@ -10,11 +10,6 @@ import (
 // secondary header has another, which librbd never reads).
 var magic = []byte{'L', 'U', 'K', 'S', 0xba, 0xbe}
 
-// cloneMagic replaces magic in the header of an encrypted clone formatted
-// by Ceph 17 and later (librbd's luks/Magic.cc), so that the header is
-// not taken for its parent's.
-var cloneMagic = []byte{'R', 'B', 'D', 'L', 0xba, 0xbe}
-
 // Header is a decoded LUKS1 or LUKS2 header: what unlocking a keyslot and
 // en- or decrypting the data area need.
 type Header struct {
@@ -36,6 +31,10 @@ type Header struct {
 	IVTweak uint64
 	// UUID is the header's UUID string.
 	UUID string
+	// Clone is set for the header of a clone formatted with a key of its
+	// own, which carries cloneMagic instead of the LUKS magic (see
+	// magic.go).
+	Clone bool
 	// Keyslots are the active keyslots, in the order they are tried.
 	Keyslots []Keyslot
 
@@ -93,11 +92,8 @@ const MinHeaderRead = 4096
 // fewer when the image is smaller), how many bytes Parse needs: the LUKS1
 // header, or the LUKS2 binary header with its JSON area.
 func HeaderLen(first []byte) (int, error) {
-	if len(first) >= len(cloneMagic) && bytes.Equal(first[:len(cloneMagic)], cloneMagic) {
-		return 0, fmt.Errorf("%w: the LUKS header of an encrypted clone (Ceph 17 and later)", ErrUnsupported)
-	}
-	if len(first) < len(magic)+2 || !bytes.Equal(first[:len(magic)], magic) {
-		return 0, ErrNotLUKS
+	if len(first) < len(magic)+2 || !hasMagic(first) {
+		return 0, errNoMagic
 	}
 	switch v := binary.BigEndian.Uint16(first[6:]); v {
 	case 1:
@@ -114,7 +110,9 @@ func HeaderLen(first []byte) (int, error) {
 }
 
 // Parse decodes the header at the start of b, which holds at least
-// HeaderLen bytes. Keyslot areas are not read: Unlock reads them.
+// HeaderLen bytes. Keyslot areas are not read: Unlock reads them. The
+// header of an encrypted clone (cloneMagic) parses as the LUKS header
+// it was formatted as, with Clone set.
 func Parse(b []byte) (*Header, error) {
 	n, err := HeaderLen(b)
 	if err != nil {
@@ -122,6 +120,13 @@ func Parse(b []byte) (*Header, error) {
 	}
 	if len(b) < n {
 		return nil, fmt.Errorf("%w: header needs %d bytes, have %d", ErrCorrupt, n, len(b))
+	}
+	clone := bytes.Equal(b[:len(cloneMagic)], cloneMagic)
+	if clone {
+		// the checksums and everything else were made with the LUKS
+		// magic in place, which librbd puts back before parsing
+		b = append([]byte(nil), b[:n]...)
+		copy(b, magic)
 	}
 	var h *Header
 	if binary.BigEndian.Uint16(b[6:]) == 1 {
@@ -132,6 +137,7 @@ func Parse(b []byte) (*Header, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.Clone = clone
 	if h.Cipher != "aes" || h.CipherMode != "xts-plain64" {
 		return nil, fmt.Errorf("%w: data cipher %s-%s (only aes-xts-plain64)", ErrUnsupported, h.Cipher, h.CipherMode)
 	}

@@ -67,11 +67,16 @@ type Image struct {
 // Open reads and unlocks the LUKS header at the start of dev. version is
 // 1 or 2 to require that version (rbd's luks1 and luks2), or 0 for either
 // (rbd's luks). A wrong passphrase is ErrWrongPassphrase; bytes that are
-// not a LUKS header (of the required version), ErrNotLUKS.
+// not a LUKS header (of the required version), ErrNotLUKS. The header
+// of a clone formatted with a key of its own is ErrUnsupported here:
+// OpenLayers opens it with its ancestors' encryption.
 func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Image, error) {
 	h, err := ReadHeader(ctx, dev)
 	if err != nil {
 		return nil, err
+	}
+	if h.Clone {
+		return nil, fmt.Errorf("%w: the header of an encrypted clone, which needs its parent's encryption too (OpenLayers)", ErrUnsupported)
 	}
 	if version != 0 && h.Version != version {
 		return nil, fmt.Errorf("%w: the image is LUKS%d, not LUKS%d", ErrNotLUKS, h.Version, version)
@@ -88,20 +93,31 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := dev.(rbdImage); ok {
-		st, err := r.Stat(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("luks: %w", err)
-		}
-		// Whole objects of the data area map to whole plaintext ranges
-		// only without fancy striping, and the data offset must be a
-		// whole number of them (librbd aligns it so).
-		if (st.StripeCount <= 1 || st.StripeUnit == st.ObjectSize) && st.ObjectSize > 0 &&
-			h.DataOffset%int64(st.ObjectSize) == 0 {
-			img.objectSize = int64(st.ObjectSize)
-		}
+	if err := img.setObjectSize(ctx); err != nil {
+		return nil, err
 	}
 	return img, nil
+}
+
+// setObjectSize sets objectSize for an RBD image whose whole objects
+// Discard may remove.
+func (img *Image) setObjectSize(ctx context.Context) error {
+	r, ok := img.dev.(rbdImage)
+	if !ok {
+		return nil
+	}
+	st, err := r.Stat(ctx)
+	if err != nil {
+		return fmt.Errorf("luks: %w", err)
+	}
+	// Whole objects of the data area map to whole plaintext ranges
+	// only without fancy striping, and the data offset must be a
+	// whole number of them (librbd aligns it so).
+	if (st.StripeCount <= 1 || st.StripeUnit == st.ObjectSize) && st.ObjectSize > 0 &&
+		img.hdr.DataOffset%int64(st.ObjectSize) == 0 {
+		img.objectSize = int64(st.ObjectSize)
+	}
+	return nil
 }
 
 // rbdImage is what an RBD image (*rbd.Image) offers beyond a Device that

@@ -336,7 +336,7 @@ func encodeLUKS2(h *Header, l luks2Layout, salts [2][]byte) ([]byte, error) {
 		if c == 0 {
 			copy(b, magic)
 		} else {
-			copy(b, []byte{'S', 'K', 'U', 'L', 0xba, 0xbe})
+			copy(b, secondaryMagic)
 		}
 		be.PutUint16(b[6:], 2)
 		be.PutUint64(b[luks2FieldHdrSize:], uint64(l.hdrSize))

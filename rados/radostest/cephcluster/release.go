@@ -113,10 +113,12 @@ func rootReady(root string) bool {
 // the same path inside the root: the temporary directory (where tests keep
 // the files they hand to Ceph's tools) and the cluster dir when it lies
 // elsewhere. Daemons and clients outside then agree on every path in
-// ceph.conf and on the command line.
+// ceph.conf and on the command line. /proc too: librbd's encryption
+// (libcryptsetup) reaches the memfd holding a LUKS header through
+// /proc/PID/fd.
 func (c *Cluster) rootBinds() []string {
 	tmp := filepath.Clean(os.TempDir())
-	binds := []string{tmp}
+	binds := []string{tmp, "/proc"}
 	if rel, err := filepath.Rel(tmp, c.Dir); err != nil || strings.HasPrefix(rel, "..") {
 		binds = append(binds, c.Dir)
 	}
