@@ -61,18 +61,25 @@ func (m *plainModel) apply(ws []encWrite) {
 // check compares got with the model where it is defined.
 func (m *plainModel) check(t *testing.T, what string, got []byte) {
 	t.Helper()
-	if len(got) != len(m.data) {
-		t.Fatalf("%s: %d bytes of plaintext, want %d", what, len(got), len(m.data))
+	checkPlaintext(t, what, got, m.data, m.defined, func(i int) bool { return !m.touched[(m.dataOffset+int64(i))>>22] })
+}
+
+// checkPlaintext compares got with data where defined is 1, and with
+// zeroes where zero says no write reached (objects never written).
+func checkPlaintext(t *testing.T, what string, got, data, defined []byte, zero func(i int) bool) {
+	t.Helper()
+	if len(got) != len(data) {
+		t.Fatalf("%s: %d bytes of plaintext, want %d", what, len(got), len(data))
 	}
 	written := 0
 	for i := range got {
 		switch {
-		case m.defined[i] == 1:
+		case defined[i] == 1:
 			written++
-			if got[i] != m.data[i] {
-				t.Fatalf("%s: plaintext byte %d (written) is %#x, want %#x", what, i, got[i], m.data[i])
+			if got[i] != data[i] {
+				t.Fatalf("%s: plaintext byte %d (written) is %#x, want %#x", what, i, got[i], data[i])
 			}
-		case !m.touched[(m.dataOffset+int64(i))>>22] && got[i] != 0:
+		case zero(i) && got[i] != 0:
 			t.Fatalf("%s: plaintext byte %d (in an object never written) is %#x, want 0", what, i, got[i])
 		}
 	}

@@ -177,24 +177,7 @@ func newLayeredModel(size, parentShared, parentOffset, childOffset int64, parent
 
 func (m *layeredModel) check(t *testing.T, what string, got []byte) {
 	t.Helper()
-	if len(got) != len(m.data) {
-		t.Fatalf("%s: %d bytes of plaintext, want %d", what, len(got), len(m.data))
-	}
-	written := 0
-	for i := range got {
-		switch {
-		case m.defined[i] == 1:
-			written++
-			if got[i] != m.data[i] {
-				t.Fatalf("%s: plaintext byte %d (written) is %#x, want %#x", what, i, got[i], m.data[i])
-			}
-		case m.zero[i] && got[i] != 0:
-			t.Fatalf("%s: plaintext byte %d (in objects never written) is %#x, want 0", what, i, got[i])
-		}
-	}
-	if written == 0 {
-		t.Fatalf("%s: nothing written to compare", what)
-	}
+	checkPlaintext(t, what, got, m.data, m.defined, func(i int) bool { return m.zero[i] })
 }
 
 // dataOffsetOf is where rbd encryption format puts the data area of an

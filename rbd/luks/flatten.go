@@ -52,20 +52,9 @@ func (img *Image) restoreMagic(ctx context.Context) error {
 // ReadMagicEdits reads the header at the start of dev and returns the
 // edits that swap its magic (SwapMagic).
 func ReadMagicEdits(ctx context.Context, dev Device) ([]MagicEdit, error) {
-	first := make([]byte, min(MinHeaderRead, dev.Size()))
-	if err := readFull(ctx, dev, first, 0); err != nil {
-		return nil, fmt.Errorf("luks: reading the header: %w", err)
-	}
-	n, err := HeaderLen(first)
+	b, err := readHeaderBytes(ctx, dev, len(magic))
 	if err != nil {
 		return nil, err
-	}
-	b := first
-	if need := min(int64(n+len(magic)), dev.Size()); need > int64(len(first)) {
-		b = make([]byte, need)
-		if err := readFull(ctx, dev, b, 0); err != nil {
-			return nil, fmt.Errorf("luks: reading the header: %w", err)
-		}
 	}
 	return SwapMagic(b)
 }

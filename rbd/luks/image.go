@@ -140,6 +140,17 @@ func newImage(dev Device, h *Header, key []byte) (*Image, error) {
 
 // ReadHeader reads and parses the LUKS header at the start of dev.
 func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
+	b, err := readHeaderBytes(ctx, dev, 0)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// readHeaderBytes reads the header at the start of dev: its HeaderLen
+// bytes and extra more, as far as dev reaches. A header longer than dev
+// is corrupt.
+func readHeaderBytes(ctx context.Context, dev Device, extra int) ([]byte, error) {
 	first := make([]byte, min(MinHeaderRead, dev.Size()))
 	if err := readFull(ctx, dev, first, 0); err != nil {
 		return nil, fmt.Errorf("luks: reading the header: %w", err)
@@ -148,17 +159,18 @@ func ReadHeader(ctx context.Context, dev Device) (*Header, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := first
-	if n > len(first) {
-		if int64(n) > dev.Size() {
-			return nil, fmt.Errorf("%w: header of %d bytes on an image of %d", ErrCorrupt, n, dev.Size())
-		}
-		b = make([]byte, n)
-		if err := readFull(ctx, dev, b, 0); err != nil {
-			return nil, fmt.Errorf("luks: reading the header: %w", err)
-		}
+	if int64(n) > dev.Size() {
+		return nil, fmt.Errorf("%w: header of %d bytes on an image of %d", ErrCorrupt, n, dev.Size())
 	}
-	return Parse(b)
+	need := min(int64(n+extra), dev.Size())
+	if need <= int64(len(first)) {
+		return first, nil
+	}
+	b := make([]byte, need)
+	if err := readFull(ctx, dev, b, 0); err != nil {
+		return nil, fmt.Errorf("luks: reading the header: %w", err)
+	}
+	return b, nil
 }
 
 // Header returns the image's LUKS header.
