@@ -175,13 +175,17 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, keys Vol
 		if img.ReadOnly() {
 			return fail(codes.FailedPrecondition, "volume %q is encrypted but was never staged for writing, so it has no LUKS header yet", volumeID)
 		}
-		if _, err := luks.FormatImage(ctx, img, passphrase, nodeFormatOptions()); err != nil {
+		// formatted and opened with the volume key the format made:
+		// the passphrase's KDF runs once
+		plain, err := luks.FormatAndOpen(ctx, img, passphrase, nodeFormatOptions())
+		if err != nil {
 			return fail(codes.Internal, "volume %q: writing its LUKS header: %v", volumeID, err)
 		}
 		if err := md.SetMetadata(ctx, metaEncrypted, encryptionDone); err != nil {
 			return fail(codes.Unavailable, "volume %q: marking it encrypted: %v", volumeID, err)
 		}
 		log.Info("formatted an encrypted volume (LUKS2)", "volumeID", volumeID)
+		return &encryptedImage{Image: plain, raw: img}, nil
 	}
 	plain, err := luks.Open(ctx, img, passphrase, 0)
 	switch {

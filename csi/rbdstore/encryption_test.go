@@ -114,3 +114,68 @@ func TestEncryptedVolumeOnCeph(t *testing.T) {
 	_, err = open("not the passphrase")
 	assert.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 }
+
+// TestRestoreOfUnstagedEncryptedVolumeOnCeph: a volume of an encrypted
+// class that no node ever staged is restored from its snapshot; the
+// restore is an RBD clone prepared for formatting as its source was, and
+// its first open formats a standalone LUKS2 header on the clone (its
+// parent holds neither a header nor data) and serves it: what is written
+// reads back after a reopen, the parent's never-written data reads as
+// zeroes, and the header is LUKS's own, not a layered clone's.
+func TestRestoreOfUnstagedEncryptedVolumeOnCeph(t *testing.T) {
+	const size = 40 << 20
+	p := startPlugin(t)
+	ctx := testCtx(t)
+	block := []*csipb.VolumeCapability{{
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+	}}
+	params := map[string]string{"clusterID": cluster.FSID, "pool": cluster.Pool, "encrypted": "true"}
+	src, err := p.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "enc-unstaged", CapacityRange: &csipb.CapacityRange{RequiredBytes: size},
+		VolumeCapabilities: block, Parameters: params, Secrets: userSecrets()})
+	require.NoError(t, err)
+	snap, err := p.snapshot(t, "enc-unstaged-snap", src.GetVolume().GetVolumeId())
+	require.NoError(t, err)
+	r, err := p.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "enc-unstaged-restore", CapacityRange: &csipb.CapacityRange{RequiredBytes: size},
+		VolumeCapabilities: block, Parameters: params, Secrets: userSecrets(),
+		VolumeContentSource: &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+			Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshotId()}}}})
+	require.NoError(t, err)
+	vid, err := csi.ParseVolumeID(r.GetVolume().GetVolumeId())
+	require.NoError(t, err)
+	spec := cluster.Pool + "/" + vid.Image
+	assert.Equal(t, "encryptionPrepared", strings.TrimSpace(rbdCLI(t, "image-meta", "get", spec, "rbd.csi.ceph.com/encrypted")))
+	assert.Contains(t, rbdCLI(t, "info", spec), "parent:", "the restore is a clone")
+
+	st := rbdstore.New(rbdstore.Options{})
+	defer st.Close()
+	open := func() csi.NodeImage {
+		img, err := st.OpenImage(ctx, csiCluster(), admin(), vid, csi.OpenImageOptions{Exclusive: true})
+		require.NoError(t, err)
+		plain, err := csi.OpenEncrypted(ctx, img, r.GetVolume().GetVolumeId(), csi.VolumeKeys{Passphrase: []byte("pw of the restore")}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		return plain
+	}
+	img := open()
+	want := make([]byte, 1<<20)
+	rand.Read(want)
+	_, err = img.WriteAtContext(ctx, want, 5<<20)
+	require.NoError(t, err)
+	require.NoError(t, img.Flush(ctx))
+	require.NoError(t, img.Close())
+	assert.Equal(t, "encrypted", strings.TrimSpace(rbdCLI(t, "image-meta", "get", spec, "rbd.csi.ceph.com/encrypted")))
+
+	img = open()
+	defer img.Close()
+	got := make([]byte, 2<<20)
+	_, err = img.ReadAtContext(ctx, got, 4<<20)
+	require.NoError(t, err)
+	assert.Equal(t, make([]byte, 1<<20), got[:1<<20], "never-written data reads as zeroes")
+	assert.Equal(t, want, got[1<<20:], "what the node wrote reads back")
+
+	hdr := filepath.Join(t.TempDir(), "hdr")
+	rbdCLI(t, "export", spec, hdr)
+	b, err := os.ReadFile(hdr)
+	require.NoError(t, err)
+	assert.Equal(t, "LUKS\xba\xbe", string(b[:6]), "a standalone LUKS header on the clone")
+}

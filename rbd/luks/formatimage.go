@@ -16,27 +16,59 @@ import (
 // else written with zeroes), as cryptsetup wipes it: what the image held
 // there before must not outlive the format.
 func FormatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Header, error) {
-	if dev.ReadOnly() {
-		return nil, errors.New("luks: the image is read-only")
-	}
-	b, h, key, err := Format(passphrase, o)
+	h, key, err := formatImage(ctx, dev, passphrase, o, false)
+	clear(key)
+	return h, err
+}
+
+// FormatAndOpen is FormatImage followed by Open with the same
+// passphrase, without deriving the volume key from the passphrase again
+// (Format made it): one run of the keyslot's KDF instead of two. It
+// writes a standalone header (the LUKS magic, the header area wiped)
+// even on a clone: it is for an image whose parent holds no encryption
+// and no data (a CSI volume restored from a volume never formatted),
+// which Open then opens alone. A clone of an encrypted parent that gets
+// a key of its own is FormatImage's (librbd's layered layout) and
+// OpenLayers'.
+func FormatAndOpen(ctx context.Context, dev Device, passphrase []byte, o FormatOptions) (*Image, error) {
+	h, key, err := formatImage(ctx, dev, passphrase, o, true)
+	defer clear(key)
 	if err != nil {
 		return nil, err
 	}
-	clear(key)
-	if h.DataOffset >= dev.Size() {
-		return nil, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
+	img, err := newImage(dev, h, key)
+	if err != nil {
+		return nil, err
 	}
-	if isClone(dev) {
-		return h, formatClone(ctx, dev, b, h, o)
+	if err := img.setObjectSize(ctx); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// formatImage is FormatImage, returning the volume key too; standalone
+// formats a clone as any image (see FormatAndOpen).
+func formatImage(ctx context.Context, dev Device, passphrase []byte, o FormatOptions, standalone bool) (*Header, []byte, error) {
+	if dev.ReadOnly() {
+		return nil, nil, errors.New("luks: the image is read-only")
+	}
+	b, h, key, err := Format(passphrase, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.DataOffset >= dev.Size() {
+		return nil, key, fmt.Errorf("luks: image of %d bytes too small: the encryption header needs more than %d", dev.Size(), h.DataOffset)
+	}
+	if !standalone && isClone(dev) {
+		return h, key, formatClone(ctx, dev, b, h, o)
 	}
 	if _, err := dev.WriteAtContext(ctx, b, 0); err != nil {
-		return nil, fmt.Errorf("luks: writing the header: %w", err)
+		return nil, key, fmt.Errorf("luks: writing the header: %w", err)
 	}
 	if err := wipe(ctx, dev, int64(len(b)), h.DataOffset-int64(len(b))); err != nil {
-		return nil, fmt.Errorf("luks: wiping the header area: %w", err)
+		return nil, key, fmt.Errorf("luks: wiping the header area: %w", err)
 	}
-	return h, nil
+	return h, key, nil
 }
 
 // isClone reports whether dev is an RBD clone still attached to its

@@ -486,3 +486,59 @@ func TestDiscardWholeObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatAndOpen: the image FormatAndOpen returns is the one Open
+// makes of the header it wrote (same header fields, data written through
+// one read back through the other), for both versions.
+func TestFormatAndOpen(t *testing.T) {
+	ctx := context.Background()
+	for _, v := range []int{1, 2} {
+		t.Run(fmt.Sprintf("luks%d", v), func(t *testing.T) {
+			o := fastKDF(v)
+			o.Alignment = 1 << 20
+			dev := &memDevice{b: make([]byte, 24<<20)}
+			formatted, err := FormatAndOpen(ctx, dev, []byte("pw"), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened, err := Open(ctx, dev, []byte("pw"), v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, g := formatted.Header(), opened.Header()
+			if f.Version != g.Version || f.DataOffset != g.DataOffset || f.SectorSize != g.SectorSize || f.IVTweak != g.IVTweak || f.Clone != g.Clone {
+				t.Fatalf("formatted %+v, opened %+v", f, g)
+			}
+			want := make([]byte, 3*4096)
+			for i := range want {
+				want[i] = byte(i*7 + v)
+			}
+			if _, err := formatted.WriteAtContext(ctx, want, 4096+512); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(want))
+			if _, err := opened.ReadAtContext(ctx, got, 4096+512); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("data written through FormatAndOpen's image reads differently through Open's")
+			}
+		})
+	}
+}
+
+// TestFormatAndOpenClone: on a clone FormatAndOpen writes a standalone
+// header (the LUKS magic, not a clone's), which Open opens alone.
+func TestFormatAndOpenClone(t *testing.T) {
+	ctx := context.Background()
+	dev := &memRBD{memDevice: memDevice{b: make([]byte, 24<<20)}, parent: true}
+	if _, err := FormatAndOpen(ctx, dev, []byte("pw"), fastKDF(2)); err != nil {
+		t.Fatal(err)
+	}
+	if string(dev.b[:6]) != "LUKS\xba\xbe" {
+		t.Fatalf("magic %q on a clone FormatAndOpen formatted, want LUKS's", dev.b[:6])
+	}
+	if _, err := Open(ctx, dev, []byte("pw"), 2); err != nil {
+		t.Fatal(err)
+	}
+}
