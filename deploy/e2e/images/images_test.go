@@ -45,7 +45,9 @@ func TestBuild(t *testing.T) {
 
 	refs, err := manifestRefs(root)
 	require.NoError(t, err)
-	want := []string{refs.plugin, PauseRef, WorkloadRef, "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0"}
+	want := []string{refs.plugin, PauseRef, WorkloadRef, "registry.k8s.io/sig-storage/snapshot-controller:v8.6.0",
+		"purerbd-e2e/snapshot-metadata-lister:v0.2.0"}
+	require.Equal(t, "purerbd-e2e/snapshot-metadata-lister:v0.2.0", set.SnapshotMetadataLister)
 	for _, ref := range refs.others {
 		want = append(want, ref)
 	}
@@ -84,6 +86,11 @@ func TestBuild(t *testing.T) {
 			case WorkloadRef:
 				assert.Contains(t, a.Config.Env, "PATH=/bin")
 				checkWorkload(t, rootfs)
+			case set.SnapshotMetadataLister:
+				// upstream's example backup client: no --version, its
+				// usage on -h
+				assert.Equal(t, []string{"/" + name}, a.Config.Entrypoint)
+				runOK(t, filepath.Join(rootfs, name), "-h")
 			default:
 				assert.Equal(t, []string{"/" + name}, a.Config.Entrypoint)
 				out := runOK(t, filepath.Join(rootfs, name), "--version")
@@ -91,6 +98,15 @@ func TestBuild(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("snapshot metadata manifests", func(t *testing.T) {
+		crd, err := os.ReadFile(set.SnapshotMetadataCRD)
+		require.NoError(t, err)
+		assert.Contains(t, string(crd), "name: snapshotmetadataservices.cbt.storage.k8s.io")
+		role, err := os.ReadFile(set.SnapshotMetadataClientRole)
+		require.NoError(t, err)
+		assert.Contains(t, string(role), "name: external-snapshot-metadata-client-runner")
+	})
 
 	t.Run("snapshot manifests", func(t *testing.T) {
 		require.Len(t, set.SnapshotCRDs, 6)
