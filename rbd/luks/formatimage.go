@@ -36,14 +36,7 @@ func FormatAndOpen(ctx context.Context, dev Device, passphrase []byte, o FormatO
 	if err != nil {
 		return nil, err
 	}
-	img, err := newImage(dev, h, key)
-	if err != nil {
-		return nil, err
-	}
-	if err := img.setObjectSize(ctx); err != nil {
-		return nil, err
-	}
-	return img, nil
+	return openWithKey(ctx, dev, h, key)
 }
 
 // formatImage is FormatImage, returning the volume key too; standalone

@@ -89,6 +89,11 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 		return nil, err
 	}
 	defer clear(key)
+	return openWithKey(ctx, dev, h, key)
+}
+
+// openWithKey makes the view of dev whose header h key unlocked.
+func openWithKey(ctx context.Context, dev Device, h *Header, key []byte) (*Image, error) {
 	img, err := newImage(dev, h, key)
 	if err != nil {
 		return nil, err

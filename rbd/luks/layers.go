@@ -112,15 +112,7 @@ func OpenLayers(ctx context.Context, dev Device, specs []Spec) (*Image, error) {
 		}
 		c.SetParentData(v.read)
 	}
-	l := layers[0]
-	img, err := newImage(dev, l.hdr, l.key)
-	if err != nil {
-		return nil, err
-	}
-	if err := img.setObjectSize(ctx); err != nil {
-		return nil, err
-	}
-	return img, nil
+	return openWithKey(ctx, dev, layers[0].hdr, layers[0].key)
 }
 
 // openLayer reads and unlocks the header of one layer. prev are the
