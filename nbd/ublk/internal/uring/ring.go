@@ -279,8 +279,8 @@ func (r *Ring) Wake() {
 }
 
 // Enter submits the queued entries and, with wait, blocks until at
-// least one completion is there. EINTR (the Go runtime's preemption
-// signals) is retried.
+// least one completion is there. A wait a signal ends (the Go runtime's
+// preemption signals) is waited again.
 func (r *Ring) Enter(wait bool) error {
 	for {
 		var flags, minComplete uintptr
@@ -298,10 +298,12 @@ func (r *Ring) Enter(wait bool) error {
 			return fmt.Errorf("io_uring_enter: %w", errno)
 		}
 		r.toSubmit -= uint32(n)
-		if r.toSubmit == 0 || !wait {
+		if !wait || (r.toSubmit == 0 && r.ready() > 0) {
 			return nil
 		}
-		// the kernel took only part: go round to submit the rest
+		// The kernel took only part, or a signal ended the wait once the
+		// entries were submitted (the call then returns how many it
+		// submitted, not EINTR): go round to submit the rest and wait.
 	}
 }
 
