@@ -78,11 +78,8 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 	if h.Clone {
 		return nil, fmt.Errorf("%w: the header of an encrypted clone, which needs its parent's encryption too (OpenLayers)", ErrUnsupported)
 	}
-	if version != 0 && h.Version != version {
-		return nil, fmt.Errorf("%w: the image is LUKS%d, not LUKS%d", ErrNotLUKS, h.Version, version)
-	}
-	if h.DataOffset > dev.Size() {
-		return nil, fmt.Errorf("%w: data offset %d past the image's end at %d", ErrCorrupt, h.DataOffset, dev.Size())
+	if err := h.fits(version, dev.Size()); err != nil {
+		return nil, err
 	}
 	key, err := h.Unlock(ctx, dev, passphrase)
 	if err != nil {
@@ -90,6 +87,18 @@ func Open(ctx context.Context, dev Device, passphrase []byte, version int) (*Ima
 	}
 	defer clear(key)
 	return openWithKey(ctx, dev, h, key)
+}
+
+// fits checks that h is of version (0: either) and that its data area
+// starts within an image of size bytes.
+func (h *Header) fits(version int, size int64) error {
+	if version != 0 && h.Version != version {
+		return fmt.Errorf("%w: the image is LUKS%d, not LUKS%d", ErrNotLUKS, h.Version, version)
+	}
+	if h.DataOffset > size {
+		return fmt.Errorf("%w: data offset %d past the image's end at %d", ErrCorrupt, h.DataOffset, size)
+	}
+	return nil
 }
 
 // openWithKey makes the view of dev whose header h key unlocked.

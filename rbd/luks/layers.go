@@ -127,11 +127,8 @@ func openLayer(ctx context.Context, d Device, hasParent bool, spec Spec, prev []
 	if h.Clone && !hasParent {
 		return layer{}, fmt.Errorf("%w: an encrypted clone's header on an image without a parent", ErrCorrupt)
 	}
-	if spec.Version != 0 && h.Version != spec.Version {
-		return layer{}, fmt.Errorf("%w: the image is LUKS%d, not LUKS%d", ErrNotLUKS, h.Version, spec.Version)
-	}
-	if h.DataOffset > d.Size() {
-		return layer{}, fmt.Errorf("%w: data offset %d past the image's end at %d", ErrCorrupt, h.DataOffset, d.Size())
+	if err := h.fits(spec.Version, d.Size()); err != nil {
+		return layer{}, err
 	}
 	if r, ok := d.(interface {
 		Stat(ctx context.Context) (rbd.Info, error)
