@@ -49,13 +49,22 @@ const (
 	// DefaultIOTimeout is no NBD request timeout: a request waits for
 	// the plugin however long Ceph takes (a slow OSD is never an I/O
 	// error, and no connection is ever dropped while the plugin lives),
-	// and the requests in flight when the plugin died are resent within
-	// DefaultResendInterval of its successor's reattach, so a restart
-	// stalls I/O for the restart plus about a second
+	// and the requests in flight when the plugin died are resent at the
+	// kernel's first look after its successor's reattach, so a restart
+	// stalls I/O for the restart plus at most about a second
 	// (kernel.AttachConfig.ResendInterval). A positive timeout brings
 	// back the kernel's timeouts, fixed or adaptive (MinIOTimeout).
-	DefaultIOTimeout      time.Duration = 0
-	DefaultResendInterval               = time.Second
+	DefaultIOTimeout time.Duration = 0
+	// DefaultResendInterval is the age from which the kernel looks at a
+	// request in flight. It looks only at whole seconds, at the first
+	// one a request is older than this, and resends a request the
+	// dead plugin held at the first look after the reattach: a short
+	// interval lets that be the next whole second after the reattach
+	// rather than one more. Requests of a live plugin that are older
+	// than it at a whole second are logged by the kernel ("Possible
+	// stuck request") and left alone, so it stays well above a healthy
+	// cluster's latency.
+	DefaultResendInterval = 250 * time.Millisecond
 	// DefaultMinIOTimeout, zero, makes a positive IOTimeout fixed; a
 	// lower floor makes it adapt (opt-in: dropping and replacing
 	// connections under a stalled backend races in the kernel's receive

@@ -135,6 +135,9 @@ func TestNodeRBDInVM(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("the guest's command exited %d; console:\n%s", res.ExitCode, res.Console)
 	}
+	if os.Getenv("NBD_VM_CONSOLE") != "" {
+		t.Logf("console:\n%s", res.Console)
+	}
 	// Everything the lifecycle, two-node and sanity tests made, they
 	// deleted: the pool holds the scenario's images only.
 	ls, err := cluster.Rbd(ctx, "ls", cluster.Pool)

@@ -112,11 +112,11 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 		"node: the kernel device volumes are served through unless their class names one (deviceType): auto (ublk where the kernel can resize and recover a ublk device, Linux 6.16 and later; NBD elsewhere), nbd or ublk")
 	fs.IntVar(&o.node.conns, "nbd-connections", csi.DefaultNodeConns, "node: NBD connections (kernel queues) per device; a ublk device's queues")
 	fs.DurationVar(&o.node.ioTimeout, "nbd-io-timeout", csi.DefaultIOTimeout,
-		"node: the kernel's NBD request timeout; 0 (the default): none, requests wait for the plugin however long Ceph takes, and those in flight when it died are resent every --nbd-resend-interval once its successor reattached (needs --nbd-connections 1); with a timeout, such requests are resent only after it, so it bounds the stall of a restart")
+		"node: the kernel's NBD request timeout; 0 (the default): none, requests wait for the plugin however long Ceph takes, and those in flight when it died are resent at the kernel's first look after its successor reattached (--nbd-resend-interval; needs --nbd-connections 1); with a timeout, such requests are resent only after it, so it bounds the stall of a restart")
 	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
 		"node: with --nbd-io-timeout, the floor of the request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (default: equal to --nbd-io-timeout, fixed)")
 	fs.DurationVar(&o.node.resend, "nbd-resend-interval", csi.DefaultResendInterval,
-		"node: without a request timeout, how often the kernel looks at requests in flight: those a dead plugin held are resent this long after its successor reattached (the kernel rounds up to whole seconds)")
+		"node: without a request timeout, the age from which the kernel looks at a request in flight; it looks at whole seconds, and resends the requests a dead plugin held at its first look after its successor reattached (a live plugin's requests older than this at a whole second are logged as \"Possible stuck request\" and left alone)")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)

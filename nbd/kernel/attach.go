@@ -65,10 +65,13 @@ type AttachConfig struct {
 	// request on a live server is never resent and never fails, however
 	// long the backend takes (the kernel logs "Possible stuck request"
 	// each time it looks), and a request in flight when the server died
-	// is resent within ResendInterval (rounded up to whole seconds by the
-	// kernel) once Reattach replaced the connection. So the stall of a
-	// server restart is the time to reattach plus ResendInterval, and no
-	// connection is ever dropped while the server lives (dropping and
+	// is resent at the kernel's first look after Reattach replaced the
+	// connection. The kernel looks at a request at the first whole
+	// second of its clock by which the request is older than
+	// ResendInterval, then every second. So the stall of a server
+	// restart is the time to reattach (at least ResendInterval) rounded
+	// up to the kernel's next whole second, and no connection is ever
+	// dropped while the server lives (dropping and
 	// replacing connections under load races in the kernel's receive
 	// worker, Linux 6.1 to 7.2 at the least: it reads the slot's current
 	// socket, and a reply of the old connection can land in the new one).
