@@ -62,6 +62,13 @@ import (
 // under the writers (issue #25 asks for 20).
 const restartKills = 20
 
+// restartCephDefaults puts back the Ceph defaults that the test
+// clusters change and that bound a restart's stall: the monitors'
+// paxos_propose_interval (the test clusters commit every 0.1 s to boot
+// faster), which paces the commit of the blocklist entry that fences
+// the dead plugin before its locks are broken.
+var restartCephDefaults = map[string]string{"paxos_propose_interval": "1"}
+
 func TestNodeRBDInVM(t *testing.T) {
 	host := vmtest.FindHost(t)
 	progs := rbdScenarioPrograms(t)
@@ -76,9 +83,10 @@ func TestNodeRBDInVM(t *testing.T) {
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
 	t1 := time.Now()
-	// Ceph's default settings (a dead client's watch lives 30 s), as
-	// the plugin runs at its own (startCSIBinary).
-	cluster, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP})
+	// Ceph's default settings where they bound a restart (a dead
+	// client's watch lives 30 s, blocklist entries commit at the
+	// monitors' pace), as the plugin runs at its own (startCSIBinary).
+	cluster, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP, Conf: restartCephDefaults})
 	if err != nil {
 		t.Fatal(err)
 	}

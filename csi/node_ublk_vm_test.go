@@ -46,8 +46,9 @@ func TestNodeUblkInVM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
-	// Ceph's default settings, as the plugin runs at its own.
-	cluster, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP})
+	// Ceph's default settings where they bound a restart, as the
+	// plugin runs at its own.
+	cluster, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP, Conf: restartCephDefaults})
 	if err != nil {
 		t.Fatal(err)
 	}

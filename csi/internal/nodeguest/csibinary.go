@@ -12,14 +12,15 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
 // startCSIBinary runs the purerbd-csi binary at path as the node plugin,
 // serving on socketPath with its default settings (as the shipped node
 // DaemonSet runs it, args adding to that): no NBD request timeout, one
-// connection per device, requests a killed plugin held resent every
-// second once its successor reattached. It waits until it
+// connection per device, requests a killed plugin held resent at the
+// kernel's first look after its successor reattached. It waits until it
 // answers a Probe, as the kubelet's registrar does. Its log lines go to
 // stderr prefixed with name; startup is the time from exec to the first
 // ready Probe (the node takes over what an earlier process staged before
@@ -41,7 +42,14 @@ func startCSIBinary(ctx context.Context, path, name string, args ...string) (*pl
 		prefixLines(os.Stderr, logs, fmt.Sprintf("  [%s pid %d] ", name, cmd.Process.Pid))
 		p.exited <- cmd.Wait()
 	}()
-	p.conn, err = grpc.NewClient("unix://"+socketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Reconnect quickly while the socket is missing: with grpc's default
+	// backoff (1 s, then more) the first Probe's failure would hold the
+	// next attempt a second, and startup would measure that instead.
+	p.conn, err = grpc.NewClient("unix://"+socketPath, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1, MaxDelay: 10 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		}))
 	if err != nil {
 		p.kill()
 		return nil, err
@@ -67,7 +75,7 @@ func startCSIBinary(ctx context.Context, path, name string, args ...string) (*pl
 		}
 	}
 	p.startup = time.Since(start).Seconds()
-	fmt.Printf("  [%s pid %d] purerbd-csi serves after %.2fs\n", name, cmd.Process.Pid, p.startup)
+	fmt.Printf("  [%s pid %d] purerbd-csi started at %s, serves after %.2fs\n", name, cmd.Process.Pid, start.UTC().Format("15:04:05.000"), p.startup)
 	return p, nil
 }
 

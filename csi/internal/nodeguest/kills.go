@@ -43,6 +43,7 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 		mark.take(held)
 		r.p.kill()
 		r.p = nil
+		exited := time.Since(mark.at).Seconds()
 		if err := r.startPlugin(ctx, fmt.Sprintf("plugin-k%d", i+1)); err != nil {
 			return fmt.Errorf("kill %d: restart: %w", i+1, err)
 		}
@@ -56,7 +57,8 @@ func (r *rbdScenario) repeatedKills(ctx context.Context, held map[string]*heldWr
 			stalls[n] = append(stalls[n], got[n])
 			line = append(line, fmt.Sprintf("%s %.2fs", n, got[n]))
 		}
-		fmt.Printf("### kill %d: plugin serving again after %.2fs; stalls %s\n", i+1, restarts[i], strings.Join(line, ", "))
+		fmt.Printf("### kill %d at %s: plugin gone after %.2fs, serving again after %.2fs; stalls %s\n", i+1,
+			mark.at.UTC().Format("15:04:05.000"), exited, restarts[i], strings.Join(line, ", "))
 	}
 	var errs []error
 	all := []float64{}
