@@ -241,18 +241,33 @@ func (n *NodeServer) recover(ctx context.Context, v *nodeVolume, secrets map[str
 			return ublkTakeoverError(rec.VolumeID, err)
 		}
 	} else {
-		// The device first: the kernel's sockets to the dead process are
-		// replaced with held ones at once, so that its resend of what that
-		// process held runs while the image opens (kernel.HeldDevice). As
-		// many sockets as the device was configured with: the record's count
-		// (sysfs shows the kernel's hardware queues, which blk-mq caps at the
-		// CPU count, so more connections than CPUs would stay dead). Older
-		// records without it fall back on sysfs.
-		held, err := kernel.Hold(ctx, n.deviceConfig(&rec))
-		if err != nil {
-			return takeoverError(rec.VolumeID, err)
+		// The device at once, beside the image's opening (which connects
+		// and fences the dead predecessor first): the kernel's sockets to
+		// the dead process are replaced with held ones, so that its resend
+		// of what that process held runs while the image opens
+		// (kernel.HeldDevice). As many sockets as the device was
+		// configured with: the record's count (sysfs shows the kernel's
+		// hardware queues, which blk-mq caps at the CPU count, so more
+		// connections than CPUs would stay dead). Older records without it
+		// fall back on sysfs.
+		type holding struct {
+			held *kernel.HeldDevice
+			err  error
 		}
+		hc := make(chan holding, 1)
+		go func() {
+			h, err := kernel.Hold(ctx, n.deviceConfig(&rec))
+			hc <- holding{h, err}
+		}()
 		img, cred, err = n.openCandidates(ctx, vid, cl, creds, &rec, n.passphrase(secrets, rec.VolumeID))
+		h := <-hc
+		if h.err != nil {
+			if err == nil {
+				closeImage(context.WithoutCancel(ctx), img)
+			}
+			return takeoverError(rec.VolumeID, h.err)
+		}
+		held := h.held
 		if err != nil {
 			held.Abandon()
 			return err

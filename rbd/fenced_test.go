@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +71,58 @@ func TestFencedClientLockTakeover(t *testing.T) {
 	want.Type = denc.AddrAny
 	if !strings.Contains(string(bl), want.String()) {
 		t.Errorf("osd blocklist ls does not list %s: %s", want, bl)
+	}
+}
+
+// TestFencingUnderWayLockTakeover: as TestFencedClientLockTakeover, but
+// the successor opens while its fencing is still under way
+// (OpenOptions.Fencing): the image opens, waits for the fencing before
+// it breaks the dead owner's lock, and breaks it at once after.
+func TestFencingUnderWayLockTakeover(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := lockOnOtherClient(t, ctx, name)
+	addr := other.ClientAddr()
+	_ = other.Close() // gone without unlocking
+
+	tctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	fenced := make(chan struct{})
+	var fenceErr error
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the monitors taking their time
+		fenceErr = conn.Blocklist(tctx, addr, 0)
+		close(fenced)
+	}()
+	var waited atomic.Int32
+	img, err := Open(tctx, testPool(t), name, OpenOptions{AcquireLock: true, Fencing: func(ctx context.Context) ([]denc.EntityAddr, error) {
+		waited.Add(1)
+		select {
+		case <-fenced:
+			return []denc.EntityAddr{addr}, fenceErr
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}})
+	if err != nil {
+		t.Fatalf("open while fencing the dead owner: %v", err)
+	}
+	defer img.Close()
+	select {
+	case <-fenced:
+	default:
+		t.Fatal("the lock was taken before the fencing ended")
+	}
+	if fenceErr != nil {
+		t.Fatal(fenceErr)
+	}
+	if waited.Load() == 0 {
+		t.Error("the open never waited for the fencing")
+	}
+	if _, err := img.WriteAtContext(tctx, []byte("second"), 0); err != nil {
+		t.Fatal(err)
 	}
 }

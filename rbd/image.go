@@ -52,6 +52,13 @@ type OpenOptions struct {
 	// times out on the OSD (osd_client_watch_timeout, 30 s by default).
 	// Matched by address, nonce included (denc.EntityAddr.SameInstance).
 	FencedClients []denc.EntityAddr
+	// Fencing, when set, is a fencing of dead client instances still
+	// under way as the image opens (predecessor.Claim.AdoptAsync): before
+	// an exclusive lock held by someone else is broken or waited for, the
+	// image waits for it and counts the instances it returns as
+	// FencedClients. An error leaves them out (logged): their locks break
+	// the slow way.
+	Fencing func(context.Context) ([]denc.EntityAddr, error)
 	// WriteAround turns on librbd's write-around cache (off by default;
 	// see WriteAround).
 	WriteAround WriteAround

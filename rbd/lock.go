@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -143,7 +144,7 @@ func (l *exclusiveLock) handleBusy(ctx context.Context, oid string) error {
 	if info.Tag != lockTag || info.Type != cls.LockExclusive || !ok {
 		return fmt.Errorf("%w: %q is locked by %s (cookie %q, tag %q)", ErrLockedExternally, img.name, lk.Entity, lk.Cookie, info.Tag)
 	}
-	fenced := img.fenced(lk.Addr)
+	fenced := img.fenced(ctx, lk.Addr)
 	alive := false
 	if !fenced {
 		watchers, err := img.meta.listWatchers(ctx, oid)
@@ -236,17 +237,24 @@ func (l *exclusiveLock) unlockHeader(ctx context.Context) {
 }
 
 // fenced reports whether addr is one of the client instances the caller
-// proved dead and blocklisted (OpenOptions.FencedClients).
-func (img *Image) fenced(addr denc.EntityAddr) bool {
+// proved dead and blocklisted (OpenOptions.FencedClients, and what
+// OpenOptions.Fencing returns once it is done).
+func (img *Image) fenced(ctx context.Context, addr denc.EntityAddr) bool {
 	if addr.IsZero() {
 		return false
 	}
-	for _, f := range img.opts.FencedClients {
-		if f.SameInstance(addr) {
-			return true
-		}
+	same := func(f denc.EntityAddr) bool { return f.SameInstance(addr) }
+	if slices.ContainsFunc(img.opts.FencedClients, same) {
+		return true
 	}
-	return false
+	if img.opts.Fencing == nil {
+		return false
+	}
+	fenced, err := img.opts.Fencing(ctx)
+	if err != nil {
+		img.log.Warn("fencing dead clients", "err", err)
+	}
+	return slices.ContainsFunc(fenced, same)
 }
 
 // lockerWatches reports whether watcher w is the live owner of a lock

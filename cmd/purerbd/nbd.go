@@ -311,11 +311,12 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 		Logger:   log,
 	}
 	if role != nil {
-		fenced, err := role.Adopt(cctx, conn)
+		// fenced while the image opens; its lock is broken once fenced
+		wait, err := role.AdoptAsync(cctx, conn)
 		if err != nil {
-			log.Warn("a previous server of the image could not be fenced: its lock breaks when its watch times out", "err", err)
+			log.Warn("a previous server of the image cannot be fenced: its lock breaks when its watch times out", "err", err)
 		}
-		opts.FencedClients = fenced
+		opts.Fencing = wait
 	}
 	ioc, err := conn.IOContext(cctx, sp.pool, sp.ns)
 	if err != nil {

@@ -25,7 +25,7 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 	}
 	e.mu.Lock()
 	e.refs++
-	fenced := e.fenced
+	fencing := e.fencing
 	e.mu.Unlock()
 	release := func() {
 		e.mu.Lock()
@@ -49,8 +49,8 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		AcquireLock: opts.Exclusive && !opts.ReadOnly && !claim, // claimForNode takes it
 		LockPolicy:  rbd.LockCooperative,
 		// the previous plugin's locks are taken over at once
-		FencedClients: fenced,
-		Logger:        s.log.With("cluster", c.ID),
+		Fencing: fencing,
+		Logger:  s.log.With("cluster", c.ID),
 	})
 	if err != nil {
 		release()

@@ -54,8 +54,10 @@ type Options struct {
 	// each new connection is recorded in it before it takes any lock, and
 	// fences (blocklists) the clients of the dead previous plugin on its
 	// cluster, whose exclusive locks the images it opens then break at
-	// once (rbd.OpenOptions.FencedClients). Nil: no fencing, and a dead
-	// owner's lock is broken when its watch times out.
+	// once (rbd.OpenOptions.Fencing: the images open while the monitors
+	// commit the fencing, and wait for it only to break a lock). Nil: no
+	// fencing, and a dead owner's lock is broken when its watch times
+	// out.
 	Predecessor *predecessor.Claim
 	// NetNamespaces makes the connections to a cluster with a
 	// NetNamespace from inside that network namespace (the node plugin,
@@ -145,9 +147,10 @@ type entry struct {
 	refs     int    // open images using conn
 	cluster  string // cluster ID and user of conn, for Sessions
 	user     string
-	// fenced are the dead predecessor's clients on conn's cluster, which
-	// conn blocklisted (Options.Predecessor).
-	fenced []denc.EntityAddr
+	// fencing waits for the fencing of the dead predecessor's clients on
+	// conn's cluster, which conn started (Options.Predecessor); nil when
+	// there is none.
+	fencing func(context.Context) ([]denc.EntityAddr, error)
 }
 
 // New returns a Store.
@@ -296,12 +299,12 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 	s.log.Info("connected to Ceph", "cluster", c.ID, "user", "client."+cred.ID, "fsid", conn.FSID(),
 		"client_addr", conn.ClientAddr().String())
 	if p := s.opts.Predecessor; p != nil {
-		fenced, err := p.Adopt(cctx, conn)
+		wait, err := p.AdoptAsync(cctx, conn)
 		if err != nil {
-			s.log.Warn("the previous node plugin's clients could not all be fenced: their locks break when their watches time out",
+			s.log.Warn("the previous node plugin's clients cannot be fenced: their locks break when their watches time out",
 				"cluster", c.ID, "err", err)
 		}
-		e.fenced = fenced
+		e.fencing = wait
 	}
 	e.conn, e.cluster, e.user = conn, c.ID, "client."+cred.ID
 	return conn, e, nil

@@ -3,6 +3,7 @@ package predecessor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -25,6 +26,25 @@ type Conn interface {
 // slow way, when its watches time out) and reported in the error, with
 // the others still returned.
 func (c *Claim) Adopt(ctx context.Context, conn Conn) ([]denc.EntityAddr, error) {
+	wait, err := c.AdoptAsync(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// fenceTimeout bounds a fencing that AdoptAsync runs in the background.
+const fenceTimeout = time.Minute
+
+// AdoptAsync is Adopt with the fencing left running: it records conn
+// at once (so that a lock conn takes afterwards is one the next process
+// fences) and returns a wait that gives what Adopt would have, for
+// rbd.OpenOptions.Fencing. The fencing does not end with ctx (a caller
+// that only connects must not cancel it); it is bounded by fenceTimeout.
+// The monitors commit a blocklist entry at their own pace (up to
+// paxos_propose_interval, 1 s by default), which the caller can spend
+// opening its images; only breaking a predecessor's lock must wait.
+func (c *Claim) AdoptAsync(ctx context.Context, conn Conn) (wait func(context.Context) ([]denc.EntityAddr, error), err error) {
 	fsid := conn.FSID()
 	if err := c.Record(fsid, conn.ClientAddr()); err != nil {
 		return nil, err
@@ -37,20 +57,26 @@ func (c *Claim) Adopt(ctx context.Context, conn Conn) ([]denc.EntityAddr, error)
 	}
 	c.mu.Unlock()
 	if !ok {
-		f.addrs, f.err = c.fence(ctx, conn, c.Predecessors(fsid))
-		if f.err != nil {
-			c.mu.Lock()
-			delete(c.fenced, fsid) // the next caller tries again
-			c.mu.Unlock()
+		go func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceTimeout)
+			defer cancel()
+			f.addrs, f.err = c.fence(fctx, conn, c.Predecessors(fsid))
+			if f.err != nil {
+				c.mu.Lock()
+				delete(c.fenced, fsid) // the next caller tries again
+				c.mu.Unlock()
+			}
+			close(f.done)
+		}()
+	}
+	return func(ctx context.Context) ([]denc.EntityAddr, error) {
+		select {
+		case <-f.done:
+			return f.addrs, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		close(f.done)
-	}
-	select {
-	case <-f.done:
-		return f.addrs, f.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	}, nil
 }
 
 // fence blocklists addrs concurrently.
@@ -72,7 +98,11 @@ func (c *Claim) fence(ctx context.Context, conn Conn, addrs []denc.EntityAddr) (
 		}
 	}
 	err := errors.Join(errs...)
-	c.log.Info("predecessor: fenced the dead predecessor's clients", "fsid", conn.FSID(), "fenced", len(done),
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn // their locks break only when their watches time out
+	}
+	c.log.Log(ctx, level, "predecessor: fenced the dead predecessor's clients", "fsid", conn.FSID(), "fenced", len(done),
 		"failed", len(addrs)-len(done), "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return done, err
 }

@@ -163,7 +163,8 @@ type fakeConn struct {
 	mu     sync.Mutex
 	listed []denc.EntityAddr
 	calls  atomic.Int32
-	refuse uint32 // nonce whose blocklisting fails
+	refuse uint32        // nonce whose blocklisting fails
+	gate   chan struct{} // when set, blocklisting waits for it to close
 }
 
 func (f *fakeConn) FSID() string                { return f.fsid }
@@ -171,6 +172,13 @@ func (f *fakeConn) ClientAddr() denc.EntityAddr { return f.self }
 func (f *fakeConn) Blocklist(ctx context.Context, a denc.EntityAddr, _ time.Duration) error {
 	f.calls.Add(1)
 	time.Sleep(20 * time.Millisecond)
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if a.Nonce == f.refuse {
 		return errors.New("EACCES")
 	}
@@ -221,6 +229,46 @@ func TestAdopt(t *testing.T) {
 	got, err := c.Adopt(context.Background(), conn)
 	if err != nil || len(got) != 2 {
 		t.Errorf("second adoption: %v %v", got, err)
+	}
+}
+
+// TestAdoptAsync: the connection is recorded before AdoptAsync returns,
+// while the fencing is still under way (the monitors have not committed
+// it); the fencing outlives the caller's context, and the wait gives
+// the fenced addresses once it is done, or the wait's own context's end.
+func TestAdoptAsync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.lock")
+	c0 := &Claim{lock: -1, record: path + ".clients", rec: record{Version: recordVersion, Clients: []Client{
+		{FSID: "f", Addr: addr(5).String(), Since: time.Now()},
+	}}}
+	if err := c0.writeLocked(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Take(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn := &fakeConn{fsid: "f", self: addr(9), gate: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := c.AdoptAsync(ctx, conn)
+	cancel() // a caller that only connected
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readRecord(path + ".clients")
+	if err != nil || len(rec.Clients) != 1 || rec.Clients[0].Addr != addr(9).String() {
+		t.Errorf("record %+v %v: want the adopted connection before the fencing ends", rec, err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if got, err := wait(short); !errors.Is(err, context.DeadlineExceeded) || got != nil {
+		t.Errorf("wait before the fencing ended: %v %v, want the wait's deadline", got, err)
+	}
+	close(conn.gate)
+	got, err := wait(context.Background())
+	if err != nil || len(got) != 1 || !got[0].SameInstance(addr(5)) {
+		t.Errorf("wait: %v %v, want nonce 5 fenced", got, err)
 	}
 }
 
