@@ -56,14 +56,13 @@ const (
 	// back the kernel's timeouts, fixed or adaptive (MinIOTimeout).
 	DefaultIOTimeout time.Duration = 0
 	// DefaultResendInterval is the age from which the kernel looks at a
-	// request in flight. It looks only at whole seconds, at the first
-	// one a request is older than this, and resends a request the
-	// dead plugin held at the first look after the reattach: a short
-	// interval lets that be the next whole second after the reattach
-	// rather than one more. Requests of a live plugin that are older
-	// than it at a whole second are logged by the kernel ("Possible
-	// stuck request") and left alone, so it stays well above a healthy
-	// cluster's latency.
+	// request in flight, on the block layer's timer, which mostly fires
+	// at whole seconds, and it resends a request the dead plugin held at
+	// the first look after the reattach: a short interval lets that be
+	// the next whole second after the reattach rather than one more.
+	// Requests of a live plugin older than it when the kernel looks are
+	// logged by the kernel ("Possible stuck request") and left alone, so
+	// it stays well above a healthy cluster's latency.
 	DefaultResendInterval = 250 * time.Millisecond
 	// DefaultMinIOTimeout, zero, makes a positive IOTimeout fixed; a
 	// lower floor makes it adapt (opt-in: dropping and replacing

@@ -116,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (csi.Config, options, error) {
 	fs.DurationVar(&o.node.ioMin, "nbd-io-timeout-min", csi.DefaultMinIOTimeout,
 		"node: with --nbd-io-timeout, the floor of the request timeout, where it starts: it goes up to --nbd-io-timeout only while requests outlive it (default: equal to --nbd-io-timeout, fixed)")
 	fs.DurationVar(&o.node.resend, "nbd-resend-interval", csi.DefaultResendInterval,
-		"node: without a request timeout, the age from which the kernel looks at a request in flight; it looks at whole seconds, and resends the requests a dead plugin held at its first look after its successor reattached (a live plugin's requests older than this at a whole second are logged as \"Possible stuck request\" and left alone)")
+		"node: without a request timeout, the age from which the kernel looks at a request in flight; it looks mostly at whole seconds, and resends the requests a dead plugin held at its first look after its successor reattached (a live plugin's requests older than this at a whole second are logged as \"Possible stuck request\" when it looks, and left alone)")
 	fs.DurationVar(&o.node.reattach, "nbd-reattach-timeout", csi.DefaultReattachTimeout,
 		"node: how long the kernel holds I/O for a restarted plugin before failing it (dead connection timeout)")
 	o.kubelet.addFlags(fs)

@@ -32,8 +32,8 @@ const defaultDeadConnTimeout = 30 * time.Second
 // A mapped device has no request timeout by default: requests wait for
 // the server however long the cluster takes, and those in flight when
 // the server died are resent at the kernel's first look after --reattach
-// replaced it (it looks at whole seconds, at requests older than
-// defaultResend: kernel.AttachConfig.ResendInterval), so a restart
+// replaced it (it looks at requests older than defaultResend, mostly at
+// whole seconds: kernel.AttachConfig.ResendInterval), so a restart
 // stalls I/O for the restart plus at most about a second. --timeout brings back the
 // kernel's timeout, fixed, or adaptive with --min-timeout (see
 // kernel.AttachConfig.MinTimeout).
@@ -129,7 +129,7 @@ leaves the device for a later --reattach. Needs CAP_SYS_ADMIN.`,
 		"per-request timeout in seconds, the ceiling of the adaptive timeout (0: none; requests wait for the server, and after a "+
 			"--reattach those in flight are resent every --resend-interval; with more than one connection the kernel's default, 30, fixed)")
 	c.Float64(&o.resend, "--resend-interval SECS",
-		"without --timeout, on one connection: the age from which the kernel looks at a request in flight; it looks at whole seconds, and resends the requests a dead server held at its first look after a --reattach")
+		"without --timeout, on one connection: the age from which the kernel looks at a request in flight; it looks mostly at whole seconds, and resends the requests a dead server held at its first look after a --reattach")
 	c.Float64(&o.minTimeout, "--min-timeout SECS",
 		"floor of the adaptive request timeout, where it starts; it doubles when a request outlives it, up to --timeout, "+
 			"and comes back down once requests are fast (0, or --dead-conn-timeout 0: --timeout stays fixed)")

@@ -66,11 +66,12 @@ type AttachConfig struct {
 	// long the backend takes (the kernel logs "Possible stuck request"
 	// each time it looks), and a request in flight when the server died
 	// is resent at the kernel's first look after Reattach replaced the
-	// connection. The kernel looks at a request at the first whole
-	// second of its clock by which the request is older than
-	// ResendInterval, then every second. So the stall of a server
-	// restart is the time to reattach (at least ResendInterval) rounded
-	// up to the kernel's next whole second, and no connection is ever
+	// connection. The kernel looks at a request once it is older than
+	// ResendInterval, on the block layer's timer, which mostly fires at
+	// whole seconds of its clock, then about every ResendInterval or
+	// second. So the stall of a server restart is the time to reattach
+	// (at least ResendInterval) rounded up to about the kernel's next
+	// whole second, and no connection is ever
 	// dropped while the server lives (dropping and
 	// replacing connections under load races in the kernel's receive
 	// worker, Linux 6.1 to 7.2 at the least: it reads the slot's current
