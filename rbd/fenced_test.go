@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
 
@@ -22,11 +23,7 @@ import (
 // the watch under (`rbd lock ls`, `rbd status` as oracles).
 func TestFencedClientLockTakeover(t *testing.T) {
 	ctx := ctxT(t)
-	name := imageName(t)
-	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
-		t.Fatal(err)
-	}
-	other, _ := lockOnOtherClient(t, ctx, name)
+	name, other := imageLockedByOther(t, ctx)
 	addr := other.ClientAddr()
 
 	var locks []struct{ Address string }
@@ -80,11 +77,7 @@ func TestFencedClientLockTakeover(t *testing.T) {
 // it breaks the dead owner's lock, and breaks it at once after.
 func TestFencingUnderWayLockTakeover(t *testing.T) {
 	ctx := ctxT(t)
-	name := imageName(t)
-	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
-		t.Fatal(err)
-	}
-	other, _ := lockOnOtherClient(t, ctx, name)
+	name, other := imageLockedByOther(t, ctx)
 	addr := other.ClientAddr()
 	_ = other.Close() // gone without unlocking
 
@@ -125,4 +118,16 @@ func TestFencingUnderWayLockTakeover(t *testing.T) {
 	if _, err := img.WriteAtContext(tctx, []byte("second"), 0); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// imageLockedByOther creates an image whose exclusive lock another
+// client holds, and returns the image's name and that client.
+func imageLockedByOther(t *testing.T, ctx context.Context) (string, *rados.Conn) {
+	t.Helper()
+	name := imageName(t)
+	if err := Create(ctx, testPool(t), name, 4<<20, CreateOptions{Order: 20}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := lockOnOtherClient(t, ctx, name)
+	return name, other
 }

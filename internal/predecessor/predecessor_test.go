@@ -188,17 +188,12 @@ func (f *fakeConn) Blocklist(ctx context.Context, a denc.EntityAddr, _ time.Dura
 	return nil
 }
 
-// TestAdopt: the first connection to a cluster fences its predecessors
-// once (concurrent adopters wait for it and get the same answer), a
-// failed blocklisting is left out and reported, and the adopted
-// connection is recorded before anything else.
-func TestAdopt(t *testing.T) {
+// takeAfter writes a dead holder's record naming clients and takes the
+// role after it; the role is released when the test ends.
+func takeAfter(t *testing.T, clients ...Client) (*Claim, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "node.lock")
-	c0 := &Claim{lock: -1, record: path + ".clients", rec: record{Version: recordVersion, Clients: []Client{
-		{FSID: "f", Addr: addr(5).String(), Since: time.Now()},
-		{FSID: "f", Addr: addr(6).String(), Since: time.Now()},
-		{FSID: "g", Addr: addr(7).String(), Since: time.Now()},
-	}}}
+	c0 := &Claim{lock: -1, record: path + ".clients", rec: record{Version: recordVersion, Clients: clients}}
 	if err := c0.writeLocked(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +201,19 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, path
+}
+
+// TestAdopt: the first connection to a cluster fences its predecessors
+// once (concurrent adopters wait for it and get the same answer), a
+// failed blocklisting is left out and reported, and the adopted
+// connection is recorded before anything else.
+func TestAdopt(t *testing.T) {
+	c, path := takeAfter(t,
+		Client{FSID: "f", Addr: addr(5).String(), Since: time.Now()},
+		Client{FSID: "f", Addr: addr(6).String(), Since: time.Now()},
+		Client{FSID: "g", Addr: addr(7).String(), Since: time.Now()})
 	conn := &fakeConn{fsid: "f", self: addr(9), refuse: 6}
 	var wg sync.WaitGroup
 	results := make([][]denc.EntityAddr, 4)
@@ -237,18 +244,7 @@ func TestAdopt(t *testing.T) {
 // it); the fencing outlives the caller's context, and the wait gives
 // the fenced addresses once it is done, or the wait's own context's end.
 func TestAdoptAsync(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "node.lock")
-	c0 := &Claim{lock: -1, record: path + ".clients", rec: record{Version: recordVersion, Clients: []Client{
-		{FSID: "f", Addr: addr(5).String(), Since: time.Now()},
-	}}}
-	if err := c0.writeLocked(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Take(context.Background(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, path := takeAfter(t, Client{FSID: "f", Addr: addr(5).String(), Since: time.Now()})
 	conn := &fakeConn{fsid: "f", self: addr(9), gate: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	wait, err := c.AdoptAsync(ctx, conn)
