@@ -6,7 +6,10 @@
 // over several repetitions, and writes a Markdown report with medians,
 // min–max spread, the ratio purerbd/peer, client CPU per GiB and per
 // million operations, peak RSS and latency percentiles, plus SVG plots
-// drawn by bench/internal/svgplot.
+// drawn by bench/internal/svgplot. The RADOS and RBD sections also give
+// the OSD's CPU per client operation (read from /proc around every run,
+// osdcpu.go), so that a client which saves its own CPU by spending the
+// OSD's shows it.
 //
 // The report opens with a headline table (comparison, purerbd, peer,
 // ratio, target) computed from the run's samples (headline.go).

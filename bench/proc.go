@@ -167,28 +167,44 @@ func (d *daemon) stop() usage {
 	return rusageOf(d.cmd.ProcessState)
 }
 
-// procUsage reads utime+stime from /proc/PID/stat and VmHWM from
-// /proc/PID/status.
-func procUsage(pid int) (usage, error) {
+// procCPU reads a process's CPU time so far (utime+stime of every
+// thread, seconds) from /proc/PID/stat.
+func procCPU(pid int) (float64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return usage{}, err
+		return 0, fmt.Errorf("bench: CPU time of pid %d: %w", pid, err)
 	}
+	return parseStatCPU(stat)
+}
+
+// parseStatCPU returns utime+stime, in seconds, of the contents of a
+// /proc/PID/stat file.
+func parseStatCPU(stat []byte) (float64, error) {
 	// the command name may hold spaces: fields start after the last ')'
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return usage{}, errors.New("bench: malformed /proc stat")
+		return 0, errors.New("bench: malformed /proc stat")
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	if len(f) < 13 {
-		return usage{}, errors.New("bench: short /proc stat")
+		return 0, errors.New("bench: short /proc stat")
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64) // field 14, utime
 	st, err2 := strconv.ParseUint(f[12], 10, 64) // field 15, stime
 	if err := errors.Join(err1, err2); err != nil {
-		return usage{}, fmt.Errorf("bench: /proc stat: %w", err)
+		return 0, fmt.Errorf("bench: /proc stat: %w", err)
 	}
-	u := usage{CPU: float64(ut+st) / userHZ}
+	return float64(ut+st) / userHZ, nil
+}
+
+// procUsage reads utime+stime from /proc/PID/stat and VmHWM from
+// /proc/PID/status.
+func procUsage(pid int) (usage, error) {
+	cpu, err := procCPU(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	u := usage{CPU: cpu}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return usage{}, err

@@ -103,6 +103,7 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 			"uniform over the image (random) or wrapping around it (sequential).",
 			humanSize(imageSize), feat, c.store, peer, cacheNote, s.cfg.Runtime),
 	}
+	c.watchOSD(sec)
 	if !v.cache {
 		if err := noCacheConf(c.Conf, conf); err != nil {
 			sec.Skipped = err.Error()
@@ -239,6 +240,7 @@ func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			"bound), so a write completes once sent and both tools flush before they stop the clock. These "+
 			"tools run a fixed amount of I/O and report only ops/s.", humanSize(imageSize)),
 	}
+	c.watchOSD(sec)
 	image := "bench-cli"
 	if err := s.makeImage(ctx, c, image, imageSize, ""); err != nil {
 		sec.Skipped = "creating the image: " + err.Error()

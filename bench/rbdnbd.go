@@ -52,6 +52,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, v nbdVa
 			"writethrough until a flush, as rbd-nbd runs it). Clients: fio `ioengine=nbd`, %s per run.",
 			humanSize(imageSize), s.cfg.nbdRuntime()),
 	}
+	c.watchOSD(sec)
 	switch v {
 	case nbdQoS:
 		sec.ID, sec.Short = "rbd-nbd-qos", "QoS RBD over NBD"

@@ -127,7 +127,9 @@ func writeProfiles(b *bytes.Buffer, ps []Profile) {
 // writeSummary is the key table: one line per case of every section.
 func (r *Report) writeSummary(b *bytes.Buffer) {
 	b.WriteString("## Summary: ratio purerbd/peer (medians)\n\n" +
-		"| section | case | unit | purerbd | peer | ratio | CPU/op ratio | p99 ratio |\n|---|---|---|---|---|---|---|---|\n")
+		"Client CPU/op is the contender's own process; OSD CPU/op is what the cluster's OSD spent per client " +
+		"operation during the contender's runs (RADOS and RBD sections).\n\n" +
+		"| section | case | unit | purerbd | peer | ratio | CPU/op ratio | OSD CPU/op ratio | p99 ratio |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, sec := range r.Sections {
 		if sec.Skipped != "" || len(sec.Contenders) < 2 {
 			continue
@@ -135,9 +137,13 @@ func (r *Report) writeSummary(b *bytes.Buffer) {
 		a, p := sec.Contenders[0], sec.Contenders[1]
 		for _, c := range sec.Cases {
 			cpu := ratio(cpuPer(c, a), cpuPer(c, p))
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s |\n", sec.Short, c.Name, c.Unit,
+			osd := "–"
+			if sec.OSDOf != "" {
+				osd = ratioCell(ratio(osdCPUPerOp(c, a), osdCPUPerOp(c, p)))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s |\n", sec.Short, c.Name, c.Unit,
 				num(c.spread(a).Median), num(c.spread(p).Median), p, ratioCell(c.Ratio(a, p)),
-				ratioCell(cpu), ratioCell(ratio(c.medianLat(a, 99), c.medianLat(p, 99))))
+				ratioCell(cpu), osd, ratioCell(ratio(c.medianLat(a, 99), c.medianLat(p, 99))))
 		}
 	}
 	b.WriteString("\n")
@@ -195,6 +201,9 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, num(gA), num(gP), num(mA), num(mP),
 			ratioCell(ratio(cpuPer(c, a), cpuPer(c, p))), mean, lat(50), lat(99), lat(99.9))
+	}
+	if sec.OSDOf != "" {
+		writeOSDCPU(b, sec)
 	}
 	var rssA, rssP int64
 	for _, c := range sec.Cases {
@@ -256,7 +265,7 @@ func (r *Report) writeCSV(path string) error {
 	}
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"section", "case", "unit", "contender", "run", "value", "ops", "bytes", "seconds",
-		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns"})
+		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	secs := r.Sections
 	if r.KernelVM != nil {
@@ -266,9 +275,14 @@ func (r *Report) writeCSV(path string) error {
 		for _, c := range sec.Cases {
 			for _, who := range sec.Contenders {
 				for i, s := range c.Samples[who] {
+					osd := ""
+					if sec.OSDOf != "" {
+						osd = g(s.OSDCPU)
+					}
 					_ = w.Write([]string{sec.ID, c.Name, c.Unit, who, strconv.Itoa(i + 1), g(s.Value),
 						strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Bytes, 10), g(s.Seconds), g(s.CPU),
-						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9))})
+						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9)), osd,
+						sec.Cluster})
 				}
 			}
 		}
