@@ -22,6 +22,16 @@
 // attached). It is labelled software-emulated and kept out of the
 // host's summary. Run it alone with `-only kernel-vm`.
 //
+// The RADOS and RBD sections run on every Ceph release of Config.Releases
+// (`-ceph pacific,reef,tentacle`, `make bench CEPH=...`; Pacific from the
+// host, Reef and Tentacle from cephcluster's roots, each with that
+// release's own rbd, rados, fio and qemu-nbd, installed into the root on
+// first use) and cluster kind of Config.Tunings (`-cluster
+// tuned,untuned`, `make bench CLUSTER=...`; versions.go says what an
+// untuned cluster keeps); with more than one, the headline has a column
+// per release and kind. purerbd's side is always the host's static
+// binaries. A section whose peer a release lacks says so and is skipped.
+//
 // Absolute numbers depend on the machine and its load; the ratios are
 // the result. Every section records the load average around it.
 //

@@ -29,6 +29,7 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 			"`cleanup`. The tools report mean latency, not percentiles.", c.store, secs),
 	}
 	c.watchOSD(sec)
+	s.label(c, sec)
 	type group struct{ write, read *Case }
 	var groups []group
 	for _, g := range pick(s.cfg,

@@ -91,17 +91,39 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	}
 	b.WriteString("\n")
 	if len(r.Clusters) > 0 {
-		b.WriteString("Ceph clusters booted for the run (one mon, one OSD, on 127.0.0.1, cephx, msgr2):\n\n" +
-			"| object store | daemons' version | boot |\n|---|---|---|\n")
+		b.WriteString("Ceph clusters booted for the run (one mon, one OSD, on 127.0.0.1, cephx, msgr2); the peers " +
+			"of each (librbd's `rbd`, fio's rbd engine, qemu-nbd over librbd) are its release's own. A **tuned** " +
+			"cluster is the bench's usual one: memstore's page set (`memstore_page_set`), `osd_heartbeat_grace` " +
+			"120 and cephcluster's short PG logs (`osd_max_pg_log_entries` and `osd_pg_log_dups_tracked` 1000).\n\n" +
+			"| object store | cluster | daemons' version | peer tools | boot |\n|---|---|---|---|---|\n")
+		untuned := false
 		for _, c := range r.Clusters {
 			v := c.Version
 			if c.Err != "" {
 				v = "failed: " + c.Err
 			}
-			fmt.Fprintf(b, "| %s | %s | %s |\n", c.Store, v, c.Boot.Round(time.Second))
+			var tools []string
+			for _, t := range c.Tools {
+				tools = append(tools, t.Name+": "+t.Version)
+			}
+			kind := c.Kind
+			if kind == "" {
+				kind = "pacific tuned"
+			}
+			untuned = untuned || strings.HasSuffix(kind, " "+Untuned)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", c.Store, kind, oneLine(v), oneLine(strings.Join(tools, "; ")),
+				c.Boot.Round(time.Second))
 		}
 		b.WriteString("\n")
+		if untuned {
+			b.WriteString(untunedNote + "\n\n")
+		}
 	}
+}
+
+// oneLine keeps a multi-line value on one table row.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
 }
 
 // writeProfiles prints the pprof summaries.

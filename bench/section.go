@@ -82,6 +82,9 @@ type Section struct {
 	Cases []*Case
 	Notes []string // Markdown lines added under the tables
 
+	// base is ID without the cluster kind's suffix (set only when the
+	// run has several kinds): the ID the headline's rows name.
+	base string
 	// osd returns the cluster's OSDs' CPU seconds so far, read around
 	// every run when set.
 	osd func() (float64, error)
@@ -89,6 +92,14 @@ type Section struct {
 	LoadStart, LoadEnd string // /proc/loadavg around the section
 	Elapsed            time.Duration
 	Skipped            string // why the section did not run
+}
+
+// baseID is the section's ID without its cluster kind's suffix.
+func (s *Section) baseID() string {
+	if s.base != "" {
+		return s.base
+	}
+	return s.ID
 }
 
 // runTimeout bounds one run of one contender (a child process is killed
