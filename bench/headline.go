@@ -42,6 +42,7 @@ func headlineRows() []headlineRow {
 		{label: "rbd bench CLI 4K randwrite t16 OSD CPU/op", section: "rbd-cli", cas: "4K rand write t16", osd: true},
 		{label: "nbd-rbd 4K randwrite QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randwrite QD32", target: 1.5},
 		{label: "nbd-rbd 4K randread QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randread QD32", target: 1.5},
+		{label: "nbd-rbd 4K randwrite QD32 OSD CPU/op", section: "rbd-nbd", cas: "4k randwrite QD32", osd: true},
 		{label: "nbd-memory 4K randread QD32 vs nbdkit", section: "nbd-memory", cas: "4k randread QD32", target: 1.2},
 		{label: "nbd-memory 4K randwrite QD32 vs nbdkit", section: "nbd-memory", cas: "4k randwrite QD32", target: 1.2},
 		{label: "rados 4K write QD32 vs rados bench", section: "rados", cas: "4K write QD32"},

@@ -85,7 +85,7 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	b.WriteString("## Machine\n\n| nproc | CPU | memory | kernel | Go | load avg at start | load avg at end |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s |\n\n", m.NProc, m.CPUModel, m.MemTotal, m.Kernel, m.GoVersion,
 		m.LoadStart, m.LoadEnd)
-	b.WriteString("| peer tool | version |\n|---|---|\n")
+	b.WriteString("| host peer tool (Pacific's runs) | version |\n|---|---|\n")
 	for _, t := range m.Tools {
 		fmt.Fprintf(b, "| %s | %s |\n", t.Name, t.Version)
 	}
