@@ -177,9 +177,11 @@ fuzz-smoke:
 fuzz:
 	FUZZTIME=$(FUZZTIME) .ci/fuzz
 
+# `make bench [CEPH=pacific,reef,tentacle] [CLUSTER=tuned,untuned]`: the
+# Ceph releases and cluster kinds of the RADOS and RBD sections
 bench:
 	@$(GO) test -run '^$$' -bench . -benchmem -benchtime 100ms ./...; gobench=$$?; \
-	$(GO) run ./bench/cmd/purerbd-bench && exit $$gobench
+	$(GO) run ./bench/cmd/purerbd-bench $(if $(CEPH),-ceph $(CEPH)) $(if $(CLUSTER),-cluster $(CLUSTER)) && exit $$gobench
 
 clean:
 	rm -rf bin/

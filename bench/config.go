@@ -39,6 +39,13 @@ type Config struct {
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration
+	// Releases are the Ceph releases (ReleasePacific, ReleaseReef,
+	// ReleaseTentacle) whose clusters the RADOS and RBD sections run on,
+	// each with its own peer tools; empty: Pacific only.
+	Releases []string
+	// Tunings are the kinds of cluster (Tuned, Untuned) each release
+	// boots; empty: tuned only.
+	Tunings []string
 	Logger  *slog.Logger
 }
 
@@ -51,6 +58,12 @@ func (c Config) withDefaults() Config {
 		if c.Quick {
 			c.Runtime = time.Second
 		}
+	}
+	if len(c.Releases) == 0 {
+		c.Releases = []string{ReleasePacific}
+	}
+	if len(c.Tunings) == 0 {
+		c.Tunings = []string{Tuned}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -6,7 +6,10 @@
 // over several repetitions, and writes a Markdown report with medians,
 // min–max spread, the ratio purerbd/peer, client CPU per GiB and per
 // million operations, peak RSS and latency percentiles, plus SVG plots
-// drawn by bench/internal/svgplot.
+// drawn by bench/internal/svgplot. The RADOS and RBD sections also give
+// the OSD's CPU per client operation (read from /proc around every run,
+// osdcpu.go), so that a client which saves its own CPU by spending the
+// OSD's shows it.
 //
 // The report opens with a headline table (comparison, purerbd, peer,
 // ratio, target) computed from the run's samples (headline.go).
@@ -18,6 +21,16 @@
 // plugin staging ten volumes (stage/unstage times, RSS with 1 and 10
 // attached). It is labelled software-emulated and kept out of the
 // host's summary. Run it alone with `-only kernel-vm`.
+//
+// The RADOS and RBD sections run on every Ceph release of Config.Releases
+// (`-ceph pacific,reef,tentacle`, `make bench CEPH=...`; Pacific from the
+// host, Reef and Tentacle from cephcluster's roots, each with that
+// release's own rbd, rados, fio and qemu-nbd, installed into the root on
+// first use) and cluster kind of Config.Tunings (`-cluster
+// tuned,untuned`, `make bench CLUSTER=...`; versions.go says what an
+// untuned cluster keeps); with more than one, the headline has a column
+// per release and kind. purerbd's side is always the host's static
+// binaries. A section whose peer a release lacks says so and is skipped.
 //
 // Absolute numbers depend on the machine and its load; the ratios are
 // the result. Every section records the load average around it.

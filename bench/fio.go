@@ -60,10 +60,10 @@ type fioOutput struct {
 
 // runFio runs the job and returns its result as a Sample (value in IOPS
 // when iops is true, else MiB/s) and fio's own usage.
-func runFio(ctx context.Context, work string, env []string, j fioJob, iops bool) (Sample, childResult, error) {
+func runFio(ctx context.Context, launch launcher, work string, env []string, j fioJob, iops bool) (Sample, childResult, error) {
 	out := filepath.Join(work, "fio-"+j.Name+".json")
 	os.Remove(out)
-	cr, err := runChild(ctx, work, env, "fio", j.args(out)...)
+	cr, err := runCmd(launch(ctx, "fio", j.args(out)...), work, env)
 	if err != nil {
 		return Sample{}, cr, err
 	}

@@ -18,6 +18,8 @@ type headlineRow struct {
 	// cpu compares CPU per operation (lower is better) instead of the
 	// headline value.
 	cpu bool
+	// osd compares the OSD's CPU per client operation (lower is better).
+	osd bool
 }
 
 // headlineRows are the comparisons the report starts with, in order. The
@@ -31,12 +33,16 @@ func headlineRows() []headlineRow {
 		{label: "rbd 4M read", section: "rbd-memstore", cas: "4M seq read QD16", target: 1.0},
 		{label: "rbd 4K randwrite QD32 client CPU/op", section: "rbd-memstore", cas: "4k randwrite QD32", target: 0.8, cpu: true},
 		{label: "rbd 4K randread QD32 client CPU/op", section: "rbd-memstore", cas: "4k randread QD32", target: 0.8, cpu: true},
+		{label: "rbd 4K randwrite QD32 OSD CPU/op", section: "rbd-memstore", cas: "4k randwrite QD32", osd: true},
+		{label: "rbd 4K randread QD32 OSD CPU/op", section: "rbd-memstore", cas: "4k randread QD32", osd: true},
 		{label: "rbd bench CLI 4K randwrite t16", section: "rbd-cli", cas: "4K rand write t16", target: 1.0},
 		{label: "rbd bench CLI 4K randread t16", section: "rbd-cli", cas: "4K rand read t16", target: 1.0},
 		{label: "rbd bench CLI 4M write t16", section: "rbd-cli", cas: "4M seq write t16", target: 1.0},
 		{label: "rbd bench CLI 4M read t16", section: "rbd-cli", cas: "4M seq read t16", target: 1.0},
+		{label: "rbd bench CLI 4K randwrite t16 OSD CPU/op", section: "rbd-cli", cas: "4K rand write t16", osd: true},
 		{label: "nbd-rbd 4K randwrite QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randwrite QD32", target: 1.5},
 		{label: "nbd-rbd 4K randread QD32 vs qemu-nbd", section: "rbd-nbd", cas: "4k randread QD32", target: 1.5},
+		{label: "nbd-rbd 4K randwrite QD32 OSD CPU/op", section: "rbd-nbd", cas: "4k randwrite QD32", osd: true},
 		{label: "nbd-memory 4K randread QD32 vs nbdkit", section: "nbd-memory", cas: "4k randread QD32", target: 1.2},
 		{label: "nbd-memory 4K randwrite QD32 vs nbdkit", section: "nbd-memory", cas: "4k randwrite QD32", target: 1.2},
 		{label: "rados 4K write QD32 vs rados bench", section: "rados", cas: "4K write QD32"},
@@ -63,8 +69,15 @@ func caseMatches(name, cas string) bool {
 // findCase returns the case named cas in the section with id, and that
 // section; nil when the run did not measure it.
 func (r *Report) findCase(id, cas string) (*Section, *Case) {
+	return r.findCaseOn(id, cas, "")
+}
+
+// findCaseOn is findCase on the sections of one cluster kind ("reef
+// untuned"; "" for any), id being the section's ID without the kind's
+// suffix.
+func (r *Report) findCaseOn(id, cas, kind string) (*Section, *Case) {
 	for _, sec := range r.Sections {
-		if sec.ID != id || sec.Skipped != "" || len(sec.Contenders) < 2 {
+		if sec.baseID() != id || (kind != "" && sec.Cluster != kind) || sec.Skipped != "" || len(sec.Contenders) < 2 {
 			continue
 		}
 		for _, c := range sec.Cases {
@@ -80,6 +93,12 @@ func (r *Report) findCase(id, cas string) (*Section, *Case) {
 // computed from this run's samples (ratio of medians), with the target
 // and whether it is met.
 func (r *Report) writeHeadline(b *bytes.Buffer) {
+	// the usual table only for the usual cluster, so that a run on
+	// another one says which it is
+	if len(r.Kinds) > 1 || (len(r.Kinds) == 1 && r.Kinds[0] != clusterKind{ReleasePacific, Tuned}.label()) {
+		r.writeHeadlineKinds(b)
+		return
+	}
 	b.WriteString("## Headline: purerbd against its peer, same run\n\n" +
 		"Medians of the interleaved repetitions; ratio = median purerbd / median peer (for CPU per op and " +
 		"sizes, lower is better and the target is a ceiling). Details, spread and latencies in the sections below.\n\n" +
@@ -91,13 +110,8 @@ func (r *Report) writeHeadline(b *bytes.Buffer) {
 			continue
 		}
 		a, p := sec.Contenders[0], sec.Contenders[1]
-		var va, vp float64
-		unit := c.Unit
-		if h.cpu {
-			va, vp, unit = cpuPerOp(c, a), cpuPerOp(c, p), "CPU s/Mop"
-		} else {
-			va, vp = c.spread(a).Median, c.spread(p).Median
-		}
+		metric, unit := h.metric(c)
+		va, vp := spreadOf(c.values(a, metric)).Median, spreadOf(c.values(p, metric)).Median
 		rt := ratio(va, vp)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", h.label, valueCell(va, unit),
 			valueCell(vp, unit)+" ("+p+")", ratioText(rt, h.target), targetCell(h, rt))
@@ -121,9 +135,50 @@ func (r *Report) writeHeadline(b *bytes.Buffer) {
 	b.WriteString("\n")
 }
 
-// cpuPerOp is the median CPU seconds per million operations.
-func cpuPerOp(c *Case, who string) float64 {
-	return spreadOf(c.values(who, Sample.CPUPerMop)).Median
+// metric is what the row compares in a case's samples, and its unit.
+func (h headlineRow) metric(c *Case) (func(Sample) float64, string) {
+	switch {
+	case h.cpu:
+		return Sample.CPUPerMop, "CPU s/Mop"
+	case h.osd:
+		return Sample.OSDCPUPerMop, "OSD CPU s/Mop"
+	}
+	return func(s Sample) float64 { return s.Value }, c.Unit
+}
+
+// writeHeadlineKinds is the headline of a run on several cluster kinds:
+// a column per release × tuning, each cell the ratio of medians with the
+// two medians and their spreads (min–max over the repetitions).
+func (r *Report) writeHeadlineKinds(b *bytes.Buffer) {
+	b.WriteString("## Headline: purerbd against its peer, per Ceph release and cluster kind, same run\n\n" +
+		"One column per cluster the run booted (release, tuned or untuned: see Machine), each against that " +
+		"release's own peer (librbd's `rbd` and fio rbd engine, qemu-nbd). A cell is the ratio of medians " +
+		"purerbd / peer, then purerbd's and the peer's medians with their spread (min–max) over the interleaved " +
+		"repetitions; for CPU per op lower is better and the target is a ceiling.\n\n| comparison |")
+	for _, k := range r.Kinds {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString(" target |\n|---|" + strings.Repeat("---|", len(r.Kinds)) + "---|\n")
+	for _, h := range headlineRows() {
+		if !strings.HasPrefix(h.section, "rbd") && h.section != "rados" {
+			continue // the NBD memory export runs on no cluster
+		}
+		fmt.Fprintf(b, "| %s |", h.label)
+		for _, k := range r.Kinds {
+			sec, c := r.findCaseOn(h.section, h.cas, k)
+			if c == nil {
+				b.WriteString(" not measured |")
+				continue
+			}
+			a, p := sec.Contenders[0], sec.Contenders[1]
+			metric, unit := h.metric(c)
+			sa, sp := spreadOf(c.values(a, metric)), spreadOf(c.values(p, metric))
+			fmt.Fprintf(b, " %s: %s / %s %s |", ratioText(ratio(sa.Median, sp.Median), h.target), spreadCell(sa),
+				spreadCell(sp), unit)
+		}
+		fmt.Fprintf(b, " %s |\n", targetCell(h, math.NaN()))
+	}
+	b.WriteString("\n")
 }
 
 // valueCell is a value with its unit ("4772 IOPS").

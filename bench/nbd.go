@@ -102,7 +102,7 @@ func (s *suite) nbdMemory(ctx context.Context) *Section {
 			smp = Sample{Value: float64(size) / (1 << 20) / secs, Bytes: size, Seconds: secs}
 		default:
 			qd, _ := strconv.Atoi(c.Params["qd"])
-			smp, _, err = runFio(ctx, dir, nil, fioJob{
+			smp, _, err = runFio(ctx, hostCommand, dir, nil, fioJob{
 				Name: who, Engine: []string{"--ioengine=nbd", "--uri=" + uri(who)},
 				RW: c.Params["rw"], BS: c.Params["bs"], QD: qd, Size: sz,
 				Runtime: s.cfg.nbdRuntime(),

@@ -36,7 +36,12 @@ type childResult struct {
 // through wait4: every thread of the child and the descendants it
 // waited for).
 func runChild(ctx context.Context, dir string, env []string, name string, args ...string) (childResult, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+	return runCmd(exec.CommandContext(ctx, name, args...), dir, env)
+}
+
+// runCmd is runChild for a command made elsewhere (a release's tool in
+// its root, cluster.command).
+func runCmd(cmd *exec.Cmd, dir string, env []string) (childResult, error) {
 	cmd.Dir = dir
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
@@ -55,9 +60,19 @@ func runChild(ctx context.Context, dir string, env []string, name string, args .
 		r.usage = rusageOf(cmd.ProcessState)
 	}
 	if err != nil {
-		return r, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLines(errb.Bytes(), 5))
+		return r, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, lastLines(errb.Bytes(), 5))
 	}
 	return r, nil
+}
+
+// launcher makes the command that runs a program with its arguments:
+// the host's (hostCommand) or a Ceph release's own, in its root
+// (cluster.command).
+type launcher func(ctx context.Context, name string, args ...string) *exec.Cmd
+
+// hostCommand runs the host's program.
+func hostCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, name, args...)
 }
 
 func rusageOf(ps *os.ProcessState) usage {
@@ -89,12 +104,12 @@ type daemon struct {
 }
 
 // startDaemon starts a server with its output going to logPath.
-func startDaemon(logPath, name string, args ...string) (*daemon, error) {
+func startDaemon(logPath string, cmd *exec.Cmd) (*daemon, error) {
+	name := cmd.Args[0]
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -109,10 +124,16 @@ func startDaemon(logPath, name string, args ...string) (*daemon, error) {
 // startServer removes a stale socket, starts the server and waits until
 // it accepts connections on sock; on failure the server is stopped.
 func startServer(ctx context.Context, logPath, sock, name string, args ...string) (*daemon, error) {
+	return startServerCmd(ctx, logPath, sock, exec.Command(name, args...))
+}
+
+// startServerCmd is startServer for a command made elsewhere (qemu-nbd
+// of a release, in its root).
+func startServerCmd(ctx context.Context, logPath, sock string, cmd *exec.Cmd) (*daemon, error) {
 	if err := os.Remove(sock); err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	d, err := startDaemon(logPath, name, args...)
+	d, err := startDaemon(logPath, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -167,28 +188,44 @@ func (d *daemon) stop() usage {
 	return rusageOf(d.cmd.ProcessState)
 }
 
-// procUsage reads utime+stime from /proc/PID/stat and VmHWM from
-// /proc/PID/status.
-func procUsage(pid int) (usage, error) {
+// procCPU reads a process's CPU time so far (utime+stime of every
+// thread, seconds) from /proc/PID/stat.
+func procCPU(pid int) (float64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return usage{}, err
+		return 0, fmt.Errorf("bench: CPU time of pid %d: %w", pid, err)
 	}
+	return parseStatCPU(stat)
+}
+
+// parseStatCPU returns utime+stime, in seconds, of the contents of a
+// /proc/PID/stat file.
+func parseStatCPU(stat []byte) (float64, error) {
 	// the command name may hold spaces: fields start after the last ')'
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return usage{}, errors.New("bench: malformed /proc stat")
+		return 0, errors.New("bench: malformed /proc stat")
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	if len(f) < 13 {
-		return usage{}, errors.New("bench: short /proc stat")
+		return 0, errors.New("bench: short /proc stat")
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64) // field 14, utime
 	st, err2 := strconv.ParseUint(f[12], 10, 64) // field 15, stime
 	if err := errors.Join(err1, err2); err != nil {
-		return usage{}, fmt.Errorf("bench: /proc stat: %w", err)
+		return 0, fmt.Errorf("bench: /proc stat: %w", err)
 	}
-	u := usage{CPU: float64(ut+st) / userHZ}
+	return float64(ut+st) / userHZ, nil
+}
+
+// procUsage reads utime+stime from /proc/PID/stat and VmHWM from
+// /proc/PID/status.
+func procUsage(pid int) (usage, error) {
+	cpu, err := procCPU(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	u := usage{CPU: cpu}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return usage{}, err

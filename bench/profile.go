@@ -94,7 +94,7 @@ func (s *suite) profileNBD(ctx context.Context, dir string) Profile {
 	}
 	var res []string
 	for _, rw := range []string{"randwrite", "randread"} {
-		smp, _, err := runFio(ctx, dir, nil, fioJob{
+		smp, _, err := runFio(ctx, hostCommand, dir, nil, fioJob{
 			Name: "profile-" + rw, Engine: []string{"--ioengine=nbd", "--uri=nbd+unix:///?socket=" + sock},
 			RW: rw, BS: "4k", QD: 32, Size: strconv.FormatInt(size, 10), Runtime: s.cfg.Runtime,
 		}, true)

@@ -28,6 +28,8 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 			"`rados -p rbd bench` with the same arguments; each contender then removes its objects with its own "+
 			"`cleanup`. The tools report mean latency, not percentiles.", c.store, secs),
 	}
+	c.watchOSD(sec)
+	s.label(c, sec)
 	type group struct{ write, read *Case }
 	var groups []group
 	for _, g := range pick(s.cfg,
@@ -59,14 +61,19 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 			if i == 1 {
 				mode = "rand"
 			}
-			cr, err := tool(args(mode, cs)...)
+			smp, err := sec.measure(s.log, func() (Sample, error) {
+				cr, err := tool(args(mode, cs)...)
+				if err != nil {
+					return Sample{}, err
+				}
+				smp, err := parseRadosBench(cr.Stdout, cs.Unit == "IOPS")
+				smp.CPU, smp.RSS = cr.CPU, cr.RSS
+				return smp, err
+			})
 			if err != nil {
 				return out, err
 			}
-			if out[i], err = parseRadosBench(cr.Stdout, cs.Unit == "IOPS"); err != nil {
-				return out, err
-			}
-			out[i].CPU, out[i].RSS = cr.CPU, cr.RSS
+			out[i] = smp
 		}
 		_, err := tool("-p", "rbd", "cleanup", "--run-name", runName)
 		return out, err

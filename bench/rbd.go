@@ -81,7 +81,7 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 	}
 	peer, cacheNote := "librbd", "with `rbd cache = false` (like purerbd, which has no cache, a write completes "+
 		"when the OSD acknowledged it)"
-	conf := filepath.Join(s.work, "ceph-nocache-"+c.store+".conf")
+	conf := "ceph-nocache.conf"
 	if v.cache {
 		peer, cacheNote = "librbd-cache", "with librbd's default cache (Pacific: on, `rbd_cache_policy = writearound`: "+
 			"a write completes once it is in the client's cache, before the OSD has it; reads are not served "+
@@ -103,7 +103,19 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 			"uniform over the image (random) or wrapping around it (sequential).",
 			humanSize(imageSize), feat, c.store, peer, cacheNote, s.cfg.Runtime),
 	}
+	c.watchOSD(sec)
+	s.label(c, sec)
+	if why := c.havePeer("fio"); why != "" {
+		sec.Skipped = why
+		return sec
+	}
+	dir, err := s.peerDir(c, sec.ID)
+	if err != nil {
+		sec.Skipped = err.Error()
+		return sec
+	}
 	if !v.cache {
+		conf = filepath.Join(dir, conf)
 		if err := noCacheConf(c.Conf, conf); err != nil {
 			sec.Skipped = err.Error()
 			return sec
@@ -123,7 +135,7 @@ func (s *suite) rbdLoad(ctx context.Context, c *cluster, v rbdVariant, imageSize
 		qd, _ := strconv.Atoi(cs.Params["qd"])
 		iops := cs.Unit == "IOPS"
 		if who != "purerbd" {
-			smp, cr, err := runFio(ctx, s.work, []string{"CEPH_CONF=" + conf}, fioJob{
+			smp, cr, err := runFio(ctx, c.command, dir, []string{"CEPH_CONF=" + conf}, fioJob{
 				Name: "rbd", Engine: []string{"--ioengine=rbd", "--clientname=admin", "--pool=rbd", "--rbdname=" + image},
 				RW: cs.Params["rw"], BS: strings.ToLower(cs.Params["bs"]), QD: qd, Size: strconv.FormatInt(imageSize, 10),
 				Runtime: s.cfg.Runtime,
@@ -239,6 +251,8 @@ func (s *suite) rbdCLI(ctx context.Context, c *cluster, imageSize int64) *Sectio
 			"bound), so a write completes once sent and both tools flush before they stop the clock. These "+
 			"tools run a fixed amount of I/O and report only ops/s.", humanSize(imageSize)),
 	}
+	c.watchOSD(sec)
+	s.label(c, sec)
 	image := "bench-cli"
 	if err := s.makeImage(ctx, c, image, imageSize, ""); err != nil {
 		sec.Skipped = "creating the image: " + err.Error()

@@ -68,16 +68,20 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, v nbdVa
 			"`--image-opts driver=rbd,...,encrypt.format=luks2` (librbd's crypto layer). Clients: fio `ioengine=nbd`, "+
 			"%s per run over the plaintext (the image less 16 MiB).", s.cfg.nbdRuntime())
 	}
-	if t := haveTools("qemu-nbd", "fio"); t != "" {
+	c.watchOSD(sec)
+	s.label(c, sec)
+	if t := haveTools("fio"); t != "" {
 		sec.Skipped = t + " is not installed (make deps)"
 		return sec
 	}
-	if !fileExists("/usr/lib/x86_64-linux-gnu/qemu/block-rbd.so") {
-		sec.Skipped = "qemu-nbd has no rbd driver (apt-get install qemu-block-extra)"
+	if why := c.qemuRBD(); why != "" {
+		sec.Skipped = why
 		return sec
 	}
-	dir := filepath.Join(s.work, sec.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// the sockets, logs and passphrase are where the release's qemu-nbd
+	// sees them too
+	dir, err := s.peerDir(c, sec.ID)
+	if err != nil {
 		sec.Skipped = err.Error()
 		return sec
 	}
@@ -128,7 +132,11 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, v nbdVa
 					fmt.Sprintf("driver=rbd,pool=rbd,image=%s,conf=%s,user=admin,encrypt.format=luks2,encrypt.key-secret=sec0", image(who), c.Conf)}
 			}
 		}
-		d, err := startServer(ctx, filepath.Join(dir, who+".log"), sock(who), argv[0], argv[1:]...)
+		launch := c.command
+		if who == "purerbd" {
+			launch = hostCommand
+		}
+		d, err := startServerCmd(ctx, filepath.Join(dir, who+".log"), sock(who), launch(ctx, argv[0], argv[1:]...))
 		if err == nil {
 			servers[who] = d
 		} else {
@@ -163,7 +171,7 @@ func (s *suite) rbdNBD(ctx context.Context, c *cluster, imageSize int64, v nbdVa
 			return Sample{}, err
 		}
 		qd, _ := strconv.Atoi(cs.Params["qd"])
-		smp, _, err := runFio(ctx, dir, nil, fioJob{
+		smp, _, err := runFio(ctx, hostCommand, dir, nil, fioJob{
 			Name: who, Engine: []string{"--ioengine=nbd", "--uri=nbd+unix:///?socket=" + sock(who)},
 			RW: cs.Params["rw"], BS: cs.Params["bs"], QD: qd, Size: strconv.FormatInt(plainSize, 10),
 			Runtime: s.cfg.nbdRuntime(),

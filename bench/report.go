@@ -85,23 +85,45 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	b.WriteString("## Machine\n\n| nproc | CPU | memory | kernel | Go | load avg at start | load avg at end |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s |\n\n", m.NProc, m.CPUModel, m.MemTotal, m.Kernel, m.GoVersion,
 		m.LoadStart, m.LoadEnd)
-	b.WriteString("| peer tool | version |\n|---|---|\n")
+	b.WriteString("| host peer tool (Pacific's runs) | version |\n|---|---|\n")
 	for _, t := range m.Tools {
 		fmt.Fprintf(b, "| %s | %s |\n", t.Name, t.Version)
 	}
 	b.WriteString("\n")
 	if len(r.Clusters) > 0 {
-		b.WriteString("Ceph clusters booted for the run (one mon, one OSD, on 127.0.0.1, cephx, msgr2):\n\n" +
-			"| object store | daemons' version | boot |\n|---|---|---|\n")
+		b.WriteString("Ceph clusters booted for the run (one mon, one OSD, on 127.0.0.1, cephx, msgr2); the peers " +
+			"of each (librbd's `rbd`, fio's rbd engine, qemu-nbd over librbd) are its release's own. A **tuned** " +
+			"cluster is the bench's usual one: memstore's page set (`memstore_page_set`), `osd_heartbeat_grace` " +
+			"120 and cephcluster's short PG logs (`osd_max_pg_log_entries` and `osd_pg_log_dups_tracked` 1000).\n\n" +
+			"| object store | cluster | daemons' version | peer tools | boot |\n|---|---|---|---|---|\n")
+		untuned := false
 		for _, c := range r.Clusters {
 			v := c.Version
 			if c.Err != "" {
 				v = "failed: " + c.Err
 			}
-			fmt.Fprintf(b, "| %s | %s | %s |\n", c.Store, v, c.Boot.Round(time.Second))
+			var tools []string
+			for _, t := range c.Tools {
+				tools = append(tools, t.Name+": "+t.Version)
+			}
+			kind := c.Kind
+			if kind == "" {
+				kind = "pacific tuned"
+			}
+			untuned = untuned || strings.HasSuffix(kind, " "+Untuned)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", c.Store, kind, oneLine(v), oneLine(strings.Join(tools, "; ")),
+				c.Boot.Round(time.Second))
 		}
 		b.WriteString("\n")
+		if untuned {
+			b.WriteString(untunedNote + "\n\n")
+		}
 	}
+}
+
+// oneLine keeps a multi-line value on one table row.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "|", "/")), " ")
 }
 
 // writeProfiles prints the pprof summaries.
@@ -127,7 +149,9 @@ func writeProfiles(b *bytes.Buffer, ps []Profile) {
 // writeSummary is the key table: one line per case of every section.
 func (r *Report) writeSummary(b *bytes.Buffer) {
 	b.WriteString("## Summary: ratio purerbd/peer (medians)\n\n" +
-		"| section | case | unit | purerbd | peer | ratio | CPU/op ratio | p99 ratio |\n|---|---|---|---|---|---|---|---|\n")
+		"Client CPU/op is the contender's own process; OSD CPU/op is what the cluster's OSD spent per client " +
+		"operation during the contender's runs (RADOS and RBD sections).\n\n" +
+		"| section | case | unit | purerbd | peer | ratio | CPU/op ratio | OSD CPU/op ratio | p99 ratio |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, sec := range r.Sections {
 		if sec.Skipped != "" || len(sec.Contenders) < 2 {
 			continue
@@ -135,9 +159,13 @@ func (r *Report) writeSummary(b *bytes.Buffer) {
 		a, p := sec.Contenders[0], sec.Contenders[1]
 		for _, c := range sec.Cases {
 			cpu := ratio(cpuPer(c, a), cpuPer(c, p))
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s |\n", sec.Short, c.Name, c.Unit,
+			osd := "–"
+			if sec.OSDOf != "" {
+				osd = ratioCell(ratio(osdCPUPerOp(c, a), osdCPUPerOp(c, p)))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s |\n", sec.Short, c.Name, c.Unit,
 				num(c.spread(a).Median), num(c.spread(p).Median), p, ratioCell(c.Ratio(a, p)),
-				ratioCell(cpu), ratioCell(ratio(c.medianLat(a, 99), c.medianLat(p, 99))))
+				ratioCell(cpu), osd, ratioCell(ratio(c.medianLat(a, 99), c.medianLat(p, 99))))
 		}
 	}
 	b.WriteString("\n")
@@ -195,6 +223,9 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, num(gA), num(gP), num(mA), num(mP),
 			ratioCell(ratio(cpuPer(c, a), cpuPer(c, p))), mean, lat(50), lat(99), lat(99.9))
+	}
+	if sec.OSDOf != "" {
+		writeOSDCPU(b, sec)
 	}
 	var rssA, rssP int64
 	for _, c := range sec.Cases {
@@ -256,7 +287,7 @@ func (r *Report) writeCSV(path string) error {
 	}
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"section", "case", "unit", "contender", "run", "value", "ops", "bytes", "seconds",
-		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns"})
+		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	secs := r.Sections
 	if r.KernelVM != nil {
@@ -266,9 +297,14 @@ func (r *Report) writeCSV(path string) error {
 		for _, c := range sec.Cases {
 			for _, who := range sec.Contenders {
 				for i, s := range c.Samples[who] {
+					osd := ""
+					if sec.OSDOf != "" {
+						osd = g(s.OSDCPU)
+					}
 					_ = w.Write([]string{sec.ID, c.Name, c.Unit, who, strconv.Itoa(i + 1), g(s.Value),
 						strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Bytes, 10), g(s.Seconds), g(s.CPU),
-						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9))})
+						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9)), osd,
+						sec.Cluster})
 				}
 			}
 		}

@@ -19,6 +19,7 @@ type Report struct {
 	Runtime    time.Duration // per time-based run
 	NBDRuntime time.Duration // per NBD fio job
 	Elapsed    time.Duration
+	Kinds      []string // the cluster kinds the run asked for ("pacific tuned"), in order
 	Clusters   []ClusterInfo
 	Sections   []*Section
 	Profiles   []Profile
@@ -31,7 +32,9 @@ type Report struct {
 // ClusterInfo describes a cluster the RADOS and RBD sections ran on.
 type ClusterInfo struct {
 	Store   string // OSD object store
+	Kind    string // release and tuning: "reef untuned"
 	Version string // `ceph version` of the running daemons
+	Tools   []Tool // the release's peer tools (rbd, fio, qemu-nbd) and their versions
 	Boot    time.Duration
 	Err     string // why it could not be started
 }
@@ -51,6 +54,9 @@ func (s *suite) bin(name string) string { return s.bins[name].Path }
 // section that cannot run is reported as skipped, with the reason.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.checkKinds(); err != nil {
+		return nil, err
+	}
 	s := &suite{cfg: cfg, log: cfg.Logger, work: cfg.WorkDir}
 	if s.work == "" {
 		dir, err := os.MkdirTemp("", "purerbd-bench-")
@@ -76,6 +82,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t0 := time.Now()
 	rep := &Report{Machine: probeMachine(ctx), Quick: cfg.Quick, Reps: cfg.Reps, Runtime: cfg.Runtime,
 		NBDRuntime: cfg.nbdRuntime()}
+	for _, k := range cfg.clusterKinds() {
+		rep.Kinds = append(rep.Kinds, k.label())
+	}
 	s.log.Info("bench: building binaries", "work", s.work)
 	bins, err := buildBinaries(ctx, s.cfg.Root, filepath.Join(s.work, "bin"))
 	if err != nil {
@@ -131,66 +140,84 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// clusterSections runs the sections that need Ceph: on a memstore
-// cluster the RADOS, RBD, CLI and RBD-over-NBD comparisons and the
-// profiles; on a bluestore cluster the RBD comparison again (full mode).
+// clusterSections runs the sections that need Ceph on every cluster
+// kind of the run (release × tuning, clusterKinds), one after the other:
+// on a memstore cluster the RADOS, RBD, CLI and RBD-over-NBD comparisons,
+// and on the first kind only the CSI control plane and the profiles
+// (purerbd alone, nothing to compare per release); on a bluestore
+// cluster the RBD comparison again (full mode).
 func (s *suite) clusterSections(ctx context.Context, rep *Report) {
+	for i, k := range s.cfg.clusterKinds() {
+		if ctx.Err() != nil {
+			return
+		}
+		s.kindSections(ctx, rep, k, i == 0)
+	}
+}
+
+// kindSections runs the cluster sections on clusters of kind k; first
+// adds the sections that run once.
+func (s *suite) kindSections(ctx context.Context, rep *Report, k clusterKind, first bool) {
 	imageSize := pick(s.cfg, int64(1<<30), int64(128<<20))
-	memstore := []string{SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD, SectionCSI, SectionProfile}
+	memstore := []string{SectionRados, SectionRBD, SectionRBDCLI, SectionRBDNBD}
+	if first {
+		memstore = append(memstore, SectionCSI, SectionProfile)
+	}
+	wants := func(id string) bool { return slices.Contains(memstore, id) && s.cfg.wants(id) }
 	if slices.ContainsFunc(memstore, s.cfg.wants) {
-		c, err := s.startCluster(ctx, "memstore")
-		info := ClusterInfo{Store: "memstore"}
+		c, err := s.startCluster(ctx, "memstore", k)
+		info := ClusterInfo{Store: "memstore", Kind: k.label()}
 		if err != nil {
 			info.Err = err.Error()
-			rep.Missing = append(rep.Missing, "every RADOS and RBD section: no memstore cluster: "+err.Error())
+			rep.Missing = append(rep.Missing, "every RADOS and RBD section on "+k.label()+": no memstore cluster: "+err.Error())
 		} else {
-			info.Version, info.Boot = s.clusterVersion(ctx, c), c.boot
+			info.Version, info.Boot, info.Tools = s.clusterVersion(ctx, c), c.boot, c.peerVersions(ctx)
 		}
 		rep.Clusters = append(rep.Clusters, info)
 		if err == nil {
-			if s.cfg.wants(SectionRBD) {
-				s.log.Info("bench: RBD, default features")
+			if wants(SectionRBD) {
+				s.log.Info("bench: RBD, default features", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
 					id: "memstore", full: true, short: "RBD memstore",
 					title: "RBD image I/O (memstore, default features): purerbd vs librbd (fio rbd engine)",
 				}, imageSize))
 				if !s.cfg.Quick {
-					s.log.Info("bench: RBD, librbd's cache on")
+					s.log.Info("bench: RBD, librbd's cache on", "cluster", k.label())
 					rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
 						id: "cache", cache: true, short: "RBD vs librbd cache",
 						title: "RBD image I/O (memstore, default features): purerbd vs librbd with its default cache",
 					}, imageSize))
-					s.log.Info("bench: RBD, layering only")
+					s.log.Info("bench: RBD, layering only", "cluster", k.label())
 					rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
 						id: "layering", features: "layering", short: "RBD no lock/objmap",
 						title: "RBD image I/O (memstore, layering only: no exclusive-lock, no object-map): purerbd vs librbd",
 					}, imageSize))
 					s.logOSDSpace(ctx, c, SectionRBD)
-				} else {
+				} else if first {
 					rep.Missing = append(rep.Missing, "RBD against librbd's default cache, and without "+
 						"exclusive-lock/object-map: full mode only")
 				}
 			}
-			if s.cfg.wants(SectionRBDCLI) {
-				s.log.Info("bench: rbd bench CLIs")
+			if wants(SectionRBDCLI) {
+				s.log.Info("bench: rbd bench CLIs", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.rbdCLI(ctx, c, imageSize))
 				s.logOSDSpace(ctx, c, SectionRBDCLI)
 			}
-			if s.cfg.wants(SectionRBDNBD) {
-				s.log.Info("bench: RBD over NBD vs qemu-nbd")
+			if wants(SectionRBDNBD) {
+				s.log.Info("bench: RBD over NBD vs qemu-nbd", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdPlain))
-				s.log.Info("bench: LUKS2 RBD over NBD vs qemu-nbd with librbd's encryption")
+				s.log.Info("bench: LUKS2 RBD over NBD vs qemu-nbd with librbd's encryption", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdLUKS2))
-				s.log.Info("bench: RBD over NBD with QoS limits that never bind")
+				s.log.Info("bench: RBD over NBD with QoS limits that never bind", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.rbdNBD(ctx, c, imageSize, nbdQoS))
 				s.logOSDSpace(ctx, c, SectionRBDNBD)
 			}
-			if s.cfg.wants(SectionCSI) {
+			if wants(SectionCSI) {
 				s.log.Info("bench: CSI control plane")
 				rep.CSI = s.controlPlane(ctx, c)
 				s.logOSDSpace(ctx, c, SectionCSI)
 			}
-			if s.cfg.wants(SectionProfile) {
+			if wants(SectionProfile) {
 				s.log.Info("bench: profiles")
 				rep.Profiles = s.profiles(ctx, c, imageSize)
 			}
@@ -198,34 +225,36 @@ func (s *suite) clusterSections(ctx context.Context, rep *Report) {
 			// seen to drive the memstore OSD's used-bytes counter below
 			// zero (findings row 16), after which it reports itself full
 			// and refuses every write; nothing runs after this section.
-			if s.cfg.wants(SectionRados) {
-				s.log.Info("bench: RADOS objects")
+			if wants(SectionRados) {
+				s.log.Info("bench: RADOS objects", "cluster", k.label())
 				rep.Sections = append(rep.Sections, s.radosBench(ctx, c))
 				s.logOSDSpace(ctx, c, SectionRados)
 			}
 			s.closeCluster(c)
 		}
-	} else if s.cfg.wants(SectionProfile) {
+	} else if first && s.cfg.wants(SectionProfile) {
 		rep.Profiles = s.profiles(ctx, nil, imageSize)
 	}
 	if !s.cfg.wants(SectionBluestore) {
 		return
 	}
 	if s.cfg.Quick {
-		rep.Missing = append(rep.Missing, "RBD on bluestore: full mode only")
+		if first {
+			rep.Missing = append(rep.Missing, "RBD on bluestore: full mode only")
+		}
 		return
 	}
-	c, err := s.startCluster(ctx, "bluestore")
-	info := ClusterInfo{Store: "bluestore"}
+	c, err := s.startCluster(ctx, "bluestore", k)
+	info := ClusterInfo{Store: "bluestore", Kind: k.label()}
 	if err != nil {
 		info.Err = err.Error()
-		rep.Missing = append(rep.Missing, "RBD on bluestore: no cluster: "+err.Error())
+		rep.Missing = append(rep.Missing, "RBD on bluestore on "+k.label()+": no cluster: "+err.Error())
 		rep.Clusters = append(rep.Clusters, info)
 		return
 	}
-	info.Version, info.Boot = s.clusterVersion(ctx, c), c.boot
+	info.Version, info.Boot, info.Tools = s.clusterVersion(ctx, c), c.boot, c.peerVersions(ctx)
 	rep.Clusters = append(rep.Clusters, info)
-	s.log.Info("bench: RBD on bluestore")
+	s.log.Info("bench: RBD on bluestore", "cluster", k.label())
 	rep.Sections = append(rep.Sections, s.rbdLoad(ctx, c, rbdVariant{
 		id: "bluestore", short: "RBD bluestore",
 		title: "RBD image I/O (bluestore, default features): purerbd vs librbd (fio rbd engine)",

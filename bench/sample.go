@@ -11,6 +11,11 @@ type Sample struct {
 	// CPU is the CPU time (user + system, seconds) of the contender's
 	// process during the run; NaN when not measured.
 	CPU float64
+	// OSDCPU is the CPU time (user + system, seconds) the cluster's OSD
+	// processes spent during the run, whoever asked for it; NaN when the
+	// run's section does not measure it (Section.OSDOf is empty) or it
+	// could not be read.
+	OSDCPU float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64
@@ -36,6 +41,21 @@ func (s Sample) CPUPerMop() float64 {
 		return math.NaN()
 	}
 	return s.CPU / (float64(s.Ops) / 1e6)
+}
+
+// OSDCPUPerMop is the OSDs' CPU seconds per million client operations
+// (NaN when unknown).
+func (s Sample) OSDCPUPerMop() float64 {
+	if s.Ops <= 0 {
+		return math.NaN()
+	}
+	return s.OSDCPU / (float64(s.Ops) / 1e6)
+}
+
+// TotalCPUPerMop is the client's and the OSDs' CPU seconds together per
+// million client operations: what a client costs the machine.
+func (s Sample) TotalCPUPerMop() float64 {
+	return s.CPUPerMop() + s.OSDCPUPerMop()
 }
 
 // Latency is a latency distribution given at percentiles.

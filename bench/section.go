@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -72,12 +73,33 @@ type Section struct {
 	CPUOf string
 	// LatOf says where the latencies come from.
 	LatOf string
+	// Cluster names the cluster the section ran on ("pacific tuned"; ""
+	// without one).
+	Cluster string
+	// OSDOf, when set, says how the OSD's CPU per client op was taken
+	// (every sample's OSDCPU); empty for sections without a cluster.
+	OSDOf string
 	Cases []*Case
 	Notes []string // Markdown lines added under the tables
+
+	// base is ID without the cluster kind's suffix (set only when the
+	// run has several kinds): the ID the headline's rows name.
+	base string
+	// osd returns the cluster's OSDs' CPU seconds so far, read around
+	// every run when set.
+	osd func() (float64, error)
 
 	LoadStart, LoadEnd string // /proc/loadavg around the section
 	Elapsed            time.Duration
 	Skipped            string // why the section did not run
+}
+
+// baseID is the section's ID without its cluster kind's suffix.
+func (s *Section) baseID() string {
+	if s.base != "" {
+		return s.base
+	}
+	return s.ID
 }
 
 // runTimeout bounds one run of one contender (a child process is killed
@@ -108,7 +130,7 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 					return
 				}
 				rctx, cancel := context.WithTimeout(ctx, runTimeout)
-				smp, err := run(rctx, who, c)
+				smp, err := s.measure(log, func() (Sample, error) { return run(rctx, who, c) })
 				cancel()
 				if err != nil {
 					log.Warn("run failed", "section", s.ID, "case", c.Name, "contender", who, "err", err)
@@ -119,6 +141,25 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 			}
 		}
 	}
+}
+
+// measure does one run and, when the section watches the cluster's OSDs,
+// sets the sample's OSDCPU to what they spent during it (NaN when it
+// cannot be read: the run itself still counts).
+func (s *Section) measure(log *slog.Logger, run func() (Sample, error)) (Sample, error) {
+	if s.osd == nil {
+		return run()
+	}
+	before, errB := s.osd()
+	smp, err := run()
+	after, errA := s.osd()
+	smp.OSDCPU = math.NaN()
+	if e := errors.Join(errB, errA); e != nil {
+		log.Warn("bench: OSD CPU not read", "section", s.ID, "err", e)
+	} else {
+		smp.OSDCPU = after - before
+	}
+	return smp, err
 }
 
 // runOrder is the contenders in order for turn k: as given for odd k,
@@ -138,8 +179,12 @@ func (s *Section) record(log *slog.Logger, c *Case, who string, rep int, smp Sam
 		c.Samples = map[string][]Sample{}
 	}
 	c.Samples[who] = append(c.Samples[who], smp)
-	log.Info("run", "section", s.ID, "case", c.Name, "contender", who, "rep", rep,
-		c.Unit, math.Round(smp.Value*10)/10, "cpu_s", math.Round(smp.CPU*100)/100)
+	args := []any{"section", s.ID, "case", c.Name, "contender", who, "rep", rep,
+		c.Unit, math.Round(smp.Value*10) / 10, "cpu_s", math.Round(smp.CPU*100) / 100}
+	if s.OSDOf != "" {
+		args = append(args, "osd_cpu_s", math.Round(smp.OSDCPU*100)/100)
+	}
+	log.Info("run", args...)
 }
 
 // newCase builds a case with its parameters given as key, value pairs.

@@ -3,6 +3,7 @@
 // repository root; `make bench` does.
 //
 //	purerbd-bench [-quick] [-only nbd,rbd,...] [-reps 3] [-runtime 2s] [-report bench] [-work bench/out]
+//	              [-ceph pacific,reef,tentacle] [-cluster tuned,untuned]
 //
 // BENCH_QUICK=1 in the environment is the same as -quick.
 //
@@ -62,6 +63,11 @@ func run(ctx context.Context, args []string) error {
 	report := fs.String("report", "bench", "directory for report.md and the SVG plots")
 	work := fs.String("work", "bench/out", "scratch directory (binaries, sockets, profiles, logs)")
 	root := fs.String("root", ".", "repository root, where the binaries are built")
+	ceph := fs.String("ceph", bench.ReleasePacific, "comma-separated Ceph releases the RADOS and RBD sections run on, "+
+		"each with its own peer tools: "+strings.Join(bench.Releases(), ",")+" (reef and tentacle from roots built "+
+		"into the cache by rados/radostest/cephcluster/roots/build-root.sh)")
+	kinds := fs.String("cluster", bench.Tuned, "comma-separated cluster kinds each release boots: "+
+		strings.Join(bench.Tunings(), ",")+" (untuned: the release's defaults for what the bench tunes)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,6 +85,12 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
+	}
+	if *ceph != "" {
+		cfg.Releases = strings.Split(*ceph, ",")
+	}
+	if *kinds != "" {
+		cfg.Tunings = strings.Split(*kinds, ",")
 	}
 	t0 := time.Now()
 	rep, err := bench.Run(ctx, cfg)

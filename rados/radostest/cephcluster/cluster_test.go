@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/shorttier"
+	"github.com/purerbd/purerbd/internal/testcache"
 )
 
 // TestMissingBinaries: without Ceph on PATH the error names the fix.
@@ -90,5 +93,41 @@ func TestRootReadyNeedsTodaysPackages(t *testing.T) {
 	}
 	if !rootReady(root) {
 		t.Fatal("a root stamped with today's package list is not ready")
+	}
+}
+
+// TestBuildRootExtrasRecordedApart runs build-root.sh on a finished root
+// (a stamp alone): without extras, and with extras its extras file
+// already names, it is a no-op that leaves the stamp as it was, so that
+// the bench's extra packages never change what the tests check.
+func TestBuildRootExtrasRecordedApart(t *testing.T) {
+	shorttier.Skip(t, "bash and build-root.sh")
+	cache := t.TempDir()
+	t.Setenv(CacheEnv, cache)
+	root := filepath.Join(cache, "roots", "sid")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stamp := "ceph version 20.2.4; built in 320s\npackages: " + rootPackages() + "\n"
+	if err := os.WriteFile(filepath.Join(root, rootStamp), []byte(stamp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".purerbd-root-extras"), []byte("fio\nqemu-utils\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, args := range [][]string{{"sid"}, {"sid", "fio"}, {"sid", "qemu-utils", "fio"}} {
+		if err := testcache.RunScript(ctx, buildRootScript, args...); err != nil {
+			t.Errorf("build-root.sh %v: %v", args, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, rootStamp)); err != nil || string(b) != stamp || !rootReady(root) {
+		t.Errorf("stamp now %q, %v", b, err)
+	}
+	if r, err := EnsureRootExtras(ctx, ReleaseTentacle, "fio"); err != nil || r != root {
+		t.Errorf("EnsureRootExtras = %q, %v; want %q", r, err, root)
+	}
+	if r, err := EnsureRootExtras(ctx, ReleaseHost, "fio"); err != nil || r != "" {
+		t.Errorf("EnsureRootExtras on the host = %q, %v; want nothing", r, err)
 	}
 }

@@ -81,6 +81,23 @@ func EnsureRoot(ctx context.Context, release string) (string, error) {
 	return root, nil
 }
 
+// EnsureRootExtras is EnsureRoot, then the extra Debian packages pkgs
+// (the benchmark suite's peers: fio, qemu-utils) installed into the root
+// when they are not yet: build-root.sh records them apart from the
+// stamp's package list, which stays what the tests check. It returns ""
+// for the host's packages, into which it installs nothing.
+func EnsureRootExtras(ctx context.Context, release string, pkgs ...string) (string, error) {
+	root, err := EnsureRoot(ctx, release)
+	if err != nil || root == "" || len(pkgs) == 0 {
+		return root, err
+	}
+	suite, _ := releaseSuite(release)
+	if err := testcache.RunScript(ctx, buildRootScript, append([]string{suite}, pkgs...)...); err != nil {
+		return "", fmt.Errorf("cephcluster: installing %s into the %s root: %w", strings.Join(pkgs, " "), suite, err)
+	}
+	return root, nil
+}
+
 // rootPackages returns the package list build-root.sh installs (its
 // packages="..." line).
 func rootPackages() string {

@@ -70,6 +70,18 @@ func (c *Cluster) Program(ctx context.Context, bin string, args ...string) ([]by
 	return out.Bytes(), nil
 }
 
+// Command returns a command that runs any program of the cluster's
+// release as Program does (in its root and network namespace, no
+// arguments added), for callers that set its environment or keep it
+// running (fio with its rbd engine, qemu-nbd over librbd).
+func (c *Cluster) Command(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	return c.command(ctx, bin, args...)
+}
+
+// Root returns the root the cluster's daemons and tools run in, as the
+// host sees it ("" for the host's own packages).
+func (c *Cluster) Root() string { return c.root }
+
 // Ceph runs the ceph CLI against the cluster.
 func (c *Cluster) Ceph(ctx context.Context, args ...string) ([]byte, error) {
 	return c.Tool(ctx, "ceph", args...)

@@ -8,12 +8,21 @@
 # built with fewer packages gets the missing ones installed into it.
 # The host's own packages and apt sources are never touched: debootstrap
 # writes only into the root, and apt runs inside it.
+#
+# build-root.sh SUITE EXTRA...: the same, then the extra packages (the
+# benchmark suite's peers: fio, qemu-utils) installed into the root on
+# demand. They are recorded apart, one a line in .purerbd-root-extras, so
+# the stamp and its package list stay what the tests check, and a run
+# without extras (the tests', CI's) does exactly what it did before.
 set -euo pipefail
 
-suite=${1:?usage: build-root.sh SUITE (e.g. sid)}
+suite=${1:?usage: build-root.sh SUITE [EXTRA-PACKAGE...] (e.g. sid)}
+shift
+extras=("$@")
 cache=${PURERBD_CACHE:-/var/cache/purerbd}
 root=$cache/roots/$suite
 stamp=$root/.purerbd-root-ok
+extras_stamp=$root/.purerbd-root-extras
 # ceph-mgr for the tests that split PGs or read the mgr's reports
 packages="ceph-mon ceph-osd ceph-mgr ceph-common"
 
@@ -21,9 +30,57 @@ packages="ceph-mon ceph-osd ceph-mgr ceph-common"
 ready() {
   [ -f "$stamp" ] && grep -qxF "packages: $packages" "$stamp"
 }
+
+# missing_extras: the extra packages the extras stamp does not name
+missing_extras() {
+  local p
+  for p in "${extras[@]}"; do
+    grep -qxF "$p" "$extras_stamp" 2>/dev/null || echo "$p"
+  done
+}
+
+# finish: install the missing extras (under the suite's lock), then exit
+finish() {
+  local missing
+  missing=$(missing_extras)
+  if [ -z "$missing" ]; then
+    exit 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "build-root: installing $missing into $root needs root" >&2
+    exit 1
+  fi
+  exec 9>"$cache/roots/.$suite.lock"
+  flock 9
+  missing=$(missing_extras)
+  if [ -z "$missing" ]; then
+    exit 0
+  fi
+  echo "build-root: adding extras to $root:" $missing
+  trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+  chroot "$root" apt-get update -q -o Acquire::Check-Valid-Until=false
+  mount -t proc proc "$root/proc"
+  # shellcheck disable=SC2086 # one package a word
+  chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+  umount "$root/proc"
+  trap - EXIT
+  chroot "$root" apt-get clean
+  # only what apt reports installed is recorded
+  for p in $missing; do
+    if chroot "$root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      echo "$p" >>"$extras_stamp"
+    else
+      echo "build-root: $p did not install into $root" >&2
+      exit 1
+    fi
+  done
+  echo "build-root: $root has extras: $(tr '\n' ' ' <"$extras_stamp")"
+  exit 0
+}
+
 if ready; then
   echo "build-root: $root ready ($(head -n1 "$stamp"))"
-  exit 0
+  finish
 fi
 if [ "$(id -u)" != 0 ]; then
   echo "build-root: needs root (debootstrap, chroot)" >&2
@@ -35,7 +92,8 @@ exec 9>"$cache/roots/.$suite.lock"
 flock 9
 if ready; then
   echo "build-root: $root ready ($(head -n1 "$stamp"))"
-  exit 0
+  flock -u 9
+  finish
 fi
 
 # install: apt-get install the package list inside root (proc mounted for
@@ -80,7 +138,8 @@ if [ -f "$stamp" ]; then
   printf '%s; extended in %ss\npackages: %s\n' "$version" "$(($(date +%s) - start))" "$packages" >"$stamp.tmp"
   mv "$stamp.tmp" "$stamp"
   echo "build-root: $root ready ($(head -n1 "$stamp"))"
-  exit 0
+  flock -u 9
+  finish
 fi
 
 # debootstrap is a shell script: without it on the host, unpack the host's
@@ -131,3 +190,5 @@ printf '%s; built in %ss\npackages: %s\n' "$version" "$(($(date +%s) - start))" 
 mv "$tmp" "$root"
 trap - EXIT
 echo "build-root: $root ready ($(head -n1 "$stamp"))"
+flock -u 9
+finish
