@@ -56,8 +56,8 @@ type OpenOptions struct {
 	// under way as the image opens (predecessor.Claim.AdoptAsync): before
 	// an exclusive lock held by someone else is broken or waited for, the
 	// image waits for it and counts the instances it returns as
-	// FencedClients. An error leaves them out (logged): their locks break
-	// the slow way.
+	// FencedClients. An error leaves them out (the fencing reports it):
+	// their locks break the slow way.
 	Fencing func(context.Context) ([]denc.EntityAddr, error)
 	// WriteAround turns on librbd's write-around cache (off by default;
 	// see WriteAround).

@@ -252,7 +252,8 @@ func (img *Image) fenced(ctx context.Context, addr denc.EntityAddr) bool {
 	}
 	fenced, err := img.opts.Fencing(ctx)
 	if err != nil {
-		img.log.Warn("fencing dead clients", "err", err)
+		// the fencing reported it; this runs on each retry of the lock
+		img.log.Debug("fencing dead clients", "err", err)
 	}
 	return slices.ContainsFunc(fenced, same)
 }
