@@ -63,15 +63,7 @@ func TestQuickNBD(t *testing.T) {
 			t.Errorf("plot %s: %v", svg, err)
 		}
 	}
-	f, err := os.Open(filepath.Join(out, "results.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, filepath.Join(out, "results.csv"))
 	if want := 1 + 2*3*len(rep.Sections[0].Cases); len(rows) != want {
 		t.Errorf("results.csv has %d rows, want %d", len(rows), want)
 	}
@@ -83,4 +75,19 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// readCSV returns the rows of the CSV file at path.
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"encoding/csv"
 	"log/slog"
 	"math"
 	"os"
@@ -103,15 +102,7 @@ func TestOSDCPUInReport(t *testing.T) {
 	if err := r.writeCSV(filepath.Join(dir, "results.csv")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(dir, "results.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, filepath.Join(dir, "results.csv"))
 	if h := rows[0]; h[len(h)-2] != "osd_cpu_s" || h[len(h)-1] != "cluster" {
 		t.Fatalf("header %v", h)
 	}
