@@ -32,7 +32,9 @@ func TestNBDServeRestartAfterSIGKILL(t *testing.T) {
 	const restarts = 20
 	radostest.SkipShort(t)
 	bin := buildBinary(t)
-	c := radostest.New(t, radostest.Options{})
+	// Ceph's default paxos_propose_interval (the test clusters commit
+	// every 0.1 s): it paces the commit of the fencing.
+	c := radostest.New(t, radostest.Options{Conf: map[string]string{"paxos_propose_interval": "1"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if out, err := c.Rbd(ctx, "create", "--size", "64M", "--image-feature", "layering,exclusive-lock,object-map,fast-diff", "rbd/restart"); err != nil {
