@@ -61,6 +61,10 @@ func (s *suite) rbdCases(full bool) []*Case {
 				"rw", rw, "bs", bs, "qd", "16"))
 		}
 		if bs == "64K" {
+			// small sequential writes (a journal, a log): librbd merges
+			// those that continue one in flight into one OSD write, and
+			// so does purerbd
+			cs = append(cs, newCase("4K seq write QD16", "IOPS", "", 0, "rw", "write", "bs", "4K", "qd", "16"))
 			// the same writes at random offsets: 16 sequential 64 KiB
 			// writes in flight all fall in one 4 MiB object, random ones
 			// mostly do not, which tells per-object serialisation apart

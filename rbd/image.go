@@ -62,6 +62,12 @@ type OpenOptions struct {
 	// WriteAround turns on librbd's write-around cache (off by default;
 	// see WriteAround).
 	WriteAround WriteAround
+	// NoWriteMerge sends every write as it comes. By default a write
+	// that continues one still in flight into the same object waits for
+	// it and goes together with the others lined up behind it, as one
+	// OSD write (librbd's simple I/O scheduler; rbd_io_scheduler = none
+	// turns that off there).
+	NoWriteMerge bool
 	// ObjectMapRepair opens for writing an image whose object map is
 	// flagged invalid (otherwise refused), to check or rebuild the map
 	// (CheckObjectMap, RebuildObjectMap); writes stay refused until the
@@ -102,6 +108,7 @@ type Image struct {
 	parentData atomic.Pointer[ParentData]
 
 	objLocks objectLocks
+	merge    writeMerger
 
 	// wa is the write-around cache: nil when off, and for read-only
 	// images.

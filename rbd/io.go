@@ -399,13 +399,21 @@ func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x s
 	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
 		return img.writeClone(ctx, om, h, x.ObjectNo, oid, d.add)
 	}
-	return img.objectWrite(ctx, om, x.ObjectNo, false, func(ctx context.Context, _ bool) error {
+	send := func(ctx context.Context, d dataWrite) error {
 		w := rados.NewWriteOp()
 		d.add(w)
 		if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 			return fmt.Errorf("rbd: writing %s: %w", oid, err)
 		}
 		return nil
+	}
+	return img.objectWrite(ctx, om, x.ObjectNo, false, func(ctx context.Context, exclusive bool) error {
+		// a write under the exclusive lock has nothing in flight beside
+		// it to merge with; a whole-object write has nothing to merge
+		if exclusive || d.full || img.opts.NoWriteMerge {
+			return send(ctx, d)
+		}
+		return img.merge.write(ctx, x.ObjectNo, d.off, d.data, h.snapc.Seq, h.layout.ObjectSize, send, d)
 	})
 }
 

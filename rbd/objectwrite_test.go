@@ -123,8 +123,8 @@ func writeChunks(ctx context.Context, t *testing.T, img *Image, model []byte, of
 	}
 }
 
-// TestConcurrentWritesIntoOneObject sends 16 writes into one object at
-// once and sees them in flight together; then writes and discards into
+// TestConcurrentWritesIntoOneObject sends 16 writes, none continuing
+// another, into one object at once and sees them in flight together; then writes and discards into
 // fresh objects concurrently and has librbd check data and object map.
 func TestConcurrentWritesIntoOneObject(t *testing.T) {
 	ctx := ctxT(t)
@@ -141,9 +141,11 @@ func TestConcurrentWritesIntoOneObject(t *testing.T) {
 
 	const gate = 4
 	w := watchData(img, gate)
+	// every other chunk: writes that continue one in flight would be
+	// merged behind it (TestSequentialWritesMerge)
 	offs := make([]int, 16)
 	for i := range offs {
-		offs[i] = (i + 1) * chunk
+		offs[i] = (2*i + 1) * chunk
 	}
 	writeChunks(ctx, t, img, model, offs, chunk, func(int) bool { return false })
 	if got := w.maxInFlight(0); got < gate {

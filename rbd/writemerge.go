@@ -1,0 +1,221 @@
+package rbd
+
+import (
+	"context"
+	"sync"
+)
+
+// writeMerger merges sequential writes into one data object: a write
+// that begins where a write still in flight into the same object ends is
+// held back, and the writes that line up behind it are sent together, as
+// one OSD write, once that write completes. This is what librbd's simple
+// I/O scheduler (rbd_io_scheduler = simple, its default) does: a
+// sequential writer at a queue depth above one then costs the OSD one op
+// per run of writes instead of one per write, and the OSD, which runs the
+// writes of one placement group one at a time, takes them in far fewer
+// turns.
+//
+// Unlike librbd's scheduler:
+//   - a write is held only when it continues one in flight or one already
+//     held: random writes that happen to share an object with one in
+//     flight are sent at once, without waiting a round trip for nothing
+//     to merge with;
+//   - holding stops while the held writes find no company (a sequential
+//     writer at queue depth two: each held write would go alone, a round
+//     trip late), and every probeEvery-th candidate is held to notice
+//     when they would again;
+//   - a held write waits for the write it continues and for nothing else
+//     (no timer): if that one is slow at the OSD, so would the held one
+//     be.
+//
+// The writes it holds are copied (their callers may give up waiting and
+// reuse their buffers) into buffers of at most maxMerge bytes from a pool;
+// the merged write's result is every member's.
+type writeMerger struct {
+	mu   sync.Mutex
+	objs map[uint64]*mergeObject
+	// company is the moving average of the number of writes per merged
+	// write sent; below minCompany, writes are held only to probe
+	company float64
+	probe   int
+	bufs    bufferPool
+}
+
+const (
+	// maxMerge bounds a merged write
+	maxMerge = 1 << 20
+	// minCompany is the least average number of writes per merged write
+	// for holding writes to pay
+	minCompany = 1.5
+	// probeEvery: while holding does not pay, one candidate in this many
+	// is held anyway
+	probeEvery = 32
+	// minMergeBuf is the least buffer a merged write starts with
+	minMergeBuf = 64 << 10
+	// mergePoolLimit is how many bytes of merge buffers are kept between
+	// uses
+	mergePoolLimit = 8 * maxMerge
+)
+
+// mergeObject is the writes in flight into one object that later writes
+// may line up behind.
+type mergeObject struct {
+	flying []*flyingWrite
+}
+
+// flyingWrite is a write sent at once, still in flight.
+type flyingWrite struct {
+	end  uint64 // where it ends in the object
+	seq  uint64 // its snapshot context's seq
+	next *mergedWrite
+}
+
+// mergedWrite is the writes held behind a flying write, merged into one.
+type mergedWrite struct {
+	off uint64
+	buf []byte
+	// pooled is buf's buffer as the pool gave it
+	pooled []byte
+	limit  int // the most bytes it may hold
+	seq    uint64
+	n      int // writes merged
+	send   func(ctx context.Context, d dataWrite) error
+	// ctx is the context of the write that began it, without its
+	// cancellation (the others ride on it)
+	ctx  context.Context
+	sent bool
+	done chan struct{}
+	err  error
+}
+
+// write sends data at off into object objno through send (as d), or
+// holds it back to be merged with the writes that continue it. seq is
+// the snapshot context's seq (only writes of one snapshot context merge);
+// objSize bounds a merged write.
+func (m *writeMerger) write(ctx context.Context, objno, off uint64, data []byte, seq, objSize uint64, send func(ctx context.Context, d dataWrite) error, d dataWrite) error {
+	end := off + uint64(len(data))
+	m.mu.Lock()
+	o := m.objs[objno]
+	if o != nil {
+		if w := o.lineUp(off, seq, len(data)); w != nil {
+			w.add(&m.bufs, data)
+			w.n++
+			m.mu.Unlock()
+			return w.wait(ctx)
+		}
+		if f := o.endingAt(off, seq); f != nil && len(data) < maxMerge && m.hold() {
+			if m.bufs.limit == 0 {
+				m.bufs.limit = mergePoolLimit
+			}
+			w := &mergedWrite{off: off, seq: seq, n: 1, send: send, ctx: context.WithoutCancel(ctx),
+				limit: min(maxMerge, int(objSize-off)), done: make(chan struct{})}
+			w.add(&m.bufs, data)
+			f.next = w
+			m.mu.Unlock()
+			return w.wait(ctx)
+		}
+	}
+	if o == nil {
+		if m.objs == nil {
+			m.objs = map[uint64]*mergeObject{}
+		}
+		o = &mergeObject{}
+		m.objs[objno] = o
+	}
+	f := &flyingWrite{end: end, seq: seq}
+	o.flying = append(o.flying, f)
+	m.mu.Unlock()
+
+	err := send(ctx, d)
+
+	m.mu.Lock()
+	for i, g := range o.flying {
+		if g == f {
+			o.flying = append(o.flying[:i], o.flying[i+1:]...)
+			break
+		}
+	}
+	if len(o.flying) == 0 && m.objs[objno] == o {
+		delete(m.objs, objno)
+	}
+	w := f.next
+	if w != nil {
+		w.sent = true
+		m.company += (float64(w.n) - m.company) / 8
+	}
+	m.mu.Unlock()
+	if w != nil {
+		go m.sendMerged(w)
+	}
+	return err
+}
+
+// hold reports whether a write that could be held is (m.mu held).
+func (m *writeMerger) hold() bool {
+	if m.company == 0 {
+		m.company = minCompany
+	}
+	if m.company >= minCompany {
+		return true
+	}
+	m.probe++
+	return m.probe%probeEvery == 0
+}
+
+// lineUp returns the held write that data at off continues, if it has
+// room for n more bytes.
+func (o *mergeObject) lineUp(off, seq uint64, n int) *mergedWrite {
+	for _, f := range o.flying {
+		w := f.next
+		if w != nil && !w.sent && w.seq == seq && w.off+uint64(len(w.buf)) == off && len(w.buf)+n <= w.limit {
+			return w
+		}
+	}
+	return nil
+}
+
+// endingAt returns the flying write that ends at off with nothing held
+// behind it yet.
+func (o *mergeObject) endingAt(off, seq uint64) *flyingWrite {
+	for _, f := range o.flying {
+		if f.end == off && f.seq == seq && f.next == nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// add appends data to w's bytes, moving them to a larger buffer from
+// pool when they do not fit: a buffer starts at a few times the first
+// write's size, so that two merged 4 KiB writes do not take a MiB.
+func (w *mergedWrite) add(pool *bufferPool, data []byte) {
+	n := len(w.buf) + len(data)
+	if n > len(w.pooled) {
+		grown := pool.get(min(w.limit, max(n, 2*len(w.pooled), 8*len(data), minMergeBuf)))
+		copy(grown, w.buf)
+		if w.pooled != nil {
+			pool.put(w.pooled)
+		}
+		w.pooled, w.buf = grown[:cap(grown)], grown[:len(w.buf)]
+	}
+	w.buf = append(w.buf, data...)
+}
+
+// sendMerged sends w and answers its writes.
+func (m *writeMerger) sendMerged(w *mergedWrite) {
+	w.err = w.send(w.ctx, dataWrite{data: w.buf, off: w.off})
+	close(w.done)
+	m.bufs.put(w.pooled)
+}
+
+// wait returns w's result once it is sent and answered. A caller whose
+// context ends first gets its error; its bytes may still land, as those
+// of a write abandoned in flight may.
+func (w *mergedWrite) wait(ctx context.Context) error {
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,256 @@
+package rbd
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purerbd/purerbd/rados"
+	"github.com/purerbd/purerbd/rados/denc"
+)
+
+// heldObjects passes every call on to the real cluster and records the
+// writes to the image's data objects; while hold is open, the first data
+// write waits for it.
+type heldObjects struct {
+	objects
+	prefix string
+
+	mu     sync.Mutex
+	writes []string // "OID [ops]"
+	hold   chan struct{}
+	held   chan struct{} // closed once a write waits on hold
+	armed  bool
+	once   sync.Once
+}
+
+func holdData(img *Image) *heldObjects {
+	h := &heldObjects{objects: img.data, prefix: img.hdr.Load().prefix}
+	img.data = h
+	return h
+}
+
+// arm makes the next data write wait until release.
+func (h *heldObjects) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hold, h.held, h.armed = make(chan struct{}), make(chan struct{}), true
+}
+
+func (h *heldObjects) release() { h.once.Do(func() { close(h.hold) }) }
+
+func (h *heldObjects) write(ctx context.Context, oid string, snapc denc.SnapContext, op *rados.WriteOp) error {
+	if !strings.HasPrefix(oid, h.prefix) {
+		return h.objects.write(ctx, oid, snapc, op)
+	}
+	h.mu.Lock()
+	h.writes = append(h.writes, oid[len(h.prefix):]+" "+op.String())
+	var hold chan struct{}
+	if h.armed {
+		h.armed = false
+		hold = h.hold
+		close(h.held)
+	}
+	h.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	return h.objects.write(ctx, oid, snapc, op)
+}
+
+func (h *heldObjects) recorded() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.writes)
+}
+
+// heldCount returns how many writes wait behind the flying writes into
+// object objno.
+func (m *writeMerger) heldCount(objno uint64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	if o := m.objs[objno]; o != nil {
+		for _, f := range o.flying {
+			if f.next != nil && !f.next.sent {
+				n += f.next.n
+			}
+		}
+	}
+	return n
+}
+
+// TestSequentialWritesMerge: writes that continue a write still in flight
+// into the same object wait for it and then go to the OSD as one write;
+// a write that does not continue it goes at once; librbd reads the result.
+func TestSequentialWritesMerge(t *testing.T) {
+	ctx := ctxT(t)
+	name := imageName(t)
+	const size, chunk = 8 << 20, 16 << 10
+	if err := Create(ctx, testPool(t), name, size, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	img := openT(t, name, OpenOptions{})
+	model := make([]byte, size)
+	// objects 0 and 1 exist (and the map says so) before the writes
+	writeChunks(ctx, t, img, model, []int{0, 4 << 20}, chunk, func(int) bool { return false })
+	h := holdData(img)
+	r := rand.New(rand.NewPCG(7, 8))
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	write := func(off int) {
+		p := randBytes(r, chunk)
+		copy(model[off:], p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := img.WriteAtContext(ctx, p, int64(off)); err != nil {
+				errs <- fmt.Errorf("write at %d: %w", off, err)
+			}
+		}()
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	// the first write is held at the OSD; the next eight, each continuing
+	// the one before, line up behind it in order
+	h.arm()
+	t.Cleanup(h.release) // a failure below leaves no write hanging
+	write(chunk)
+	<-h.held
+	for i := 2; i <= 9; i++ {
+		write(i * chunk)
+		waitFor(fmt.Sprintf("write %d to line up", i), func() bool { return img.merge.heldCount(0) == i-1 })
+	}
+	// a write elsewhere in the object, and one into another object, go at
+	// once
+	write(20 * chunk)
+	write(4<<20 + chunk)
+	waitFor("the two independent writes", func() bool { return len(h.recorded()) == 3 })
+	if n := img.merge.heldCount(0); n != 8 {
+		t.Errorf("%d writes held, want 8", n)
+	}
+	h.release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	obj := func(n uint64) string { return fmt.Sprintf(".%016x", n) }
+	got := h.recorded()
+	want := []string{
+		obj(0) + fmt.Sprintf(" [write %d~%d]", chunk, chunk),
+		obj(0) + fmt.Sprintf(" [write %d~%d]", 20*chunk, chunk),
+		obj(1) + fmt.Sprintf(" [write %d~%d]", chunk, chunk),
+		obj(0) + fmt.Sprintf(" [write %d~%d]", 2*chunk, 8*chunk),
+	}
+	// the two independent writes went in either order
+	if len(got) == 4 && got[1] == want[2] {
+		got[1], got[2] = got[2], got[1]
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("data writes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	checkBothWays(t, img, "rbd/"+name, model)
+}
+
+// TestWriteMergerStopsHoldingAlone: while held writes go out alone (a
+// sequential writer at queue depth two), writes are no longer held but
+// for a probe now and then; a probe that finds company turns holding on
+// again.
+func TestWriteMergerStopsHoldingAlone(t *testing.T) {
+	var m writeMerger
+	ctx := context.Background()
+	var mu sync.Mutex
+	var sent []string
+	gates := map[uint64]chan struct{}{}
+	send := func(_ context.Context, d dataWrite) error {
+		mu.Lock()
+		sent = append(sent, fmt.Sprintf("%d~%d", d.off, len(d.data)))
+		g := gates[d.off]
+		mu.Unlock()
+		if g != nil {
+			<-g
+		}
+		return nil
+	}
+	const chunk = 4096
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	sentCount := func() int { mu.Lock(); defer mu.Unlock(); return len(sent) }
+	// round sends a write at off held at its send, then n writes that
+	// continue it one after the other, then releases the first; it
+	// returns how many of the n were held.
+	round := func(off uint64, n int) int {
+		g := make(chan struct{})
+		mu.Lock()
+		gates[off] = g
+		mu.Unlock()
+		var wg sync.WaitGroup
+		do := func(off uint64) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := dataWrite{data: make([]byte, chunk), off: off}
+				if err := m.write(ctx, 0, off, d.data, 0, 4<<20, send, d); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		before := sentCount()
+		do(off)
+		waitFor("the first write's send", func() bool { return sentCount() == before+1 })
+		held := 0
+		for i := 1; i <= n; i++ {
+			do(off + uint64(i*chunk))
+			waitFor("the next write to be held or sent", func() bool {
+				return m.heldCount(0)+sentCount()-before-1 == i
+			})
+			held = m.heldCount(0)
+		}
+		close(g)
+		wg.Wait()
+		return held
+	}
+	off := uint64(0)
+	next := func(n int) int {
+		h := round(off, n)
+		off += uint64((n + 1) * chunk)
+		return h
+	}
+	if h := next(1); h != 1 {
+		t.Fatalf("first round: %d of 1 held, want 1", h)
+	}
+	held := 0
+	for range probeEvery - 1 {
+		held += next(1)
+	}
+	if held != 0 {
+		t.Errorf("after a held write went alone, %d of %d lone followers were held, want 0", held, probeEvery-1)
+	}
+	// the probe: the next candidate is held, and finds company
+	if h := next(8); h != 8 {
+		t.Errorf("probe round: %d of 8 held, want 8", h)
+	}
+	if h := next(4); h != 4 {
+		t.Errorf("after the probe found company: %d of 4 held, want 4", h)
+	}
+}
