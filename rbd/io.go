@@ -413,7 +413,7 @@ func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x s
 		if exclusive || d.full || img.opts.NoWriteMerge {
 			return send(ctx, d)
 		}
-		return img.merge.write(ctx, x.ObjectNo, d.off, d.data, h.snapc.Seq, h.layout.ObjectSize, send, d)
+		return img.merge.write(ctx, x.ObjectNo, h.snapc.Seq, d, send)
 	})
 }
 

@@ -124,8 +124,9 @@ func writeChunks(ctx context.Context, t *testing.T, img *Image, model []byte, of
 }
 
 // TestConcurrentWritesIntoOneObject sends 16 writes, none continuing
-// another, into one object at once and sees them in flight together; then writes and discards into
-// fresh objects concurrently and has librbd check data and object map.
+// another, into one object at once and sees them in flight together;
+// then writes and discards into fresh objects concurrently and has librbd
+// check data and object map.
 func TestConcurrentWritesIntoOneObject(t *testing.T) {
 	ctx := ctxT(t)
 	name := imageName(t)

@@ -76,7 +76,6 @@ type mergedWrite struct {
 	buf []byte
 	// pooled is buf's buffer as the pool gave it
 	pooled []byte
-	limit  int // the most bytes it may hold
 	seq    uint64
 	n      int // writes merged
 	send   func(ctx context.Context, d dataWrite) error
@@ -88,12 +87,13 @@ type mergedWrite struct {
 	err  error
 }
 
-// write sends data at off into object objno through send (as d), or
-// holds it back to be merged with the writes that continue it. seq is
-// the snapshot context's seq (only writes of one snapshot context merge);
-// objSize bounds a merged write.
-func (m *writeMerger) write(ctx context.Context, objno, off uint64, data []byte, seq, objSize uint64, send func(ctx context.Context, d dataWrite) error, d dataWrite) error {
-	end := off + uint64(len(data))
+// write sends d into object objno through send, or holds it back to be
+// merged with the writes that continue it. seq is the snapshot context's
+// seq (only writes of one snapshot context merge). Writes that continue
+// each other stay inside the object, so only maxMerge bounds a merged
+// write.
+func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite, send func(ctx context.Context, d dataWrite) error) error {
+	off, data := d.off, d.data
 	m.mu.Lock()
 	o := m.objs[objno]
 	if o != nil {
@@ -108,7 +108,7 @@ func (m *writeMerger) write(ctx context.Context, objno, off uint64, data []byte,
 				m.bufs.limit = mergePoolLimit
 			}
 			w := &mergedWrite{off: off, seq: seq, n: 1, send: send, ctx: context.WithoutCancel(ctx),
-				limit: min(maxMerge, int(objSize-off)), done: make(chan struct{})}
+				done: make(chan struct{})}
 			w.add(&m.bufs, data)
 			f.next = w
 			m.mu.Unlock()
@@ -122,7 +122,7 @@ func (m *writeMerger) write(ctx context.Context, objno, off uint64, data []byte,
 		o = &mergeObject{}
 		m.objs[objno] = o
 	}
-	f := &flyingWrite{end: end, seq: seq}
+	f := &flyingWrite{end: off + uint64(len(data)), seq: seq}
 	o.flying = append(o.flying, f)
 	m.mu.Unlock()
 
@@ -167,7 +167,7 @@ func (m *writeMerger) hold() bool {
 func (o *mergeObject) lineUp(off, seq uint64, n int) *mergedWrite {
 	for _, f := range o.flying {
 		w := f.next
-		if w != nil && !w.sent && w.seq == seq && w.off+uint64(len(w.buf)) == off && len(w.buf)+n <= w.limit {
+		if w != nil && !w.sent && w.seq == seq && w.off+uint64(len(w.buf)) == off && len(w.buf)+n <= maxMerge {
 			return w
 		}
 	}
@@ -191,7 +191,7 @@ func (o *mergeObject) endingAt(off, seq uint64) *flyingWrite {
 func (w *mergedWrite) add(pool *bufferPool, data []byte) {
 	n := len(w.buf) + len(data)
 	if n > len(w.pooled) {
-		grown := pool.get(min(w.limit, max(n, 2*len(w.pooled), 8*len(data), minMergeBuf)))
+		grown := pool.get(min(maxMerge, max(n, 2*len(w.pooled), 8*len(data), minMergeBuf)))
 		copy(grown, w.buf)
 		if w.pooled != nil {
 			pool.put(w.pooled)

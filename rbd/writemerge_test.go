@@ -210,7 +210,7 @@ func TestWriteMergerStopsHoldingAlone(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				d := dataWrite{data: make([]byte, chunk), off: off}
-				if err := m.write(ctx, 0, off, d.data, 0, 4<<20, send, d); err != nil {
+				if err := m.write(ctx, 0, 0, d, send); err != nil {
 					t.Error(err)
 				}
 			}()
