@@ -148,16 +148,7 @@ func (c *Cluster) createOSDs(ctx context.Context) error {
 			return fmt.Errorf("cephcluster: expected osd id %d, got %q", i, id)
 		}
 	}
-	err := parallel(n, func(i int) error {
-		dir := filepath.Join(c.Dir, "osd", "ceph-"+strconv.Itoa(i))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("cephcluster: %w", err)
-		}
-		if err := writeKeyring(filepath.Join(dir, "keyring"), keyringEntry{name: "osd." + strconv.Itoa(i), key: keys[i]}); err != nil {
-			return err
-		}
-		return c.run(ctx, "ceph-osd", "-c", c.Conf, "-i", strconv.Itoa(i), "--mkfs", "--key", keys[i], "--osd-uuid", uuids[i])
-	})
+	err := parallel(n, func(i int) error { return c.mkfsOSD(ctx, i, keys[i], uuids[i]) })
 	if err != nil {
 		return err
 	}
@@ -167,6 +158,36 @@ func (c *Cluster) createOSDs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// mkfsOSD writes osd.i's keyring and makes its store.
+func (c *Cluster) mkfsOSD(ctx context.Context, i int, key, uuid string) error {
+	name := "osd." + strconv.Itoa(i)
+	dir := filepath.Join(c.Dir, "osd", "ceph-"+strconv.Itoa(i))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cephcluster: %w", err)
+	}
+	if err := writeKeyring(filepath.Join(dir, "keyring"), keyringEntry{name: name, key: key}); err != nil {
+		return err
+	}
+	mkfs := func() error {
+		return c.run(ctx, "ceph-osd", "-c", c.Conf, "-i", strconv.Itoa(i), "--mkfs", "--key", key, "--osd-uuid", uuid)
+	}
+	err := mkfs()
+	if err == nil || !strings.Contains(err.Error(), "failed to fetch mon config") {
+		return err
+	}
+	// `osd new` can answer before the key it adds is committed (seen on
+	// Reef at its default propose interval): the mons then refuse the
+	// OSD before it touches its store, so it can start over once the
+	// key is there.
+	if werr := c.waitUntil(ctx, name+"'s key", func(ctx context.Context) error {
+		_, err := c.Ceph(ctx, "auth", "get", name)
+		return err
+	}); werr != nil {
+		return fmt.Errorf("%w (after: %w)", werr, err)
+	}
+	return mkfs()
 }
 
 func parallel(n int, f func(i int) error) error {
