@@ -65,7 +65,9 @@ type OpenOptions struct {
 	// NoWriteMerge sends every write as it comes. By default a write
 	// that continues one still in flight into the same object waits for
 	// it and goes together with the others lined up behind it, as one
-	// OSD write (librbd's simple I/O scheduler; rbd_io_scheduler = none
+	// OSD write, and a write the write-around cache acknowledged waits
+	// behind the newest write in flight into its object wherever it
+	// lies in it (librbd's simple I/O scheduler; rbd_io_scheduler = none
 	// turns that off there).
 	NoWriteMerge bool
 	// ObjectMapRepair opens for writing an image whose object map is
@@ -73,6 +75,9 @@ type OpenOptions struct {
 	// (CheckObjectMap, RebuildObjectMap); writes stay refused until the
 	// map is rebuilt.
 	ObjectMapRepair bool
+	// SnapIDs, when set, supplies snapshot ids allocated ahead of use
+	// (see SnapIDReserve): snapshots then skip the monitor's commit.
+	SnapIDs *SnapIDReserve
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }

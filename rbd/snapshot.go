@@ -79,7 +79,9 @@ func (img *Image) CreateSnapshot(ctx context.Context, name string) error {
 func (img *Image) createSnapshotLocked(ctx context.Context, name string, ns cls.SnapshotNamespace, guard []cls.Method) (uint64, error) {
 	h := img.hdr.Load()
 	for attempt := 0; ; attempt++ {
-		id, err := img.data.allocSnap(ctx)
+		// a reserved id is older than this call: if it is stale for
+		// the image, the next attempt allocates a fresh one
+		id, err := img.allocSnapID(ctx, attempt == 0)
 		if err != nil {
 			return 0, fmt.Errorf("rbd: allocating a snapshot id: %w", err)
 		}
@@ -109,6 +111,16 @@ func (img *Image) createSnapshotLocked(ctx context.Context, name string, ns cls.
 		}
 		return id, img.refresh(ctx)
 	}
+}
+
+// allocSnapID allocates a snapshot id in the data pool, or takes the one
+// OpenOptions.SnapIDs reserved there when mayReserve.
+func (img *Image) allocSnapID(ctx context.Context, mayReserve bool) (uint64, error) {
+	if r := img.opts.SnapIDs; r != nil && mayReserve {
+		id, _, err := r.take(ctx, img.data)
+		return id, err
+	}
+	return img.data.allocSnap(ctx)
 }
 
 // snapChildren lists the clones of snapshot snap (clone v2 and v1).

@@ -22,7 +22,10 @@ const reservationObject = "purerbd_csi_reservations"
 
 type session struct {
 	conn *rados.Conn
-	log  *slog.Logger
+	// snapIDs supplies snapshot ids allocated ahead of use (nil: each
+	// snapshot allocates its own)
+	snapIDs *rbd.SnapIDReserve
+	log     *slog.Logger
 }
 
 func (s *session) Ping(ctx context.Context) error {
@@ -209,7 +212,7 @@ func (s *session) open(ctx context.Context, img csi.ImageRef, readOnly bool, f f
 	if err != nil {
 		return err
 	}
-	opts := rbd.OpenOptions{ReadOnly: readOnly, Logger: s.log}
+	opts := rbd.OpenOptions{ReadOnly: readOnly, SnapIDs: s.snapIDs, Logger: s.log}
 	var im *rbd.Image
 	if img.Name != "" {
 		im, err = rbd.Open(ctx, io, img.Name, opts)

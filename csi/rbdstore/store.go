@@ -25,6 +25,7 @@ import (
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 	"github.com/purerbd/purerbd/rados/netnsdial"
+	"github.com/purerbd/purerbd/rbd"
 )
 
 // Options tune a Store.
@@ -151,6 +152,26 @@ type entry struct {
 	// conn's cluster, which conn started (Options.Predecessor); nil when
 	// there is none.
 	fencing func(context.Context) ([]denc.EntityAddr, error)
+	// snapIDs keeps a snapshot id allocated ahead of use in each pool
+	// conn has taken snapshots in (none until the first), so that
+	// CreateSnapshot skips the monitor's commit; closed with conn.
+	snapIDs *rbd.SnapIDReserve
+}
+
+// closeTimeout bounds releasing a connection's reserved snapshot ids
+// before it closes.
+const closeTimeout = 10 * time.Second
+
+// closeConn releases conn's reserved snapshot ids, then closes it.
+func closeConn(conn *rados.Conn, snapIDs *rbd.SnapIDReserve, log *slog.Logger) error {
+	if snapIDs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		if err := snapIDs.Close(ctx); err != nil {
+			log.Warn("releasing snapshot ids allocated ahead of use", "error", err.Error())
+		}
+		cancel()
+	}
+	return conn.Close()
 }
 
 // New returns a Store.
@@ -188,7 +209,7 @@ func (s *Store) Close() error {
 	for _, e := range conns {
 		e.mu.Lock()
 		if e.conn != nil {
-			errs = append(errs, e.conn.Close())
+			errs = append(errs, closeConn(e.conn, e.snapIDs, s.log))
 		}
 		e.mu.Unlock()
 	}
@@ -241,11 +262,11 @@ func monHost(c csi.Cluster) string { return strings.Join(c.Monitors, ",") }
 
 // Session returns a session on a cached or new connection.
 func (s *Store) Session(ctx context.Context, c csi.Cluster, cred csi.Credentials) (csi.Session, error) {
-	conn, _, err := s.conn(ctx, c, cred)
+	conn, e, err := s.conn(ctx, c, cred)
 	if err != nil {
 		return nil, err
 	}
-	return &session{conn: conn, log: s.log.With("cluster", c.ID)}, nil
+	return &session{conn: conn, snapIDs: e.snapIDs, log: s.log.With("cluster", c.ID)}, nil
 }
 
 func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (*rados.Conn, *entry, error) {
@@ -307,6 +328,7 @@ func (s *Store) conn(ctx context.Context, c csi.Cluster, cred csi.Credentials) (
 		e.fencing = wait
 	}
 	e.conn, e.cluster, e.user = conn, c.ID, "client."+cred.ID
+	e.snapIDs = rbd.NewSnapIDReserve(s.log.With("cluster", c.ID))
 	return conn, e, nil
 }
 
@@ -327,14 +349,14 @@ func (s *Store) evictIdle() {
 			continue // connecting or in use right now
 		}
 		if e.conn != nil && e.refs == 0 && time.Since(e.lastUsed) > s.opts.IdleTimeout {
-			go func(conn *rados.Conn) {
+			go func(conn *rados.Conn, snapIDs *rbd.SnapIDReserve) {
 				fsid, addr := conn.FSID(), conn.ClientAddr()
-				_ = conn.Close()
+				_ = closeConn(conn, snapIDs, s.log)
 				if p := s.opts.Predecessor; p != nil {
 					// closed with no image open: nothing of it to fence
 					_ = p.Forget(fsid, addr)
 				}
-			}(e.conn)
+			}(e.conn, e.snapIDs)
 			delete(s.conns, k)
 		}
 		e.mu.Unlock()
