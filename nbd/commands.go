@@ -38,7 +38,7 @@ func (t *transmission) serve(req *request) {
 		err = t.write(req)
 		// The payload goes back to the pool now rather than with the
 		// reply, which a client that does not read would hold up.
-		t.ss.srv.buffers.put(req.buf)
+		t.ss.srv.buffers.Put(req.buf)
 		req.buf, req.data = nil, nil
 	case cmdFlush:
 		err = t.exp.caps.flush(t.ctx)
@@ -114,7 +114,7 @@ func (t *transmission) read(r *reply, req *request) {
 		t.readMemory(r, req)
 		return
 	}
-	r.buf = t.ss.srv.buffers.get(n)
+	r.buf = t.ss.srv.buffers.Get(n)
 	r.data = *r.buf
 	if !t.structured {
 		if err := t.readFull(r.data, int64(req.off)); err != nil {
@@ -196,7 +196,7 @@ func (t *transmission) readMemory(r *reply, req *request) {
 	}
 	copied := req.length > maxExtRead
 	if copied {
-		r.buf = t.ss.srv.buffers.get(int(req.length))
+		r.buf = t.ss.srv.buffers.Get(int(req.length))
 		r.data = *r.buf
 	}
 	// data adds the payload bytes p, found at pos in the request.

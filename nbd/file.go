@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/purerbd/purerbd/internal/bufpool"
 )
 
 // File is a Backend over a regular file or a block device: pread/pwrite
@@ -136,7 +138,7 @@ func (b *File) Zero(ctx context.Context, off, length int64, flags ZeroFlags) err
 	if flags&ZeroFast != 0 {
 		return ErrFastZeroUnsupported
 	}
-	var pool bufferPool
+	var pool bufpool.Pool
 	return writeZeroBuffers(ctx, b, &pool, off, length)
 }
 

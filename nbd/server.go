@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/bufpool"
 )
 
 // Config configures a Server. The zero value serves nothing until exports
@@ -89,7 +91,7 @@ type Server struct {
 	log              *slog.Logger
 	serviceTimes     *ServiceTimes
 	observer         Observer
-	buffers          bufferPool
+	buffers          bufpool.Pool
 
 	// shutdownCtx is cancelled by Shutdown, closeCtx by Close; sessions
 	// hang their reactions on them with context.AfterFunc.

@@ -481,10 +481,10 @@ func (t *transmission) dispatch(req *request) error {
 		return err
 	}
 	if req.typ == cmdWrite && req.length > 0 {
-		req.buf = t.ss.srv.buffers.get(int(req.length))
+		req.buf = t.ss.srv.buffers.Get(int(req.length))
 		req.data = *req.buf
 		if _, err := io.ReadFull(t.br, req.data); err != nil {
-			t.ss.srv.buffers.put(req.buf)
+			t.ss.srv.buffers.Put(req.buf)
 			t.budget.release(req.share)
 			abandon()
 			return fmt.Errorf("nbd transmission: read WRITE payload: %w", err)
@@ -566,7 +566,7 @@ func (t *transmission) encodeError(r *reply, req *request, errno Errno, msg stri
 
 // recycle runs in the writer after a reply went out.
 func (t *transmission) recycle(r *reply) {
-	t.ss.srv.buffers.put(r.buf)
+	t.ss.srv.buffers.Put(r.buf)
 	held, share := r.held, r.share
 	r.reset()
 	t.replies.Put(r)

@@ -3,6 +3,8 @@ package nbd
 import (
 	"context"
 	"io"
+
+	"github.com/purerbd/purerbd/internal/bufpool"
 )
 
 // zeroStep is the largest write that zeroes a range by writing.
@@ -10,9 +12,9 @@ const zeroStep = 1 << 20
 
 // writeZeroBuffers zeroes [off, off+length) with plain writes, 1 MiB at
 // a time.
-func writeZeroBuffers(ctx context.Context, b Backend, pool *bufferPool, off, length int64) error {
-	buf := pool.get(int(min(length, zeroStep)))
-	defer pool.put(buf)
+func writeZeroBuffers(ctx context.Context, b Backend, pool *bufpool.Pool, off, length int64) error {
+	buf := pool.Get(int(min(length, zeroStep)))
+	defer pool.Put(buf)
 	clear(*buf)
 	return ZeroByWriting(ctx, b, *buf, off, length)
 }

@@ -363,7 +363,7 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 				copy(buf, p)
 			}
 			img.wa.workers.run(func() {
-				err := img.writeExtents(img.wa.bg, h, om, buf, fz, off)
+				err := img.writeExtents(img.wa.bg, h, om, buf, fz, off, true)
 				done()
 				img.wa.complete(seq, err)
 				if fz == nil {
@@ -374,22 +374,23 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 		}
 	}
 	defer done()
-	if err := img.writeExtents(ctx, h, om, p, fz, off); err != nil {
+	if err := img.writeExtents(ctx, h, om, p, fz, off, false); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
 // writeExtents writes p at off, object by object, in parallel; fz, when
-// not nil, is p frozen.
-func (img *Image) writeExtents(ctx context.Context, h *header, om *objectMap, p []byte, fz *rados.Frozen, off int64) error {
+// not nil, is p frozen; behind says the write-around cache acknowledged
+// the write (see writeMerger).
+func (img *Image) writeExtents(ctx context.Context, h *header, om *objectMap, p []byte, fz *rados.Frozen, off int64, behind bool) error {
 	exts := h.layout.MapExtents(uint64(off), uint64(len(p)))
 	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
-		return img.writeObject(ctx, h, om, exts[i], p, fz)
+		return img.writeObject(ctx, h, om, exts[i], p, fz, behind)
 	})
 }
 
-func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, p []byte, fz *rados.Frozen) error {
+func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, p []byte, fz *rados.Frozen, behind bool) error {
 	d := dataWrite{data: gather(p, x), off: x.Offset, full: x.Offset == 0 && x.Length == h.layout.ObjectSize}
 	if fz != nil && len(x.Buffer) == 1 {
 		// one contiguous piece of the frozen buffer: its crc is cached
@@ -413,7 +414,7 @@ func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x s
 		if exclusive || d.full || img.opts.NoWriteMerge {
 			return send(ctx, d)
 		}
-		return img.merge.write(ctx, x.ObjectNo, h.snapc.Seq, d, send)
+		return img.merge.write(ctx, x.ObjectNo, h.snapc.Seq, d, behind, send)
 	})
 }
 

@@ -2,7 +2,10 @@ package rbd
 
 import (
 	"context"
+	"slices"
 	"sync"
+
+	"github.com/purerbd/purerbd/internal/bufpool"
 )
 
 // writeMerger merges sequential writes into one data object: a write
@@ -15,11 +18,19 @@ import (
 // writes of one placement group one at a time, takes them in far fewer
 // turns.
 //
+// Writes the write-around cache has acknowledged (behind) are held
+// behind the newest write in flight into their object even when they do
+// not continue it, as librbd's scheduler holds every write, and go
+// together, each as its own OSD write, once that write completes: their
+// callers wait for none of it, and an OSD takes the writes into one
+// object back to back for less than it takes them spread among the
+// writes to every other object (bench/findings.md, row 26).
+//
 // Unlike librbd's scheduler:
-//   - a write is held only when it continues one in flight or one already
-//     held: random writes that happen to share an object with one in
-//     flight are sent at once, without waiting a round trip for nothing
-//     to merge with;
+//   - a write whose caller waits for it is held only when it continues
+//     one in flight or one already held: random writes that happen to
+//     share an object with one in flight are sent at once, without
+//     waiting a round trip for nothing to merge with;
 //   - holding stops while the held writes find no company (a sequential
 //     writer at queue depth two: each held write would go alone, a round
 //     trip late), and every probeEvery-th candidate is held to notice
@@ -29,8 +40,10 @@ import (
 //     be.
 //
 // The writes it holds are copied (their callers may give up waiting and
-// reuse their buffers) into buffers of at most maxMerge bytes from a pool;
-// the merged write's result is every member's.
+// reuse their buffers) into buffers of at most maxMerge bytes
+// (from a bufpool.Pool, so that an image that merged a burst of writes
+// keeps no buffers once the garbage collector has run twice); the merged
+// write's result is every member's.
 type writeMerger struct {
 	mu   sync.Mutex
 	objs map[uint64]*mergeObject
@@ -38,7 +51,7 @@ type writeMerger struct {
 	// write sent; below minCompany, writes are held only to probe
 	company float64
 	probe   int
-	bufs    bufferPool
+	bufs    bufpool.Pool
 }
 
 const (
@@ -52,9 +65,6 @@ const (
 	probeEvery = 32
 	// minMergeBuf is the least buffer a merged write starts with
 	minMergeBuf = 64 << 10
-	// mergePoolLimit is how many bytes of merge buffers are kept between
-	// uses
-	mergePoolLimit = 8 * maxMerge
 )
 
 // mergeObject is the writes in flight into one object that later writes
@@ -68,14 +78,26 @@ type flyingWrite struct {
 	end  uint64 // where it ends in the object
 	seq  uint64 // its snapshot context's seq
 	next *mergedWrite
+	// behind are the acknowledged writes into the object held until
+	// this one completes
+	behind []*heldWrite
+}
+
+// heldWrite is an acknowledged write into an object held behind a write
+// in flight into it.
+type heldWrite struct {
+	// f is its entry among the object's flying writes once released
+	f       *flyingWrite
+	release chan struct{} // closed (m.mu held) when f joins them
 }
 
 // mergedWrite is the writes held behind a flying write, merged into one.
 type mergedWrite struct {
 	off uint64
 	buf []byte
-	// pooled is buf's buffer as the pool gave it
-	pooled []byte
+	// pooled is buf's buffer as the pool gave it (nil before the first
+	// write is added)
+	pooled *[]byte
 	seq    uint64
 	n      int // writes merged
 	send   func(ctx context.Context, d dataWrite) error
@@ -88,11 +110,12 @@ type mergedWrite struct {
 }
 
 // write sends d into object objno through send, or holds it back to be
-// merged with the writes that continue it. seq is the snapshot context's
-// seq (only writes of one snapshot context merge). Writes that continue
-// each other stay inside the object, so only maxMerge bounds a merged
-// write.
-func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite, send func(ctx context.Context, d dataWrite) error) error {
+// merged with the writes that continue it, or (behind: the write-around
+// cache acknowledged it) until the newest write in flight into the
+// object completes. seq is the snapshot context's seq (only writes of
+// one snapshot context merge). Writes that continue each other stay
+// inside the object, so only maxMerge bounds a merged write.
+func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite, behind bool, send func(ctx context.Context, d dataWrite) error) error {
 	off, data := d.off, d.data
 	m.mu.Lock()
 	o := m.objs[objno]
@@ -104,15 +127,23 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 			return w.wait(ctx)
 		}
 		if f := o.endingAt(off, seq); f != nil && len(data) < maxMerge && m.hold() {
-			if m.bufs.limit == 0 {
-				m.bufs.limit = mergePoolLimit
-			}
 			w := &mergedWrite{off: off, seq: seq, n: 1, send: send, ctx: context.WithoutCancel(ctx),
 				done: make(chan struct{})}
 			w.add(&m.bufs, data)
 			f.next = w
 			m.mu.Unlock()
 			return w.wait(ctx)
+		}
+		if behind && len(o.flying) > 0 {
+			last := o.flying[len(o.flying)-1]
+			hw := &heldWrite{f: &flyingWrite{end: off + uint64(len(data)), seq: seq}, release: make(chan struct{})}
+			last.behind = append(last.behind, hw)
+			m.mu.Unlock()
+			f, err := m.awaitRelease(ctx, last, hw)
+			if err != nil {
+				return err
+			}
+			return m.fly(ctx, objno, o, f, d, send)
 		}
 	}
 	if o == nil {
@@ -125,16 +156,42 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 	f := &flyingWrite{end: off + uint64(len(data)), seq: seq}
 	o.flying = append(o.flying, f)
 	m.mu.Unlock()
+	return m.fly(ctx, objno, o, f, d, send)
+}
 
+// awaitRelease waits until hw, held behind last, is released, and
+// returns its flying entry; a held write whose context ends first is
+// dropped (its write is not sent) unless it was released meanwhile.
+func (m *writeMerger) awaitRelease(ctx context.Context, last *flyingWrite, hw *heldWrite) (*flyingWrite, error) {
+	select {
+	case <-hw.release:
+		return hw.f, nil
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-hw.release:
+		return hw.f, nil
+	default:
+	}
+	last.behind = slices.DeleteFunc(last.behind, func(h *heldWrite) bool { return h == hw })
+	return nil, ctx.Err()
+}
+
+// fly sends d, registered as f among o's flying writes, then retires f:
+// the writes held behind it fly next, and those merged behind it are
+// sent.
+func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *flyingWrite, d dataWrite, send func(ctx context.Context, d dataWrite) error) error {
 	err := send(ctx, d)
 
 	m.mu.Lock()
-	for i, g := range o.flying {
-		if g == f {
-			o.flying = append(o.flying[:i], o.flying[i+1:]...)
-			break
-		}
+	o.flying = slices.DeleteFunc(o.flying, func(g *flyingWrite) bool { return g == f })
+	for _, hw := range f.behind {
+		o.flying = append(o.flying, hw.f)
+		close(hw.release)
 	}
+	f.behind = nil
 	if len(o.flying) == 0 && m.objs[objno] == o {
 		delete(m.objs, objno)
 	}
@@ -188,15 +245,13 @@ func (o *mergeObject) endingAt(off, seq uint64) *flyingWrite {
 // add appends data to w's bytes, moving them to a larger buffer from
 // pool when they do not fit: a buffer starts at a few times the first
 // write's size, so that two merged 4 KiB writes do not take a MiB.
-func (w *mergedWrite) add(pool *bufferPool, data []byte) {
+func (w *mergedWrite) add(pool *bufpool.Pool, data []byte) {
 	n := len(w.buf) + len(data)
-	if n > len(w.pooled) {
-		grown := pool.get(min(maxMerge, max(n, 2*len(w.pooled), 8*len(data), minMergeBuf)))
-		copy(grown, w.buf)
-		if w.pooled != nil {
-			pool.put(w.pooled)
-		}
-		w.pooled, w.buf = grown[:cap(grown)], grown[:len(w.buf)]
+	if n > cap(w.buf) {
+		grown := pool.Get(min(maxMerge, max(n, 2*cap(w.buf), 8*len(data), minMergeBuf)))
+		copy(*grown, w.buf)
+		pool.Put(w.pooled)
+		w.pooled, w.buf = grown, (*grown)[:len(w.buf):cap(*grown)]
 	}
 	w.buf = append(w.buf, data...)
 }
@@ -205,7 +260,7 @@ func (w *mergedWrite) add(pool *bufferPool, data []byte) {
 func (m *writeMerger) sendMerged(w *mergedWrite) {
 	w.err = w.send(w.ctx, dataWrite{data: w.buf, off: w.off})
 	close(w.done)
-	m.bufs.put(w.pooled)
+	m.bufs.Put(w.pooled)
 }
 
 // wait returns w's result once it is sent and answered. A caller whose

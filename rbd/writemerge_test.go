@@ -2,6 +2,7 @@ package rbd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -210,7 +211,7 @@ func TestWriteMergerStopsHoldingAlone(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				d := dataWrite{data: make([]byte, chunk), off: off}
-				if err := m.write(ctx, 0, 0, d, send); err != nil {
+				if err := m.write(ctx, 0, 0, d, false, send); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -252,5 +253,113 @@ func TestWriteMergerStopsHoldingAlone(t *testing.T) {
 	}
 	if h := next(4); h != 4 {
 		t.Errorf("after the probe found company: %d of 4 held, want 4", h)
+	}
+}
+
+// TestWriteMergerHoldsBehindWrites: writes the write-around cache
+// acknowledged wait behind the newest write in flight into their object
+// however they lie in it, and all go once it completes; writes into
+// other objects, and writes whose callers wait, go at once; a held write
+// whose context ends is dropped with its error.
+func TestWriteMergerHoldsBehindWrites(t *testing.T) {
+	var m writeMerger
+	var mu sync.Mutex
+	var sent []string
+	gates := map[string]chan struct{}{}
+	send := func(ctx context.Context, d dataWrite) error {
+		key := fmt.Sprintf("%d~%d", d.off, len(d.data))
+		mu.Lock()
+		sent = append(sent, key)
+		g := gates[key]
+		mu.Unlock()
+		if g != nil {
+			<-g
+		}
+		return ctx.Err()
+	}
+	sentList := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(sent) }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (sent %v)", what, sentList())
+			}
+		}
+	}
+	held := func(objno uint64) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		if o := m.objs[objno]; o != nil {
+			for _, f := range o.flying {
+				n += len(f.behind)
+			}
+		}
+		return n
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	do := func(ctx context.Context, objno, off uint64, behind bool) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- m.write(ctx, objno, 0, dataWrite{data: make([]byte, 4096), off: off}, behind, send)
+		}()
+	}
+	gate := make(chan struct{})
+	mu.Lock()
+	gates["0~4096"] = gate
+	mu.Unlock()
+	ctx := context.Background()
+	do(ctx, 0, 0, true)
+	waitFor("the first write's send", func() bool { return len(sentList()) == 1 })
+	// three acknowledged writes into object 0, none continuing the one in
+	// flight, are held behind it
+	for i, off := range []uint64{1 << 20, 3 << 20, 2 << 20} {
+		do(ctx, 0, off, true)
+		waitFor("a held write", func() bool { return held(0) == i+1 })
+	}
+	// one whose context ends while it is held is dropped
+	cctx, cancel := context.WithCancel(ctx)
+	do(cctx, 0, 512<<10, true)
+	waitFor("the fourth held write", func() bool { return held(0) == 4 })
+	cancel()
+	waitFor("the cancelled write to leave", func() bool { return held(0) == 3 })
+	// an acknowledged write into another object, and a waited-for write
+	// into object 0 elsewhere than where the one in flight ends, go at once
+	do(ctx, 1, 0, true)
+	do(ctx, 0, 8192, false)
+	waitFor("the two writes sent at once", func() bool { return len(sentList()) == 3 })
+	if n := held(0); n != 3 {
+		t.Errorf("%d writes held, want 3", n)
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	var failed int
+	for err := range errs {
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("write: %v", err)
+			}
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d writes failed, want the cancelled one", failed)
+	}
+	got := sentList()
+	if len(got) != 6 || !slices.Equal(got[:1], []string{"0~4096"}) {
+		t.Fatalf("sent %v", got)
+	}
+	rest := slices.Clone(got[3:])
+	slices.Sort(rest)
+	if want := []string{"1048576~4096", "2097152~4096", "3145728~4096"}; !slices.Equal(rest, want) {
+		t.Errorf("released writes %v, want %v", rest, want)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.objs) != 0 {
+		t.Errorf("%d objects still tracked", len(m.objs))
 	}
 }

@@ -48,6 +48,15 @@ type Config struct {
 	// Observer, when set, is told of every request served, as an NBD
 	// server tells it (read, write, flush, trim, write_zeroes).
 	Observer nbd.Observer
+	// NoUserCopy keeps a buffer per tag that the kernel copies requests'
+	// data into and out of, also where the kernel offers user copy
+	// (UBLK_F_USER_COPY, Linux 6.5). By default a device uses user copy
+	// where it can: each request's handler copies its data through the
+	// character device with a pooled buffer, one system call more per
+	// read or write, and an idle device holds no buffers (per-tag
+	// buffers keep whatever the largest requests touched, up to
+	// QueueDepth × MaxIOBytes per queue, for the device's life).
+	NoUserCopy bool
 }
 
 func (c *Config) fill() error {
@@ -190,6 +199,9 @@ func Serve(ctx context.Context, cfg Config) (*Device, error) {
 	flags := uint64(FlagUserRecovery | FlagUserRecoveryReissue)
 	if ctrl.encoded {
 		flags |= FlagCmdIoctlEncode
+	}
+	if ctrl.features&FlagUserCopy != 0 && !cfg.NoUserCopy {
+		flags |= FlagUserCopy
 	}
 	want := DevInfo{
 		Queues: uint16(cfg.Queues), QueueDepth: uint16(cfg.QueueDepth),

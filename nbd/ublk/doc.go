@@ -19,4 +19,9 @@
 // Each queue is one OS thread that owns an io_uring (package
 // internal/uring) and is the only one to talk to the kernel about its
 // requests, as ublk requires; the backend runs in goroutines of its own.
+// Where the kernel offers user copy (UBLK_F_USER_COPY, Linux 6.5), a
+// request's goroutine copies its data through the character device
+// (pread for a write's data, pwrite for a read's) with a pooled buffer;
+// elsewhere, or with Config.NoUserCopy, the kernel copies it into and out
+// of a buffer per tag that the queue keeps for the device's life.
 package ublk

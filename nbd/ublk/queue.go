@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/purerbd/purerbd/internal/bufpool"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/ublk/internal/uring"
 )
@@ -35,7 +36,13 @@ type queue struct {
 	log     *slog.Logger
 
 	desc []byte // the kernel's descriptors, read-only
-	bufs []byte // depth buffers of maxIO bytes
+	// bufs holds depth buffers of maxIO bytes, one per tag, into and out
+	// of which the kernel copies requests' data; nil with userCopy,
+	// where a request's handler copies its data through the character
+	// device with a buffer from pool, so that an idle queue holds none.
+	bufs     []byte
+	userCopy bool
+	pool     bufpool.Pool
 
 	handlers sync.WaitGroup // requests being served
 
@@ -50,12 +57,16 @@ type completion struct {
 }
 
 func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, log *slog.Logger) (*queue, error) {
-	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log}
+	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log,
+		userCopy: info.Flags&FlagUserCopy != 0}
 	descLen := (q.depth*ioDescSize + 4095) &^ 4095
 	var err error
 	q.desc, err = unix.Mmap(charFD, int64(id)*maxCmdBufSize, descLen, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("ublk queue %d: mmap descriptors: %w", id, err)
+	}
+	if q.userCopy {
+		return q, nil
 	}
 	q.bufs, err = unix.Mmap(-1, 0, q.depth*q.maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -70,11 +81,51 @@ func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, 
 func (q *queue) release() {
 	q.handlers.Wait()
 	_ = unix.Munmap(q.desc)
-	_ = unix.Munmap(q.bufs)
+	if q.bufs != nil {
+		_ = unix.Munmap(q.bufs)
+	}
 }
 
+// bufAddr is the address a tag's fetch gives the kernel: its buffer, or
+// 0 with userCopy.
 func (q *queue) bufAddr(tag int) uint64 {
+	if q.userCopy {
+		return 0
+	}
 	return uint64(uintptr(unsafe.Pointer(&q.bufs[tag*q.maxIO])))
+}
+
+// userCopyPos is where a request's data is in the character device with
+// user copy (UBLKSRV_IO_BUF_OFFSET, the queue from bit 41, the tag from
+// bit 25).
+func userCopyPos(qid uint16, tag int) int64 {
+	return int64(ioBufOffset + uint64(qid)<<41 + uint64(tag)<<25)
+}
+
+// copyData moves a user-copy request's n bytes between buf and the
+// kernel's request: from it for a write, to it for a read.
+func (q *queue) copyData(tag int, buf []byte, write bool) error {
+	pos := userCopyPos(q.id, tag)
+	for done := 0; done < len(buf); {
+		var n int
+		var err error
+		if write {
+			n, err = unix.Pread(q.charFD, buf[done:], pos+int64(done))
+		} else {
+			n, err = unix.Pwrite(q.charFD, buf[done:], pos+int64(done))
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ublk queue %d tag %d: copying request data: %w", q.id, tag, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("ublk queue %d tag %d: copying request data: %w", q.id, tag, io.ErrUnexpectedEOF)
+		}
+		done += n
+	}
+	return nil
 }
 
 // run serves the queue until every tag has been aborted by the kernel
@@ -219,14 +270,33 @@ func (q *queue) serve(ctx context.Context, tag int, d ioDesc) int32 {
 		if n > int64(q.maxIO) {
 			return -int32(unix.EINVAL)
 		}
-		buf := q.bufs[tag*q.maxIO : tag*q.maxIO+int(n)]
+		var buf []byte
+		if q.userCopy {
+			pb := q.pool.Get(int(n))
+			defer q.pool.Put(pb)
+			buf = *pb
+		} else {
+			buf = q.bufs[tag*q.maxIO : tag*q.maxIO+int(n)]
+		}
 		if d.op == opRead {
 			got, err := q.backend.ReadAt(ctx, buf, off)
 			if err != nil && !(errors.Is(err, io.EOF) && got <= len(buf)) {
 				return errnoOf(err)
 			}
 			clear(buf[got:])
+			if q.userCopy {
+				if err := q.copyData(tag, buf, false); err != nil {
+					q.log.Warn("ublk read not delivered", "error", err)
+					return errnoOf(err)
+				}
+			}
 			return int32(n)
+		}
+		if q.userCopy {
+			if err := q.copyData(tag, buf, true); err != nil {
+				q.log.Warn("ublk write's data not read", "error", err)
+				return errnoOf(err)
+			}
 		}
 		if _, err := q.backend.WriteAt(ctx, buf, off); err != nil {
 			return errnoOf(err)

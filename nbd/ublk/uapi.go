@@ -34,6 +34,7 @@ const (
 	sectorShift       = 9
 	ioctlDirRead      = 2
 	ioctlDirReadWrite = 3
+	ioBufOffset       = 0x80000000 // UBLKSRV_IO_BUF_OFFSET: requests' data with user copy
 )
 
 // Device flags (UBLK_F_*).

@@ -89,11 +89,36 @@ func (s *scenario) run(ctx context.Context) error {
 			return err
 		}
 		s.Facts["device_flags"] = fmt.Sprintf("%#x", dev.Info().Flags)
+		// user copy wherever the kernel offers it
+		if features&ublk.FlagUserCopy != 0 && dev.Info().Flags&ublk.FlagUserCopy == 0 {
+			return fmt.Errorf("the kernel offers user copy (features %#x), the device has flags %#x", features, dev.Info().Flags)
+		}
 		return nil
 	}); err != nil {
 		return err
 	}
 	if err := s.Step("O_DIRECT write and read", func() error { return directChecks(ctx, dev.Path(), mem) }); err != nil {
+		return err
+	}
+	if err := s.Step("O_DIRECT write and read with per-tag buffers (NoUserCopy)", func() error {
+		mem2, err := nbd.NewMemory(64 * mib)
+		if err != nil {
+			return err
+		}
+		dev2, err := ublk.Serve(ctx, ublk.Config{Backend: mem2, NoUserCopy: true, Logger: logger("inproc-buffers")})
+		if err != nil {
+			return err
+		}
+		if dev2.Info().Flags&ublk.FlagUserCopy != 0 {
+			_ = stopDelete(ctx, dev2)
+			return fmt.Errorf("NoUserCopy device has flags %#x", dev2.Info().Flags)
+		}
+		if err := directChecks(ctx, dev2.Path(), mem2); err != nil {
+			_ = stopDelete(ctx, dev2)
+			return err
+		}
+		return stopDelete(ctx, dev2)
+	}); err != nil {
 		return err
 	}
 	if err := s.Step("discard and write zeroes", func() error { return discardChecks(ctx, dev.Path(), mem) }); err != nil {
