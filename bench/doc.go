@@ -32,6 +32,12 @@
 // per release and kind. purerbd's side is always the host's static
 // binaries. A section whose peer a release lacks says so and is skipped.
 //
+// Every run also leaves its whole Report in report.gob beside report.md;
+// `purerbd-bench render DIR...` draws report.md again from it, or from
+// several runs merged (MergeReports): a matrix of releases and kinds too
+// long for one sitting runs as a run per release, and a section measured
+// again replaces the older figures of the same kind.
+//
 // Absolute numbers depend on the machine and its load; the ratios are
 // the result. Every section records the load average around it.
 //

@@ -64,7 +64,7 @@ func TestQuickNBD(t *testing.T) {
 		}
 	}
 	rows := readCSV(t, filepath.Join(out, "results.csv"))
-	if want := 1 + 2*3*len(rep.Sections[0].Cases); len(rows) != want {
+	if want := 1 + 2*rep.Reps*len(rep.Sections[0].Cases); len(rows) != want {
 		t.Errorf("results.csv has %d rows, want %d", len(rows), want)
 	}
 }

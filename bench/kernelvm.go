@@ -346,3 +346,18 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
 	})
 }
+
+// kernelVM is the report's first kernel-path section that measured
+// something (nil when none did): the one the headline's node plugin
+// row and the missing-parts list speak of.
+func (r *Report) kernelVM() *KernelVM {
+	for _, k := range r.KernelVMs {
+		if k.Skipped == "" {
+			return k
+		}
+	}
+	if len(r.KernelVMs) > 0 {
+		return r.KernelVMs[0]
+	}
+	return nil
+}

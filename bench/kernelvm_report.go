@@ -13,7 +13,7 @@ import (
 // write prints the kernel-path section: the guest's I/O comparisons and
 // the node plugin's times and memory.
 func (k *KernelVM) write(b *bytes.Buffer) {
-	b.WriteString("## Kernel path inside a VM (software-emulated)\n\n")
+	fmt.Fprintf(b, "## Kernel path inside a VM (software-emulated): kernel %s\n\n", orDash(k.Kernel))
 	fmt.Fprintf(b, "**Software-emulated:** Debian's kernel %s under qemu with TCG (no KVM), %d vCPUs and %d MiB, "+
 		"booted by nbd/kernel/vmtest on the same 2-core host as everything else. Every instruction of the guest "+
 		"is translated, the NIC is virtio over a tap: these figures guard against regressions and compare "+
@@ -38,6 +38,7 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 		writeSection(&sb, sec, nil)
 		b.WriteString("#" + sb.String())
 	}
+	k.writeDevicePaths(b)
 	if n := k.Node; n != nil {
 		k.writeNode(b, n)
 	}
@@ -48,6 +49,66 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// Targets of the node data path against the guest kernel's own rbd
+// driver (ratios of medians, higher is better).
+const (
+	ublkKRBDTarget = 0.9
+	nbdKRBDTarget  = 0.75
+)
+
+// section returns the kernel-path section with the given ID, or nil.
+func (k *KernelVM) section(id string) *Section {
+	for _, s := range k.Sections {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// writeDevicePaths compares purerbd's two device paths (ublk and nbd.ko)
+// measured in the same VM, each against the krbd image measured beside
+// it, when the guest kernel had both.
+func (k *KernelVM) writeDevicePaths(b *bytes.Buffer) {
+	nbd, ublk := k.section("vm-rbd"), k.section("vm-rbd-ublk")
+	if nbd == nil || ublk == nil || nbd.Skipped != "" || ublk.Skipped != "" {
+		return
+	}
+	b.WriteString("### purerbd's device paths against krbd, same run: ublk and nbd.ko\n\n")
+	fmt.Fprintf(b, "Ratios of medians from the two sections above: each purerbd device against the krbd image "+
+		"measured beside it, and the two devices against each other. CPU per op is the serving process's "+
+		"(lower is better). Targets: ublk ≥ %.2f× krbd, nbd.ko ≥ %.2f× krbd.\n\n", ublkKRBDTarget, nbdKRBDTarget)
+	b.WriteString("| case | ublk / krbd | nbd.ko / krbd | ublk / nbd.ko | CPU per op ublk / nbd.ko | targets |\n|---|---|---|---|---|---|\n")
+	for _, uc := range ublk.Cases {
+		var nc *Case
+		for _, c := range nbd.Cases {
+			if c.Name == uc.Name {
+				nc = c
+			}
+		}
+		if nc == nil {
+			continue
+		}
+		u, n := uc.Ratio("purerbd", "krbd"), nc.Ratio("purerbd", "krbd")
+		un := ratio(uc.spread("purerbd").Median, nc.spread("purerbd").Median)
+		cpu := ratio(spreadOf(uc.values("purerbd", Sample.CPUPerMop)).Median,
+			spreadOf(nc.values("purerbd", Sample.CPUPerMop)).Median)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | ublk %s; nbd.ko %s |\n", uc.Name, ratioText(u, ublkKRBDTarget),
+			ratioText(n, nbdKRBDTarget), ratioText(un, 0), ratioText(cpu, 0),
+			measuredMet(u, ublkKRBDTarget), measuredMet(n, nbdKRBDTarget))
+	}
+	b.WriteString("\n")
+}
+
+// measuredMet says whether ratio r reaches target, or that it was not
+// measured.
+func measuredMet(r, target float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "not measured"
+	}
+	return metCell(r >= target)
 }
 
 // writeNode prints the node plugin's stage and unstage times and its
@@ -65,7 +126,7 @@ func (k *KernelVM) writeNode(b *bytes.Buffer, n *guestbench.NodeRecord) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", m.Step, m.Attached, bytesCell(m.RSS), bytesCell(m.HWM))
 	}
 	if v := k.rssAt(vmNodeVolumes); v > 0 {
-		fmt.Fprintf(b, "\nTarget: RSS with %d volumes attached ≤ 64 MiB: **%s** (%s).\n", vmNodeVolumes, metCell(v <= nodeRSSTarget), bytesCell(v))
+		fmt.Fprintf(b, "\nTarget: RSS with %d volumes attached ≤ 64 MiB: %s (%s).\n", vmNodeVolumes, metCell(v <= nodeRSSTarget), bytesCell(v))
 	}
 	b.WriteString("\n| call | runs | median | p99 (nearest rank) | min | max |\n|---|---|---|---|---|---|\n")
 	for _, c := range []struct {

@@ -50,11 +50,42 @@ func TestKernelVMParse(t *testing.T) {
 		"## Kernel path inside a VM (software-emulated)",
 		"| 4k randread QD32 | IOPS | 5000 | 4000 | 1.25 |",
 		"| 10 staged | 10 | 40.0 MiB | 48.0 MiB |",
-		"RSS with 10 volumes attached ≤ 64 MiB: **met** (40.0 MiB)",
+		"RSS with 10 volumes attached ≤ 64 MiB: met (40.0 MiB)",
 		"| NodeStageVolume (ext4: attach, mkfs, mount) | 3 | 1200 ms | 1500 ms | 1100 ms | 1500 ms |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+}
+
+// krbdCase is a guest case of purerbd against krbd with the given
+// medians and purerbd's CPU seconds per run of 1e6 ops.
+func krbdCase(purerbd, krbd, cpu float64) *Case {
+	c := synthCase("4k randread QD1", "IOPS", []float64{purerbd}, []float64{krbd}, cpu, 0)
+	c.Samples["krbd"] = c.Samples["peer"]
+	delete(c.Samples, "peer")
+	return c
+}
+
+// TestKernelVMDevicePaths checks the table that sets ublk, nbd.ko and
+// krbd of one VM run side by side, against the targets.
+func TestKernelVMDevicePaths(t *testing.T) {
+	k := &KernelVM{Kernel: "7.2.13", Sections: []*Section{
+		{ID: "vm-rbd", Contenders: []string{"purerbd", "krbd"}, Cases: []*Case{krbdCase(400, 500, 1)}},
+		{ID: "vm-rbd-ublk", Contenders: []string{"purerbd", "krbd"}, Cases: []*Case{krbdCase(300, 400, 2)}},
+	}}
+	var b bytes.Buffer
+	k.writeDevicePaths(&b)
+	// ublk 300/400, nbd.ko 400/500, ublk/nbd.ko 300/400, CPU 2/1
+	want := "| 4k randread QD1 | 0.75× | 0.80× | 0.75× | 2.00× | ublk **not met**; nbd.ko met |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("device paths table lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	k.Sections = k.Sections[:1]
+	k.writeDevicePaths(&b)
+	if b.Len() != 0 {
+		t.Errorf("a kernel without ublk got a device paths table:\n%s", b.String())
 	}
 }

@@ -24,10 +24,19 @@ type Report struct {
 	Sections   []*Section
 	Profiles   []Profile
 	CSI        *ControlPlane
-	KernelVM   *KernelVM
-	Footprint  *Footprint
-	Missing    []string // parts of the suite that could not run, and why
+	// KernelVMs are the kernel-path sections, one per guest kernel (a
+	// run measures one; a merged report keeps each kernel's latest).
+	KernelVMs []*KernelVM
+	Footprint *Footprint
+	Missing   []string // parts of the suite that could not run, and why
+	// Parts are the runs a merged report was made from (MergeReports);
+	// empty for a single run.
+	Parts []RunPart
 }
+
+// kernelVMMissing starts the Missing line of a run without the kernel VM.
+const kernelVMMissing = "The kernel path in a VM (/dev/nbdN served by purerbd, nbdkit and krbd) and the node " +
+	"plugin's RSS with volumes attached: "
 
 // ClusterInfo describes a cluster the RADOS and RBD sections ran on.
 type ClusterInfo struct {
@@ -104,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s.clusterSections(ctx, rep)
 	if cfg.wants(SectionKernelVM) {
 		s.log.Info("bench: kernel path and node plugin in a VM")
-		rep.KernelVM = s.kernelVM(ctx)
+		rep.KernelVMs = []*KernelVM{s.kernelVM(ctx)}
 	}
 	if cfg.wants(SectionFootprint) {
 		rep.Footprint = s.footprint(ctx)
@@ -115,13 +124,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	// what this suite never measures, and why
-	if k := rep.KernelVM; k == nil || k.Skipped != "" {
+	if k := rep.kernelVM(); k == nil || k.Skipped != "" {
 		why := "not selected"
 		if k != nil {
 			why = k.Skipped
 		}
-		rep.Missing = append(rep.Missing, "The kernel path in a VM (/dev/nbdN served by purerbd, nbdkit and "+
-			"krbd) and the node plugin's RSS with volumes attached: "+why)
+		rep.Missing = append(rep.Missing, kernelVMMissing+why)
 	}
 	rep.Missing = append(rep.Missing,
 		"The kernel path on real hardware: nbd.ko and rbd.ko run only inside a TCG VM here "+

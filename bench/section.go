@@ -82,9 +82,9 @@ type Section struct {
 	Cases []*Case
 	Notes []string // Markdown lines added under the tables
 
-	// base is ID without the cluster kind's suffix (set only when the
+	// Base is ID without the cluster kind's suffix (set only when the
 	// run has several kinds): the ID the headline's rows name.
-	base string
+	Base string
 	// osd returns the cluster's OSDs' CPU seconds so far, read around
 	// every run when set.
 	osd func() (float64, error)
@@ -96,8 +96,8 @@ type Section struct {
 
 // baseID is the section's ID without its cluster kind's suffix.
 func (s *Section) baseID() string {
-	if s.base != "" {
-		return s.base
+	if s.Base != "" {
+		return s.Base
 	}
 	return s.ID
 }
@@ -114,7 +114,12 @@ type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
 // contenders, so that a drift in the machine's load hits both. Who goes
 // first alternates too (A B, B A, A B ... from one case or repetition to
 // the next): an OSD still settling after an image was filled, or a load
-// that eases, would otherwise favour whoever always runs second. A
+// that eases, would otherwise favour whoever always runs second. With
+// an even reps (Config rounds it up) each of two contenders goes first
+// in half the repetitions: on an untuned memstore, where a run costs
+// the OSD more or less by what the run before it left in the objects,
+// the one that went first once more had its median taken from the
+// other half of the runs (see bench/findings.md). A
 // failed run is recorded on the case and the suite carries on; a
 // cancelled context ends the section with a note. The section records
 // the load average before and after and how long it took.

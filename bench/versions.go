@@ -137,15 +137,22 @@ func releaseDefaults(ctx context.Context, root string, keys []string) (map[strin
 // title names the kind in section titles: "Ceph reef, untuned cluster".
 func (k clusterKind) title() string { return "Ceph " + k.release + ", " + k.tuning + " cluster" }
 
+// mark gives sec, measured on a cluster of kind k in a report of several
+// kinds, its kind-suffixed ID (its plots' file names), title and short
+// name, keeping the plain ID as Base for the headline's rows.
+func (k clusterKind) mark(sec *Section) {
+	sec.Base = sec.ID
+	sec.ID += k.suffix()
+	sec.Title += " — " + k.title()
+	sec.Short += " (" + k.label() + ")"
+}
+
 // label marks sec as run on c's cluster: Cluster names its kind, and in
 // a run of several kinds its ID (the plots' file names), title and short
 // name carry the kind too.
 func (s *suite) label(c *cluster, sec *Section) {
 	sec.Cluster = c.kind.label()
 	if len(s.cfg.clusterKinds()) > 1 {
-		sec.base = sec.ID
-		sec.ID += c.kind.suffix()
-		sec.Title += " — " + c.kind.title()
-		sec.Short += " (" + c.kind.label() + ")"
+		c.kind.mark(sec)
 	}
 }

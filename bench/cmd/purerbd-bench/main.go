@@ -2,7 +2,7 @@
 // and writes bench/report.md with its SVG plots. Run it from the
 // repository root; `make bench` does.
 //
-//	purerbd-bench [-quick] [-only nbd,rbd,...] [-reps 3] [-runtime 2s] [-report bench] [-work bench/out]
+//	purerbd-bench [-quick] [-only nbd,rbd,...] [-reps 6] [-runtime 2s] [-report bench] [-work bench/out]
 //	              [-ceph pacific,reef,tentacle] [-cluster tuned,untuned]
 //
 // BENCH_QUICK=1 in the environment is the same as -quick.
@@ -17,6 +17,14 @@
 // the kernel-path section (package bench/internal/guestbench):
 //
 //	purerbd-bench guest [-nbdkit PATH] [-mon MON -images A,B -node-images V0,...]
+//
+// And one draws a report again from what earlier runs left in their
+// report directories (report.gob), merging them when there are several:
+// a run per release or cluster kind, or a section run alone, makes one
+// report with a column per kind (later runs win where two measured the
+// same section on the same kind):
+//
+//	purerbd-bench render [-report bench] DIR...
 package main
 
 import (
@@ -44,6 +52,8 @@ func main() {
 		err = runServe(ctx, args[1:], os.Stdout, os.Stderr)
 	case len(args) > 0 && args[0] == "guest":
 		err = runGuest(ctx, args[1:])
+	case len(args) > 0 && args[0] == "render":
+		err = runRender(args[1:])
 	default:
 		err = run(ctx, args)
 	}
@@ -58,7 +68,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("purerbd-bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 7 min, half of it the kernel-vm section's VM)")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
-	reps := fs.Int("reps", 5, "repetitions per contender and case (at least 3)")
+	reps := fs.Int("reps", 0, "repetitions per contender and case (default 6, 2 with -quick; an odd number is rounded up, so that each contender runs first as often as the other)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
 	report := fs.String("report", "bench", "directory for report.md and the SVG plots")
 	work := fs.String("work", "bench/out", "scratch directory (binaries, sockets, profiles, logs)")
