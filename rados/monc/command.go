@@ -29,6 +29,11 @@ func (c *Client) forget(tid uint64) {
 // roundTrip sends m as a request and waits for its answer, a message of
 // type replyType. build returns the front for the tid the request gets.
 func (c *Client) roundTrip(ctx context.Context, m msgr.Message, replyType uint16, build func(tid uint64) []byte) (*msgr.Message, error) {
+	// A context that has already ended sends nothing: otherwise the
+	// monitor could carry out a command whose caller was told it failed.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()

@@ -145,6 +145,9 @@ func (c *Client) RequestOSDMap(ctx context.Context, epoch uint32) (*msgr.Message
 		}
 		epoch = uint32(newest)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("monc: osdmap %d: %w", epoch, err)
+	}
 	w := &osdWaiter{
 		epoch: epoch,
 		msg:   msgr.Message{Type: msgMonGetOSDMap, Version: 1, Front: encodeGetOSDMap(epoch, epoch, 0, 0)},
