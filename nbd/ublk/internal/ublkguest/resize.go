@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/purerbd/purerbd/nbd/ublk"
 )
@@ -47,8 +49,14 @@ func (s *scenario) resizeCheck(ctx context.Context, dev *ublk.Device, features u
 		return nil
 	}
 	for _, want := range []int64{full / 2, full} {
-		if err := dev.Resize(ctx, want); err != nil {
-			return err
+		rctx, cancel := context.WithTimeout(ctx, resizeTimeout)
+		err := dev.Resize(rctx, want)
+		cancel()
+		if err != nil {
+			if rctx.Err() != nil {
+				dumpStacks()
+			}
+			return fmt.Errorf("resize to %d bytes: %w", want, err)
 		}
 		got, err := sysSize(dev)
 		if err != nil {
@@ -60,6 +68,25 @@ func (s *scenario) resizeCheck(ctx context.Context, dev *ublk.Device, features u
 	}
 	s.Facts["resize"] = "ok"
 	return nil
+}
+
+// resizeTimeout bounds one UPDATE_SIZE: it answers in milliseconds, and
+// one that never answers (seen once on sid's 7.2 under TCG, growing the
+// device back) should fail the step with the stacks that show where it
+// waits rather than the whole VM's timeout.
+const resizeTimeout = time.Minute
+
+// dumpStacks prints the process's goroutines and its threads' kernel
+// stacks to the console.
+func dumpStacks() {
+	buf := make([]byte, 1<<20)
+	fmt.Fprintf(os.Stderr, "goroutines:\n%s\n", buf[:runtime.Stack(buf, true)])
+	tasks, _ := filepath.Glob("/proc/self/task/*/stack")
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			fmt.Fprintf(os.Stderr, "%s:\n%s\n", t, b)
+		}
+	}
 }
 
 // sysSize reads the block device's size from sysfs, in bytes.
