@@ -71,9 +71,8 @@ func (s *scenario) resizeCheck(ctx context.Context, dev *ublk.Device, features u
 }
 
 // resizeTimeout bounds one UPDATE_SIZE: it answers in milliseconds, and
-// one that never answers (seen once on sid's 7.2 under TCG, growing the
-// device back) should fail the step with the stacks that show where it
-// waits rather than the whole VM's timeout.
+// one that never answers should fail the step with the stacks that show
+// where it waits rather than the whole VM's timeout.
 const resizeTimeout = time.Minute
 
 // dumpStacks prints the process's goroutines and its threads' kernel
