@@ -57,6 +57,15 @@ type Config struct {
 	// buffers keep whatever the largest requests touched, up to
 	// QueueDepth × MaxIOBytes per queue, for the device's life).
 	NoUserCopy bool
+	// NoBatchIO serves the queues one request per command (FETCH_REQ,
+	// COMMIT_AND_FETCH_REQ on a thread of the queue's own) also where
+	// the kernel offers batch I/O (UBLK_F_BATCH_IO, Linux 7.0), which a
+	// device with user copy uses by default: one multishot command
+	// fetches a queue's requests in batches and any thread commits
+	// results in batches, so that no request waits for a hand-off to
+	// the queue's thread. A device keeps the mode it was added with,
+	// also across Recover.
+	NoBatchIO bool
 }
 
 func (c *Config) fill() error {
@@ -202,6 +211,9 @@ func Serve(ctx context.Context, cfg Config) (*Device, error) {
 	}
 	if ctrl.features&FlagUserCopy != 0 && !cfg.NoUserCopy {
 		flags |= FlagUserCopy
+		if ctrl.features&FlagBatchIO != 0 && ctrl.encoded && !cfg.NoBatchIO {
+			flags |= FlagBatchIO
+		}
 	}
 	want := DevInfo{
 		Queues: uint16(cfg.Queues), QueueDepth: uint16(cfg.QueueDepth),

@@ -24,4 +24,13 @@
 // (pread for a write's data, pwrite for a read's) with a pooled buffer;
 // elsewhere, or with Config.NoUserCopy, the kernel copies it into and out
 // of a buffer per tag that the queue keeps for the device's life.
+//
+// Where the kernel also offers batch I/O (UBLK_F_BATCH_IO, Linux 7.0), a
+// device with user copy uses it unless Config.NoBatchIO says otherwise:
+// one multishot command fetches a queue's requests in batches of tags
+// into provided buffers, a goroutine on no particular thread hands them
+// out, and the requests' goroutines commit their results in batches from
+// whatever thread they run on (batch.go). The queue's thread then only
+// issues the fetch and runs the kernel's dispatch work, so a request no
+// longer waits for the Go runtime to hand it to that thread and back.
 package ublk

@@ -46,6 +46,11 @@ type queue struct {
 
 	handlers sync.WaitGroup // requests being served
 
+	// batch: the device has UBLK_F_BATCH_IO (always with userCopy), and
+	// run serves it as batch.go says; commits holds that mode's state.
+	batch   bool
+	commits batchCommits
+
 	mu   sync.Mutex
 	done []completion
 	ring *uring.Ring // set by run before ready closes
@@ -58,7 +63,10 @@ type completion struct {
 
 func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, log *slog.Logger) (*queue, error) {
 	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log,
-		userCopy: info.Flags&FlagUserCopy != 0}
+		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0}
+	if q.batch && !q.userCopy {
+		return nil, fmt.Errorf("ublk queue %d: batch I/O without user copy (flags %#x) is not served", id, info.Flags)
+	}
 	descLen := (q.depth*ioDescSize + 4095) &^ 4095
 	var err error
 	q.desc, err = unix.Mmap(charFD, int64(id)*maxCmdBufSize, descLen, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
@@ -134,6 +142,9 @@ func (q *queue) copyData(tag int, buf []byte, write bool) error {
 // gets nil once every FETCH_REQ is submitted, or the error that
 // prevented it.
 func (q *queue) run(ctx context.Context, ready chan<- error) error {
+	if q.batch {
+		return q.runBatch(ctx, ready)
+	}
 	// ublk takes a queue's commands only from the thread that fetched
 	// them: this goroutine keeps its thread to the end, which then
 	// exits with it.
@@ -233,6 +244,10 @@ func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
 		q.obs.Started(c)
 		res = q.serve(ctx, tag, d)
 		q.obs.Done(c, d.nrSectors<<sectorShift, time.Since(start), res < 0)
+	}
+	if q.batch {
+		q.commit(tag, res)
+		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -21,11 +21,15 @@ const (
 
 	ioFetchReq        = 0x20
 	ioCommitAndFetch  = 0x21
-	ctrlCmdSize       = 32 // struct ublksrv_ctrl_cmd
-	ioCmdSize         = 16 // struct ublksrv_io_cmd
-	devInfoSize       = 64 // struct ublksrv_ctrl_dev_info
-	ioDescSize        = 24 // struct ublksrv_io_desc
-	paramsSize        = 64 // struct ublk_params up to the discard part, padded
+	ioPrepIOCmds      = 0x25 // UBLK_U_IO_PREP_IO_CMDS (batch I/O)
+	ioCommitIOCmds    = 0x26 // UBLK_U_IO_COMMIT_IO_CMDS
+	ioFetchIOCmds     = 0x27 // UBLK_U_IO_FETCH_IO_CMDS
+	batchElemSize     = 8    // struct ublk_elem_header: tag, buf_index, result
+	ctrlCmdSize       = 32   // struct ublksrv_ctrl_cmd
+	ioCmdSize         = 16   // struct ublksrv_io_cmd
+	devInfoSize       = 64   // struct ublksrv_ctrl_dev_info
+	ioDescSize        = 24   // struct ublksrv_io_desc
+	paramsSize        = 64   // struct ublk_params up to the discard part, padded
 	featuresSize      = 8
 	maxQueueDepth     = 4096
 	ioResAbort        = -19 // UBLK_IO_RES_ABORT: -ENODEV
@@ -46,6 +50,10 @@ const (
 	FlagUnprivilegedDev     = 1 << 5
 	FlagCmdIoctlEncode      = 1 << 6
 	FlagUserCopy            = 1 << 7
+	// FlagBatchIO (UBLK_F_BATCH_IO, Linux 7.0) fetches a queue's
+	// requests in batches through one multishot command and commits
+	// their results in batches from any thread.
+	FlagBatchIO = 1 << 15
 )
 
 // FeatureUpdateSize (UBLK_F_UPDATE_SIZE, Linux 6.16) says the kernel
@@ -129,6 +137,24 @@ func (c ctrlCmd) encode() []byte {
 	binary.LittleEndian.PutUint64(b[16:], c.data[0])
 	binary.LittleEndian.PutUint64(b[24:], c.data[1])
 	return b
+}
+
+// encodeBatchIO writes struct ublk_batch_io, the command of the batch
+// I/O commands: the queue, the count of elements of elemBytes each in
+// the command's buffer (for a fetch: of the tags it returns).
+func encodeBatchIO(b []byte, queue, nrElem uint16, elemBytes uint8) {
+	clear(b[:ioCmdSize])
+	binary.LittleEndian.PutUint16(b[0:], queue)
+	binary.LittleEndian.PutUint16(b[4:], nrElem)
+	b[6] = elemBytes
+}
+
+// putBatchElem writes struct ublk_elem_header: a tag and its result
+// (buffer index 0: no auto buffer registration).
+func putBatchElem(b []byte, tag uint16, result int32) {
+	binary.LittleEndian.PutUint16(b[0:], tag)
+	binary.LittleEndian.PutUint16(b[2:], 0)
+	binary.LittleEndian.PutUint32(b[4:], uint32(result))
 }
 
 // ioCmd is struct ublksrv_io_cmd.

@@ -93,6 +93,10 @@ func (s *scenario) run(ctx context.Context) error {
 		if features&ublk.FlagUserCopy != 0 && dev.Info().Flags&ublk.FlagUserCopy == 0 {
 			return fmt.Errorf("the kernel offers user copy (features %#x), the device has flags %#x", features, dev.Info().Flags)
 		}
+		// and batch I/O wherever it offers that too
+		if features&ublk.FlagBatchIO != 0 && dev.Info().Flags&ublk.FlagBatchIO == 0 {
+			return fmt.Errorf("the kernel offers batch I/O (features %#x), the device has flags %#x", features, dev.Info().Flags)
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -120,6 +124,29 @@ func (s *scenario) run(ctx context.Context) error {
 		return stopDelete(ctx, dev2)
 	}); err != nil {
 		return err
+	}
+	if features&ublk.FlagBatchIO != 0 {
+		if err := s.Step("O_DIRECT write and read, one request per command (NoBatchIO)", func() error {
+			mem3, err := nbd.NewMemory(64 * mib)
+			if err != nil {
+				return err
+			}
+			dev3, err := ublk.Serve(ctx, ublk.Config{Backend: mem3, Queues: 2, NoBatchIO: true, Logger: logger("inproc-single")})
+			if err != nil {
+				return err
+			}
+			if dev3.Info().Flags&ublk.FlagBatchIO != 0 {
+				_ = stopDelete(ctx, dev3)
+				return fmt.Errorf("NoBatchIO device has flags %#x", dev3.Info().Flags)
+			}
+			if err := directChecks(ctx, dev3.Path(), mem3); err != nil {
+				_ = stopDelete(ctx, dev3)
+				return err
+			}
+			return stopDelete(ctx, dev3)
+		}); err != nil {
+			return err
+		}
 	}
 	if err := s.Step("discard and write zeroes", func() error { return discardChecks(ctx, dev.Path(), mem) }); err != nil {
 		return err

@@ -3,8 +3,11 @@
 // URING_CMD with its 80-byte command area), submission of URING_CMD
 // entries, reaping of completions, and a wake-up eventfd read through the
 // ring so that a thread blocked waiting for completions can be woken by
-// another goroutine or by a context's end. It has no locks: one goroutine
-// owns a Ring, and only Wake may be called from others.
+// another goroutine or by a context's end; and rings of provided buffers
+// for multishot commands (bufring.go). It has no locks: one goroutine at
+// a time submits (URingCmd*, ArmWake, Enter) and one at a time reaps
+// (Wait, Reap, BufRing.Recycle), which may be another once the wake-up
+// is armed; Wake may be called from any.
 package uring
 
 import (

@@ -1,7 +1,9 @@
 package uring
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -149,5 +151,83 @@ func TestWakeDuringClose(t *testing.T) {
 	<-done
 	if r.wakeFD != -1 {
 		t.Fatalf("wake-up descriptor %d left after Close", r.wakeFD)
+	}
+}
+
+// TestBufRing checks a provided buffer ring against the kernel: reads
+// with buffer select take the group's buffers, report them in their
+// completions, and get buffers again only after Recycle (two buffers,
+// five reads).
+func TestBufRing(t *testing.T) {
+	r := newRing(t)
+	b, err := r.RegisterBufRing(7, 2, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	read := func(userData uint64) CQE {
+		t.Helper()
+		sqe, err := r.nextSQE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqe[0] = opRead
+		sqe[1] = sqeBufferSelect
+		binary.LittleEndian.PutUint32(sqe[4:], uint32(p[0]))
+		binary.LittleEndian.PutUint32(sqe[24:], 16)
+		binary.LittleEndian.PutUint64(sqe[32:], userData)
+		binary.LittleEndian.PutUint16(sqe[40:], b.Group())
+		if err := r.Enter(true); err != nil {
+			t.Fatal(err)
+		}
+		cqes := r.Reap(nil)
+		if len(cqes) != 1 || cqes[0].UserData != userData {
+			t.Fatalf("completions %+v, want one with user data %d", cqes, userData)
+		}
+		return cqes[0]
+	}
+	for i := range 5 {
+		msg := fmt.Sprintf("message %d", i)
+		if _, err := unix.Write(p[1], []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		c := read(uint64(i))
+		id, ok := c.BufferID()
+		if !ok || c.Res != int32(len(msg)) {
+			t.Fatalf("read %d: completion %+v, want %d bytes in a provided buffer", i, c, len(msg))
+		}
+		got, err := b.Buf(id, int(c.Res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != msg {
+			t.Fatalf("read %d: buffer %d holds %q, want %q", i, id, got, msg)
+		}
+		if i == 1 {
+			// both buffers are taken: a read now finds none
+			if _, err := unix.Write(p[1], []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if c := read(100); c.Res != -int32(unix.ENOBUFS) {
+				t.Fatalf("read with no buffer left: completion %+v, want ENOBUFS", c)
+			}
+			var x [1]byte
+			if _, err := unix.Read(p[0], x[:]); err != nil {
+				t.Fatal(err)
+			}
+			b.Recycle(0)
+			b.Recycle(1)
+		} else if i > 1 {
+			b.Recycle(id)
+		}
+	}
+	if _, err := b.Buf(2, 1); err == nil {
+		t.Fatal("Buf accepted a buffer ID beyond the group")
 	}
 }
