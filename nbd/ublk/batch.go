@@ -253,12 +253,13 @@ func (q *queue) commit(tag int, res int32) {
 		err := c.send(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
-		if err != nil && !c.logged {
+		switch {
+		case errors.Is(err, errQueueEnded):
+			// the kernel failed or requeued these already
+			c.pending = c.pending[:0]
+		case err != nil && !c.logged:
 			c.logged = true
 			q.log.Warn("ublk commit failed", "queue", q.id, "requests", len(batch), "error", err)
-		}
-		if errors.Is(err, errQueueEnded) {
-			c.pending = c.pending[:0]
 		}
 	}
 	c.sending = false
