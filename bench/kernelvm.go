@@ -317,7 +317,8 @@ func vmSection(group string) *Section {
 			LatOf:      "per-request latency seen by the guest program",
 			Method: "As the nbd.ko section, in the same VM and run, on kernels with ublk: a third 128 MiB image " +
 				"mapped by `purerbd device map -t ublk` (userspace rbd package behind /dev/ublkbN: requests reach " +
-				"it through io_uring, one queue thread, depth 64), against the same krbd image."}
+				"it through io_uring, one queue of depth 64, fetched and committed in batches where the kernel has " +
+				"batch I/O, as sid's 7.2 does), against the same krbd image."}
 	}
 	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
 }
