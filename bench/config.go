@@ -38,6 +38,11 @@ type Config struct {
 	// rounded up to an even number, so that each of two contenders runs
 	// first as often as the other (see interleave).
 	Reps int
+	// VMProfile, when set, has the kernel-vm guest profile each purerbd
+	// RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case after
+	// the measured runs; the CPU profiles and their `go tool pprof -top`
+	// land in WorkDir/kernel-vm.
+	VMProfile time.Duration
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -111,6 +111,9 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	if nbdkit != "" {
 		args = append(args, "-nbdkit", nbdkit)
 	}
+	if s.cfg.VMProfile > 0 {
+		args = append(args, "-profile", s.cfg.VMProfile.String())
+	}
 	files := map[string]string{"/bin/purerbd-bench": s.bin("purerbd-bench"), "/bin/purerbd": s.bin("purerbd"),
 		"/bin/purerbd-csi": s.bin("purerbd-csi"), "/etc/mke2fs.conf": "/etc/mke2fs.conf"}
 	modules := []string{"nbd", "ext4", host.CRC32C(), "rbd"}
@@ -150,6 +153,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	}
 	k.Boot, k.Wall = res.Boot, res.Wall
 	k.parse(res.Console)
+	k.saveProfiles(ctx, dir, res.Console)
 	if r := res.Lines(guestbench.PrefixResult); err != nil || res.ExitCode != 0 || len(r) != 1 || r[0] != "ok" {
 		return fmt.Errorf("guest failed (err %v, exit %d, result %q); console in %s", err, res.ExitCode, r, log.Name())
 	}

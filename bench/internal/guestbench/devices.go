@@ -40,7 +40,12 @@ func (m *mappedDevice) Close(context.Context) error { return m.c.stop() }
 // purerbdMap runs `purerbd nbd map ARGS...` and waits for the device it
 // prints.
 func purerbdMap(ctx context.Context, bin string, args ...string) (*mappedDevice, error) {
-	c, err := startChild(bin, append([]string{"nbd", "map"}, args...)...)
+	return purerbdMapEnv(ctx, nil, bin, args...)
+}
+
+// purerbdMapEnv is purerbdMap with env added to the map process's.
+func purerbdMapEnv(ctx context.Context, env []string, bin string, args ...string) (*mappedDevice, error) {
+	c, err := startChildEnv(env, bin, append([]string{"nbd", "map"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -56,10 +61,10 @@ func purerbdMap(ctx context.Context, bin string, args ...string) (*mappedDevice,
 	return &mappedDevice{dev: l, c: c}, nil
 }
 
-// purerbdDeviceMap runs `purerbd device map ARGS...` (-t ublk) and
-// waits for the /dev/ublkbN it prints.
-func purerbdDeviceMap(ctx context.Context, bin string, args ...string) (*mappedDevice, error) {
-	c, err := startChild(bin, append([]string{"device", "map"}, args...)...)
+// purerbdDeviceMap runs `purerbd device map ARGS...` (-t ublk), with env
+// added to its environment, and waits for the /dev/ublkbN it prints.
+func purerbdDeviceMap(ctx context.Context, bin string, env []string, args ...string) (*mappedDevice, error) {
+	c, err := startChildEnv(env, bin, append([]string{"device", "map"}, args...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type options struct {
 	images                   string // purerbd's image,krbd's image[,purerbd's ublk image]
 	nodeImages               string // comma-separated images the node plugin stages
 	nodeSize                 int64
+	// profile, when set, is how long each purerbd RBD server is
+	// profiled per 4 KiB QD32 case after the measured runs
+	profile time.Duration
 }
 
 // Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
@@ -50,6 +53,7 @@ func Main(ctx context.Context, args []string) error {
 	fs.StringVar(&o.images, "images", "", "two images, purerbd's and krbd's, and a third for purerbd over ublk where the kernel has it: IMG1,IMG2[,IMG3]")
 	fs.StringVar(&o.nodeImages, "node-images", "", "images the node plugin stages, comma-separated")
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
+	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case and print the profiles (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,7 +125,7 @@ func run(ctx context.Context, o options) error {
 			g := group{name: "rbd-ublk", span: o.span, opts: o}
 			g.contenders = []contender{
 				{name: "purerbd", open: func(ctx context.Context) (device, error) {
-					return purerbdDeviceMap(ctx, o.purerbd, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+					return purerbdDeviceMap(ctx, o.purerbd, nil, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
 						o.pool+"/"+imgs[2])
 				}},
 				{name: "krbd", open: func(ctx context.Context) (device, error) {
@@ -134,6 +138,18 @@ func run(ctx context.Context, o options) error {
 				ran = true
 			}
 		}
+	}
+	if o.profile > 0 && len(imgs) >= 2 {
+		targets := []profileTarget{{name: "nbd", open: func(ctx context.Context, env []string) (device, error) {
+			return purerbdMapEnv(ctx, env, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring, o.pool+"/"+imgs[0])
+		}}}
+		if len(imgs) == 3 && guestio.LoadModules("ublk_drv") == nil {
+			targets = append(targets, profileTarget{name: "ublk", open: func(ctx context.Context, env []string) (device, error) {
+				return purerbdDeviceMap(ctx, o.purerbd, env, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+					o.pool+"/"+imgs[2])
+			}})
+		}
+		profileServers(ctx, o, targets, o.profile)
 	}
 	if o.nodeImages != "" {
 		if err := nodePlugin(ctx, o, key); err != nil {

@@ -79,7 +79,16 @@ type child struct {
 // startChild starts name with args; its stderr goes to the console,
 // prefixed.
 func startChild(name string, args ...string) (*child, error) {
+	return startChildEnv(nil, name, args...)
+}
+
+// startChildEnv is startChild with env added to the guest program's
+// environment.
+func startChildEnv(env []string, name string, args ...string) (*child, error) {
 	cmd := exec.Command(name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
