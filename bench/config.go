@@ -41,7 +41,7 @@ type Config struct {
 	// VMProfile, when set, has the kernel-vm guest profile each purerbd
 	// RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case after
 	// the measured runs; the CPU profiles and their `go tool pprof -top`
-	// land in WorkDir/kernel-vm.
+	// land in WorkDir/vm beside the VM's console log.
 	VMProfile time.Duration
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).

@@ -236,8 +236,11 @@ func (q *queue) dispatch(ctx context.Context, tag int) {
 }
 
 // commit queues a request's result for COMMIT_IO_CMDS, and sends the
-// pending results unless another handler is sending them.
-func (q *queue) commit(tag int, res int32) {
+// pending results unless another handler is sending them. Once ctx has
+// ended (the queue is abandoned) nothing is sent: a request that failed
+// because of that must not reach the application as an error, and the
+// kernel issues every uncommitted request again to the next server.
+func (q *queue) commit(ctx context.Context, tag int, res int32) {
 	c := &q.commits
 	c.mu.Lock()
 	c.pending = append(c.pending, completion{tag: uint16(tag), res: res})
@@ -250,7 +253,7 @@ func (q *queue) commit(tag int, res int32) {
 		batch := c.pending
 		c.pending = c.spare[:0]
 		c.mu.Unlock()
-		err := c.send(batch)
+		err := c.send(ctx, batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
 		switch {
@@ -272,10 +275,12 @@ var errQueueEnded = errors.New("the queue has ended")
 
 // send commits batch through the commit ring; only the handler that
 // set sending calls it.
-func (c *batchCommits) send(batch []completion) error {
+func (c *batchCommits) send(ctx context.Context, batch []completion) error {
 	c.ringMu.Lock()
 	defer c.ringMu.Unlock()
-	if c.ring == nil {
+	// a result that failed because ctx ended came after it ended: this
+	// check sees that
+	if c.ring == nil || ctx.Err() != nil {
 		return errQueueEnded
 	}
 	n := len(batch)

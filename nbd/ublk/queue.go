@@ -214,12 +214,16 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 			q.handlers.Add(1)
 			go q.handle(ctx, tag, d)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		q.mu.Lock()
 		done, q.done = q.done, done[:0]
 		q.mu.Unlock()
+		// after taking the results: one that failed because ctx ended
+		// (the queue is abandoned) was added after it ended, and must
+		// not reach the application as an error; the kernel issues
+		// every uncommitted request again to the next server
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		for _, c := range done {
 			encodeIOCmd(cmd[:], q.id, c.tag, c.res, q.bufAddr(int(c.tag)))
 			if err := ring.URingCmd(q.charFD, ioOp(ioCommitAndFetch, q.encoded), cmd[:], uint64(c.tag)); err != nil {
@@ -246,7 +250,7 @@ func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
 		q.obs.Done(c, d.nrSectors<<sectorShift, time.Since(start), res < 0)
 	}
 	if q.batch {
-		q.commit(tag, res)
+		q.commit(ctx, tag, res)
 		return
 	}
 	q.mu.Lock()
