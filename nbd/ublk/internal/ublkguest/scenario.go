@@ -105,45 +105,13 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 	if err := s.Step("O_DIRECT write and read with per-tag buffers (NoUserCopy)", func() error {
-		mem2, err := nbd.NewMemory(64 * mib)
-		if err != nil {
-			return err
-		}
-		dev2, err := ublk.Serve(ctx, ublk.Config{Backend: mem2, NoUserCopy: true, Logger: logger("inproc-buffers")})
-		if err != nil {
-			return err
-		}
-		if dev2.Info().Flags&ublk.FlagUserCopy != 0 {
-			_ = stopDelete(ctx, dev2)
-			return fmt.Errorf("NoUserCopy device has flags %#x", dev2.Info().Flags)
-		}
-		if err := directChecks(ctx, dev2.Path(), mem2); err != nil {
-			_ = stopDelete(ctx, dev2)
-			return err
-		}
-		return stopDelete(ctx, dev2)
+		return optionCheck(ctx, ublk.Config{NoUserCopy: true, Logger: logger("inproc-buffers")}, "NoUserCopy", ublk.FlagUserCopy)
 	}); err != nil {
 		return err
 	}
 	if features&ublk.FlagBatchIO != 0 {
 		if err := s.Step("O_DIRECT write and read, one request per command (NoBatchIO)", func() error {
-			mem3, err := nbd.NewMemory(64 * mib)
-			if err != nil {
-				return err
-			}
-			dev3, err := ublk.Serve(ctx, ublk.Config{Backend: mem3, Queues: 2, NoBatchIO: true, Logger: logger("inproc-single")})
-			if err != nil {
-				return err
-			}
-			if dev3.Info().Flags&ublk.FlagBatchIO != 0 {
-				_ = stopDelete(ctx, dev3)
-				return fmt.Errorf("NoBatchIO device has flags %#x", dev3.Info().Flags)
-			}
-			if err := directChecks(ctx, dev3.Path(), mem3); err != nil {
-				_ = stopDelete(ctx, dev3)
-				return err
-			}
-			return stopDelete(ctx, dev3)
+			return optionCheck(ctx, ublk.Config{Queues: 2, NoBatchIO: true, Logger: logger("inproc-single")}, "NoBatchIO", ublk.FlagBatchIO)
 		}); err != nil {
 			return err
 		}
@@ -426,4 +394,28 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// optionCheck serves a fresh memory backend with cfg, which turns off
+// the device flag off (named by option), and checks that the device has
+// it off and that O_DIRECT I/O reads back what was written.
+func optionCheck(ctx context.Context, cfg ublk.Config, option string, off uint64) error {
+	mem, err := nbd.NewMemory(64 * mib)
+	if err != nil {
+		return err
+	}
+	cfg.Backend = mem
+	dev, err := ublk.Serve(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if dev.Info().Flags&off != 0 {
+		_ = stopDelete(ctx, dev)
+		return fmt.Errorf("%s device has flags %#x", option, dev.Info().Flags)
+	}
+	if err := directChecks(ctx, dev.Path(), mem); err != nil {
+		_ = stopDelete(ctx, dev)
+		return err
+	}
+	return stopDelete(ctx, dev)
 }
