@@ -72,7 +72,6 @@ func (q *queue) runBatch(ctx context.Context, ready chan<- error) error {
 	if err != nil {
 		return fail(err)
 	}
-	defer ring.Close()
 	// a buffer per request in flight: a completion takes a buffer and
 	// holds at least one tag, which is not fetched again before it is
 	// committed, so the kernel never runs out (it would end the fetch
@@ -83,9 +82,15 @@ func (q *queue) runBatch(ctx context.Context, ready chan<- error) error {
 	}
 	bufs, err := ring.RegisterBufRing(0, entries, min(q.depth, maxTagsPerFetch)*2)
 	if err != nil {
+		ring.Close()
 		return fail(err)
 	}
-	defer bufs.Close()
+	defer func() {
+		// the ring first: closing it cancels the fetch, which selects
+		// from bufs until then
+		ring.Close()
+		bufs.Close()
+	}()
 	commitRing, err := uring.New(4)
 	if err != nil {
 		return fail(err)
