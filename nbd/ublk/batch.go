@@ -55,9 +55,6 @@ type batchCommits struct {
 	ringMu sync.Mutex
 	ring   *uring.Ring
 	buf    []byte // the elements of the command being sent
-	charFD int
-	queue  uint16
-	cmdOp  uint32
 }
 
 // runBatch is run for a device with batch I/O.
@@ -97,8 +94,7 @@ func (q *queue) runBatch(ctx context.Context, ready chan<- error) error {
 	}
 	c := &q.commits
 	c.ringMu.Lock()
-	c.ring, c.charFD, c.queue = commitRing, q.charFD, q.id
-	c.cmdOp = ioOp(ioCommitIOCmds, true)
+	c.ring = commitRing
 	c.buf = make([]byte, q.depth*batchElemSize)
 	c.ringMu.Unlock()
 	defer func() {
@@ -258,7 +254,7 @@ func (q *queue) commit(ctx context.Context, tag int, res int32) {
 		batch := c.pending
 		c.pending = c.spare[:0]
 		c.mu.Unlock()
-		err := c.send(ctx, batch)
+		err := q.sendCommits(ctx, batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
 		switch {
@@ -278,9 +274,10 @@ func (q *queue) commit(ctx context.Context, tag int, res int32) {
 // has failed or requeued the request already.
 var errQueueEnded = errors.New("the queue has ended")
 
-// send commits batch through the commit ring; only the handler that
-// set sending calls it.
-func (c *batchCommits) send(ctx context.Context, batch []completion) error {
+// sendCommits commits batch through the commit ring; only the handler
+// that set sending calls it.
+func (q *queue) sendCommits(ctx context.Context, batch []completion) error {
+	c := &q.commits
 	c.ringMu.Lock()
 	defer c.ringMu.Unlock()
 	// a result that failed because ctx ended came after it ended: this
@@ -293,8 +290,8 @@ func (c *batchCommits) send(ctx context.Context, batch []completion) error {
 		putBatchElem(c.buf[i*batchElemSize:], d.tag, d.res)
 	}
 	var cmd [ioCmdSize]byte
-	encodeBatchIO(cmd[:], c.queue, uint16(n), batchElemSize)
-	if err := c.ring.URingCmdAddr(c.charFD, c.cmdOp, cmd[:], 0, c.buf[:n*batchElemSize]); err != nil {
+	encodeBatchIO(cmd[:], q.id, uint16(n), batchElemSize)
+	if err := c.ring.URingCmdAddr(q.charFD, ioOp(ioCommitIOCmds, true), cmd[:], 0, c.buf[:n*batchElemSize]); err != nil {
 		return err
 	}
 	// the kernel completes a commit while it is submitted; waiting for
