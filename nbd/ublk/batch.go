@@ -233,7 +233,7 @@ func (q *queue) dispatch(ctx context.Context, tag int) {
 	}
 	d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
 	q.handlers.Add(1)
-	go q.handle(ctx, tag, d)
+	q.start(ctx, tag, d)
 }
 
 // commit queues a request's result for COMMIT_IO_CMDS, and sends the

@@ -45,6 +45,7 @@ type queue struct {
 	pool     bufpool.Pool
 
 	handlers sync.WaitGroup // requests being served
+	workers  workers        // the goroutines serving them
 
 	// batch: the device has UBLK_F_BATCH_IO (always with userCopy), and
 	// run serves it as batch.go says; commits holds that mode's state.
@@ -63,7 +64,7 @@ type completion struct {
 
 func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, log *slog.Logger) (*queue, error) {
 	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log,
-		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0}
+		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0, workers: newWorkers()}
 	if q.batch && !q.userCopy {
 		return nil, fmt.Errorf("ublk queue %d: batch I/O without user copy (flags %#x) is not served", id, info.Flags)
 	}
@@ -142,6 +143,7 @@ func (q *queue) copyData(tag int, buf []byte, write bool) error {
 // gets nil once every FETCH_REQ is submitted, or the error that
 // prevented it.
 func (q *queue) run(ctx context.Context, ready chan<- error) error {
+	defer q.stopWorkers()
 	if q.batch {
 		return q.runBatch(ctx, ready)
 	}
@@ -212,7 +214,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 			}
 			d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
 			q.handlers.Add(1)
-			go q.handle(ctx, tag, d)
+			q.start(ctx, tag, d)
 		}
 		q.mu.Lock()
 		done, q.done = q.done, done[:0]
