@@ -400,9 +400,11 @@ func (img *Image) writeObject(ctx context.Context, h *header, om *objectMap, x s
 	if h.parent != nil && img.parent != nil && img.hasParentData(h, x.ObjectNo) {
 		return img.writeClone(ctx, om, h, x.ObjectNo, oid, d.add)
 	}
-	send := func(ctx context.Context, d dataWrite) error {
+	send := func(ctx context.Context, ds ...dataWrite) error {
 		w := rados.NewWriteOp()
-		d.add(w)
+		for i := range ds {
+			ds[i].add(w)
+		}
 		if err := img.data.write(ctx, oid, h.snapc, w); err != nil {
 			return fmt.Errorf("rbd: writing %s: %w", oid, err)
 		}

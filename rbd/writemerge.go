@@ -1,6 +1,7 @@
 package rbd
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -21,10 +22,17 @@ import (
 // Writes the write-around cache has acknowledged (behind) are held
 // behind the newest write in flight into their object even when they do
 // not continue it, as librbd's scheduler holds every write, and go
-// together, each as its own OSD write, once that write completes: their
-// callers wait for none of it, and an OSD takes the writes into one
-// object back to back for less than it takes them spread among the
-// writes to every other object (bench/findings.md, row 26).
+// together once that write completes: their callers wait for none of
+// it, and an OSD takes the writes into one object together for less
+// than it takes them spread among the writes to every other object
+// (bench/findings.md, row 26). Where librbd sends each held write as an
+// OSD op of its own, they go as the write ops of one OSD op, in offset
+// order (up to maxRide writes and maxMerge bytes of one snapshot
+// context): one message, one transaction and one PG log entry at the
+// OSD instead of one each. The cache admits no write that overlaps one
+// in flight, so held writes never overlap and their order is free; the
+// OSD applies the op whole or not at all, and a failure is every
+// member's, as a merged write's is.
 //
 // Unlike librbd's scheduler:
 //   - a write whose caller waits for it is held only when it continues
@@ -81,15 +89,33 @@ type flyingWrite struct {
 	// behind are the acknowledged writes into the object held until
 	// this one completes
 	behind []*heldWrite
+	// riders are released held writes sent in this write's OSD op, and
+	// ride their result (nil without riders)
+	riders []dataWrite
+	ride   *ride
 }
 
 // heldWrite is an acknowledged write into an object held behind a write
 // in flight into it.
 type heldWrite struct {
+	d dataWrite
 	// f is its entry among the object's flying writes once released
-	f       *flyingWrite
-	release chan struct{} // closed (m.mu held) when f joins them
+	f *flyingWrite
+	// ride, set when released to ride in another held write's OSD op,
+	// gets that op's result
+	ride    *ride
+	release chan struct{} // closed (m.mu held) when f joins them, or ride is set
 }
+
+// ride is the result of an OSD op that carries held writes beside its
+// own.
+type ride struct {
+	done chan struct{}
+	err  error
+}
+
+// maxRide bounds the writes sent in one OSD op.
+const maxRide = 64
 
 // mergedWrite is the writes held behind a flying write, merged into one.
 type mergedWrite struct {
@@ -100,7 +126,7 @@ type mergedWrite struct {
 	pooled *[]byte
 	seq    uint64
 	n      int // writes merged
-	send   func(ctx context.Context, d dataWrite) error
+	send   sendFunc
 	// ctx is the context of the write that began it, without its
 	// cancellation (the others ride on it)
 	ctx  context.Context
@@ -115,7 +141,7 @@ type mergedWrite struct {
 // object completes. seq is the snapshot context's seq (only writes of
 // one snapshot context merge). Writes that continue each other stay
 // inside the object, so only maxMerge bounds a merged write.
-func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite, behind bool, send func(ctx context.Context, d dataWrite) error) error {
+func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite, behind bool, send sendFunc) error {
 	off, data := d.off, d.data
 	m.mu.Lock()
 	o := m.objs[objno]
@@ -136,12 +162,18 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 		}
 		if behind && len(o.flying) > 0 {
 			last := o.flying[len(o.flying)-1]
-			hw := &heldWrite{f: &flyingWrite{end: off + uint64(len(data)), seq: seq}, release: make(chan struct{})}
+			hw := &heldWrite{d: d, f: &flyingWrite{end: off + uint64(len(data)), seq: seq}, release: make(chan struct{})}
 			last.behind = append(last.behind, hw)
 			m.mu.Unlock()
 			f, err := m.awaitRelease(ctx, last, hw)
 			if err != nil {
 				return err
+			}
+			if hw.ride != nil {
+				// its bytes are in another write's op: wait for that
+				// whatever ctx does, as their buffer must outlive it
+				<-hw.ride.done
+				return hw.ride.err
 			}
 			return m.fly(ctx, objno, o, f, d, send)
 		}
@@ -179,18 +211,26 @@ func (m *writeMerger) awaitRelease(ctx context.Context, last *flyingWrite, hw *h
 	return nil, ctx.Err()
 }
 
-// fly sends d, registered as f among o's flying writes, then retires f:
-// the writes held behind it fly next, and those merged behind it are
-// sent.
-func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *flyingWrite, d dataWrite, send func(ctx context.Context, d dataWrite) error) error {
-	err := send(ctx, d)
+// sendFunc sends writes into one object as the write ops of one OSD op,
+// in the order given.
+type sendFunc func(ctx context.Context, ds ...dataWrite) error
+
+// fly sends d, registered as f among o's flying writes, with the writes
+// riding in its op, then retires f: the writes held behind it fly next,
+// and those merged behind it are sent.
+func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *flyingWrite, d dataWrite, send sendFunc) error {
+	var err error
+	if len(f.riders) == 0 {
+		err = send(ctx, d)
+	} else {
+		err = send(ctx, append([]dataWrite{d}, f.riders...)...)
+		f.ride.err = err
+		close(f.ride.done)
+	}
 
 	m.mu.Lock()
 	o.flying = slices.DeleteFunc(o.flying, func(g *flyingWrite) bool { return g == f })
-	for _, hw := range f.behind {
-		o.flying = append(o.flying, hw.f)
-		close(hw.release)
-	}
+	releaseHeld(o, f.behind)
 	f.behind = nil
 	if len(o.flying) == 0 && m.objs[objno] == o {
 		delete(m.objs, objno)
@@ -205,6 +245,38 @@ func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *
 		go m.sendMerged(w)
 	}
 	return err
+}
+
+// releaseHeld releases writes held behind a write that completed (m.mu
+// held): in offset order, each group of up to maxRide writes and maxMerge
+// bytes of one snapshot context goes as one OSD op, sent by its first
+// write, which joins o's flying writes; the others ride in its op.
+func releaseHeld(o *mergeObject, held []*heldWrite) {
+	slices.SortFunc(held, func(a, b *heldWrite) int {
+		if a.f.seq != b.f.seq {
+			return cmp.Compare(a.f.seq, b.f.seq)
+		}
+		return cmp.Compare(a.d.off, b.d.off)
+	})
+	var lead *heldWrite
+	var bytes int
+	for _, hw := range held {
+		if lead != nil && hw.f.seq == lead.f.seq && len(lead.f.riders)+1 < maxRide && bytes+len(hw.d.data) <= maxMerge {
+			if lead.f.ride == nil {
+				lead.f.ride = &ride{done: make(chan struct{})}
+			}
+			lead.f.riders = append(lead.f.riders, hw.d)
+			hw.ride = lead.f.ride
+			bytes += len(hw.d.data)
+			continue
+		}
+		lead, bytes = hw, len(hw.d.data)
+		o.flying = append(o.flying, hw.f)
+	}
+	// once every op is complete: a lead reads its riders when released
+	for _, hw := range held {
+		close(hw.release)
+	}
 }
 
 // hold reports whether a write that could be held is (m.mu held).

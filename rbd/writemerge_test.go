@@ -177,7 +177,11 @@ func TestWriteMergerStopsHoldingAlone(t *testing.T) {
 	var mu sync.Mutex
 	var sent []string
 	gates := map[uint64]chan struct{}{}
-	send := func(_ context.Context, d dataWrite) error {
+	send := func(_ context.Context, ds ...dataWrite) error {
+		if len(ds) != 1 {
+			t.Errorf("%d writes in one op, want 1 (none is acknowledged ahead)", len(ds))
+		}
+		d := ds[0]
 		mu.Lock()
 		sent = append(sent, fmt.Sprintf("%d~%d", d.off, len(d.data)))
 		g := gates[d.off]
@@ -266,8 +270,13 @@ func TestWriteMergerHoldsBehindWrites(t *testing.T) {
 	var mu sync.Mutex
 	var sent []string
 	gates := map[string]chan struct{}{}
-	send := func(ctx context.Context, d dataWrite) error {
-		key := fmt.Sprintf("%d~%d", d.off, len(d.data))
+	// a key per op sent: its writes, joined with "+"
+	send := func(ctx context.Context, ds ...dataWrite) error {
+		var keys []string
+		for _, d := range ds {
+			keys = append(keys, fmt.Sprintf("%d~%d", d.off, len(d.data)))
+		}
+		key := strings.Join(keys, "+")
 		mu.Lock()
 		sent = append(sent, key)
 		g := gates[key]
@@ -348,18 +357,80 @@ func TestWriteMergerHoldsBehindWrites(t *testing.T) {
 	if failed != 1 {
 		t.Errorf("%d writes failed, want the cancelled one", failed)
 	}
+	// the three held writes go as one op, in offset order
 	got := sentList()
-	if len(got) != 6 || !slices.Equal(got[:1], []string{"0~4096"}) {
+	if len(got) != 4 || got[0] != "0~4096" {
 		t.Fatalf("sent %v", got)
 	}
-	rest := slices.Clone(got[3:])
-	slices.Sort(rest)
-	if want := []string{"1048576~4096", "2097152~4096", "3145728~4096"}; !slices.Equal(rest, want) {
-		t.Errorf("released writes %v, want %v", rest, want)
+	if want := "1048576~4096+2097152~4096+3145728~4096"; got[3] != want {
+		t.Errorf("released writes sent as %q, want one op %q", got[3], want)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.objs) != 0 {
 		t.Errorf("%d objects still tracked", len(m.objs))
+	}
+}
+
+// TestReleaseHeldGroups: released held writes go in offset order, one
+// OSD op per snapshot context, split at maxRide writes and at maxMerge
+// bytes; every write is either a lead among the flying writes or rides
+// in one lead's op.
+func TestReleaseHeldGroups(t *testing.T) {
+	var held []*heldWrite
+	add := func(seq, off uint64, n int) {
+		held = append(held, &heldWrite{d: dataWrite{data: make([]byte, n), off: off},
+			f: &flyingWrite{end: off + uint64(n), seq: seq}, release: make(chan struct{})})
+	}
+	// seq 1: maxRide+2 writes of 4 KiB, given in reverse offset order
+	for i := maxRide + 1; i >= 0; i-- {
+		add(1, uint64(i)*8192, 4096)
+	}
+	// seq 2: three writes whose bytes exceed maxMerge after the second
+	add(2, 3<<20, maxMerge/2)
+	add(2, 0, maxMerge/2)
+	add(2, 1<<20, 4096)
+	all := slices.Clone(held)
+	o := &mergeObject{}
+	releaseHeld(o, held)
+
+	var ops [][]string
+	for _, f := range o.flying {
+		var lead *heldWrite
+		for _, hw := range all {
+			if hw.f == f {
+				lead = hw
+			}
+		}
+		op := []string{fmt.Sprintf("%d:%d", lead.f.seq, lead.d.off)}
+		for _, r := range f.riders {
+			op = append(op, fmt.Sprintf("%d:%d", lead.f.seq, r.off))
+		}
+		ops = append(ops, op)
+	}
+	var want [][]string
+	var first []string
+	for i := range maxRide {
+		first = append(first, fmt.Sprintf("1:%d", i*8192))
+	}
+	want = append(want, first,
+		[]string{fmt.Sprintf("1:%d", maxRide*8192), fmt.Sprintf("1:%d", (maxRide+1)*8192)},
+		[]string{"2:0", "2:1048576"}, []string{"2:3145728"})
+	if !slices.EqualFunc(ops, want, slices.Equal) {
+		t.Errorf("ops %v\nwant %v", ops, want)
+	}
+	riders := 0
+	for _, hw := range all {
+		select {
+		case <-hw.release:
+		default:
+			t.Errorf("write at %d not released", hw.d.off)
+		}
+		if hw.ride != nil {
+			riders++
+		}
+	}
+	if riders != len(all)-len(o.flying) {
+		t.Errorf("%d riders and %d leads for %d writes", riders, len(o.flying), len(all))
 	}
 }
