@@ -60,6 +60,8 @@ type writeMerger struct {
 	company float64
 	probe   int
 	bufs    bufpool.Pool
+	// rode counts the held writes sent in another's OSD op
+	rode uint64
 }
 
 const (
@@ -230,7 +232,7 @@ func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *
 
 	m.mu.Lock()
 	o.flying = slices.DeleteFunc(o.flying, func(g *flyingWrite) bool { return g == f })
-	releaseHeld(o, f.behind)
+	m.rode += uint64(releaseHeld(o, f.behind))
 	f.behind = nil
 	if len(o.flying) == 0 && m.objs[objno] == o {
 		delete(m.objs, objno)
@@ -250,8 +252,9 @@ func (m *writeMerger) fly(ctx context.Context, objno uint64, o *mergeObject, f *
 // releaseHeld releases writes held behind a write that completed (m.mu
 // held): in offset order, each group of up to maxRide writes and maxMerge
 // bytes of one snapshot context goes as one OSD op, sent by its first
-// write, which joins o's flying writes; the others ride in its op.
-func releaseHeld(o *mergeObject, held []*heldWrite) {
+// write, which joins o's flying writes; the others ride in its op. It
+// returns how many rode.
+func releaseHeld(o *mergeObject, held []*heldWrite) (rode int) {
 	slices.SortFunc(held, func(a, b *heldWrite) int {
 		if a.f.seq != b.f.seq {
 			return cmp.Compare(a.f.seq, b.f.seq)
@@ -268,6 +271,7 @@ func releaseHeld(o *mergeObject, held []*heldWrite) {
 			lead.f.riders = append(lead.f.riders, hw.d)
 			hw.ride = lead.f.ride
 			bytes += len(hw.d.data)
+			rode++
 			continue
 		}
 		lead, bytes = hw, len(hw.d.data)
@@ -277,6 +281,7 @@ func releaseHeld(o *mergeObject, held []*heldWrite) {
 	for _, hw := range held {
 		close(hw.release)
 	}
+	return rode
 }
 
 // hold reports whether a write that could be held is (m.mu held).

@@ -392,7 +392,7 @@ func TestReleaseHeldGroups(t *testing.T) {
 	add(2, 1<<20, 4096)
 	all := slices.Clone(held)
 	o := &mergeObject{}
-	releaseHeld(o, held)
+	rode := releaseHeld(o, held)
 
 	var ops [][]string
 	for _, f := range o.flying {
@@ -430,7 +430,7 @@ func TestReleaseHeldGroups(t *testing.T) {
 			riders++
 		}
 	}
-	if riders != len(all)-len(o.flying) {
+	if riders != rode || riders != len(all)-len(o.flying) {
 		t.Errorf("%d riders and %d leads for %d writes", riders, len(o.flying), len(all))
 	}
 }
