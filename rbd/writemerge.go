@@ -194,8 +194,11 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 }
 
 // awaitRelease waits until hw, held behind last, is released, and
-// returns its flying entry; a held write whose context ends first is
-// dropped (its write is not sent) unless it was released meanwhile.
+// returns its flying entry, under which it sends its group's op as the
+// lead; for a write released to ride in another's op (hw.ride set) the
+// entry goes unused, as the caller waits for that op instead. A held
+// write whose context ends first is dropped (its write is not sent)
+// unless it was released meanwhile.
 func (m *writeMerger) awaitRelease(ctx context.Context, last *flyingWrite, hw *heldWrite) (*flyingWrite, error) {
 	select {
 	case <-hw.release:
