@@ -7,6 +7,7 @@ import (
 	"crypto/sha512"
 	"fmt"
 	"hash"
+	"runtime/debug"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -52,10 +53,21 @@ func (k KDF) derive(passphrase []byte, n int) ([]byte, error) {
 			k.CPUs <= 0 || k.CPUs > maxArgonCPUs {
 			return nil, fmt.Errorf("%w: %s cost time %d, memory %d KiB, %d cpus", ErrUnsupported, k.Type, k.Time, k.Memory, k.CPUs)
 		}
+		var key []byte
 		if k.Type == "argon2i" {
-			return argon2.Key(passphrase, k.Salt, uint32(k.Time), uint32(k.Memory), uint8(k.CPUs), uint32(n)), nil
+			key = argon2.Key(passphrase, k.Salt, uint32(k.Time), uint32(k.Memory), uint8(k.CPUs), uint32(n))
+		} else {
+			key = argon2.IDKey(passphrase, k.Salt, uint32(k.Time), uint32(k.Memory), uint8(k.CPUs), uint32(n))
 		}
-		return argon2.IDKey(passphrase, k.Salt, uint32(k.Time), uint32(k.Memory), uint8(k.CPUs), uint32(n)), nil
+		// Argon2's memory (k.Memory KiB: 32 MiB as ceph-csi formats, up
+		// to 1 GiB as cryptsetup and rbd format on a large machine) is
+		// garbage now, but the heap keeps it until a collection, which
+		// nothing may trigger for minutes, and the runtime returns freed
+		// pages to the OS only gradually after that: a node plugin or an
+		// NBD server would stay that much larger after every unlock.
+		// Hand it back at once; one collection is small beside the KDF.
+		debug.FreeOSMemory()
+		return key, nil
 	}
 	return nil, fmt.Errorf("%w: KDF %q", ErrUnsupported, k.Type)
 }
