@@ -123,7 +123,8 @@ func nodeFormatOptions() luks.FormatOptions {
 }
 
 func (n *NodeServer) openEncrypted(ctx context.Context, img NodeImage, volumeID string, passphrase []byte) (NodeImage, error) {
-	return OpenEncrypted(ctx, img, volumeID, VolumeKeys{Passphrase: passphrase, KMSConfigPath: n.cfg.KMSConfigPath, Secrets: n.cfg.Secrets}, n.log)
+	return OpenEncrypted(ctx, img, volumeID, VolumeKeys{Passphrase: passphrase, KMSConfigPath: n.cfg.KMSConfigPath,
+		Secrets: n.cfg.Secrets, Unlocks: n.unlocks}, n.log)
 }
 
 // VolumeKeys say where an encrypted volume's LUKS passphrase comes from.
@@ -137,6 +138,13 @@ type VolumeKeys struct {
 	// under a KMS (kms.go).
 	KMSConfigPath string
 	Secrets       SecretReader
+	// Unlocks, when not nil, holds a token for each LUKS header format
+	// or unlock under way, and bounds how many run at once by its
+	// capacity: each holds its keyslot KDF's Argon2 memory (32 MiB as
+	// the node formats, up to 1 GiB as rbd and cryptsetup format) for
+	// the seconds it runs, and volumes staged together would add them
+	// up.
+	Unlocks chan struct{}
 }
 
 // OpenEncrypted is what the node serves of an open volume image: img
@@ -171,6 +179,16 @@ func OpenEncrypted(ctx context.Context, img NodeImage, volumeID string, keys Vol
 		return nil, err
 	}
 	defer clear(passphrase)
+	if keys.Unlocks != nil {
+		select {
+		case keys.Unlocks <- struct{}{}:
+			defer func() { <-keys.Unlocks }()
+		case <-ctx.Done():
+			closeImage(context.WithoutCancel(ctx), img)
+			return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+				"volume %q: waiting for another volume's LUKS unlock: %v", volumeID, ctx.Err())
+		}
+	}
 	if state == encryptionPrepared {
 		if img.ReadOnly() {
 			return fail(codes.FailedPrecondition, "volume %q is encrypted but was never staged for writing, so it has no LUKS header yet", volumeID)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -204,4 +205,36 @@ func TestNodeOpensKMSVolumes(t *testing.T) {
 	delete(img.meta, metaKMS)
 	_, err = OpenEncrypted(ctx, img, "vol-k", keys, log)
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+}
+
+// TestNodeUnlocksOneAtATime: an encrypted volume's LUKS format or
+// unlock waits while another holds the node's unlock token (each holds
+// its KDF's memory while it runs); one whose context ends while waiting
+// fails with the context's code, having written nothing, and closes its
+// image; once the token is free it proceeds and gives the token back.
+func TestNodeUnlocksOneAtATime(t *testing.T) {
+	n, _ := newTestNode(t)
+	require.Equal(t, 1, cap(n.unlocks))
+	pass := []byte("correct horse battery staple")
+	img := &memImage{data: make([]byte, 24<<20), meta: map[string]string{metaEncrypted: encryptionPrepared}}
+
+	n.unlocks <- struct{}{} // another volume's unlock under way
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := n.openEncrypted(ctx, img, "vol-1", pass)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	assert.True(t, img.closed)
+	assert.Equal(t, encryptionPrepared, img.meta[metaEncrypted])
+	assert.NotEqual(t, "LUKS\xba\xbe", string(img.data[:6]), "a header was written while another unlock held the token")
+
+	img.closed = false
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.openEncrypted(context.Background(), img, "vol-1", pass)
+		done <- err
+	}()
+	<-n.unlocks // that other unlock ends
+	require.NoError(t, <-done)
+	assert.Equal(t, encryptionDone, img.meta[metaEncrypted])
+	assert.Empty(t, n.unlocks, "the token was not given back")
 }

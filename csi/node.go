@@ -186,6 +186,10 @@ type NodeServer struct {
 	// ublk is what the kernel's ublk driver offers, probed by Start
 	// unless the node serves NBD only
 	ublk ublkSupport
+	// unlocks lets one encrypted volume's LUKS format or unlock run at
+	// a time (VolumeKeys.Unlocks): a node staging many volumes at once
+	// holds one KDF's memory, not one per volume
+	unlocks chan struct{}
 }
 
 // NewNodeServer checks cfg and returns a node service; nothing touches
@@ -263,6 +267,9 @@ func NewNodeServer(cfg NodeConfig) (*NodeServer, error) {
 		state: st,
 		ops:   newInFlight(),
 		vols:  map[string]*nodeVolume{},
+		// one at a time: a KDF keeps the CPU it has busy for its
+		// seconds, so running two at once would not finish them sooner
+		unlocks: make(chan struct{}, 1),
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.vols.state.setSource(n.volumeStatuses)
