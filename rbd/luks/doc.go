@@ -19,5 +19,11 @@
 // a clone's header with librbd's clone magic (magic.go), and
 // Image.Flatten puts the LUKS magic back (flatten.go).
 //
+// An Argon2 keyslot's memory (as much as its header says, up to the
+// 1 GiB cryptsetup picks on a large machine) is the KDF's for the seconds
+// it runs; every call that runs one (Unlock, Open, OpenLayers and the
+// formats) then hands it back to the OS with debug.FreeOSMemory, a
+// collection of the whole process, rather than keep it resident.
+//
 // Nothing here logs or wraps a passphrase or a key into an error.
 package luks
