@@ -1,0 +1,5 @@
+//go:build !race
+
+package luks
+
+const raceEnabled = false
