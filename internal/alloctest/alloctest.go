@@ -70,7 +70,7 @@ func Check(t testing.TB, n int, decode func()) {
 // decodes from, say. Callers name what extra is for.
 func CheckAllowing(t testing.TB, n int, extra uint64, decode func()) {
 	t.Helper()
-	if raceEnabled {
+	if RaceEnabled {
 		// Measured in the runs without -race (go test, fuzz smoke);
 		// here the decode still runs for the race detector to watch.
 		decode()

@@ -2,4 +2,4 @@
 
 package alloctest
 
-const raceEnabled = false
+const RaceEnabled = false

@@ -2,6 +2,8 @@
 
 package alloctest
 
-// raceEnabled: the race detector's instrumentation allocates on its own
-// account, so heap counts say nothing about a decoder under it.
-const raceEnabled = true
+// RaceEnabled reports a build with the race detector, whose
+// instrumentation allocates on its own account and keeps shadow memory
+// resident for what the process allocated: heap counts and resident
+// sizes say nothing about the code under it.
+const RaceEnabled = true

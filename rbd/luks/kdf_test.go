@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/alloctest"
 )
 
 // vmRSS is the process's resident set in KiB.
@@ -31,7 +33,7 @@ func vmRSS(t *testing.T) int64 {
 // OS when the KDF returns, not minutes later, so that a long-running
 // node plugin or NBD server is no larger after an unlock than before.
 func TestArgon2MemoryReturned(t *testing.T) {
-	if raceEnabled {
+	if alloctest.RaceEnabled {
 		t.Skip("under -race the detector's shadow of the KDF's memory stays resident; measured in the runs without it")
 	}
 	const memKiB = 128 << 10

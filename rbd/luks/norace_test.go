@@ -1,5 +1,0 @@
-//go:build !race
-
-package luks
-
-const raceEnabled = false
