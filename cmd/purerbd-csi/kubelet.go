@@ -19,6 +19,9 @@ type kubeletOptions struct {
 	registrationDir  string
 	healthAddr       string // "" serves no health endpoint
 	metricsAddr      string // "" serves no metrics endpoint
+	// profiling serves Go's profiles (net/http/pprof) under
+	// ProfilingPath on the metrics endpoint.
+	profiling bool
 	// metrics is the metrics endpoint's handler (newMetrics), set by run
 	// when metricsAddr is given.
 	metrics http.Handler
@@ -34,11 +37,16 @@ func (k *kubeletOptions) addFlags(fs *flag.FlagSet) {
 		"address to serve "+kubelet.HealthPath+" on for a liveness probe (e.g. :9808); it calls the plugin's CSI Probe (no livenessprobe sidecar); empty: none")
 	fs.StringVar(&k.metricsAddr, "metrics-address", "",
 		"address to serve Prometheus metrics on at "+MetricsPath+" (e.g. :9090; the same as --health-addr serves both there); empty: none")
+	fs.BoolVar(&k.profiling, "enable-profiling", false,
+		"serve Go's runtime profiles (heap, goroutines, CPU) at "+ProfilingPath+" on the metrics endpoint (needs --metrics-address)")
 }
 
 func (k *kubeletOptions) check(cfg csi.Config) error {
 	if k.registrationPath != "" && !cfg.Node {
 		return errors.New("--kubelet-registration-path registers a node plugin: it needs --node")
+	}
+	if k.profiling && k.metricsAddr == "" {
+		return errors.New("--enable-profiling serves the profiles on the metrics endpoint: it needs --metrics-address")
 	}
 	return nil
 }

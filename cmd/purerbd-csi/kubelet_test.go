@@ -41,6 +41,68 @@ func TestKubeletFlags(t *testing.T) {
 
 	_, _, err = parseFlags([]string{"--controller", "--kubelet-registration-path=/x/csi.sock"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "--node")
+
+	_, _, err = parseFlags([]string{"--controller", "--enable-profiling"}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "--metrics-address")
+}
+
+// TestRunProfiling runs the controller with its metrics and health
+// endpoints on one address: the metrics and /healthz answer there with
+// or without --enable-profiling, and Go's heap profile answers only with
+// it.
+func TestRunProfiling(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mon := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["`+mon+`"]}]`), 0o600))
+	get := func(url string) (int, []byte) {
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, body
+	}
+	for _, profiling := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs syncbuf.Buffer
+		code := make(chan int, 1)
+		args := []string{"--controller", "--endpoint=" + filepath.Join(dir, "csi.sock"), "--cluster-config=" + cfgPath,
+			"--health-addr=127.0.0.1:0", "--metrics-address=127.0.0.1:0", "--log-format=json"}
+		if profiling {
+			args = append(args, "--enable-profiling")
+		}
+		go func() { code <- run(ctx, args, io.Discard, &logs) }()
+		var addr string
+		deadline := time.Now().Add(20 * time.Second)
+		for addr == "" {
+			require.True(t, time.Now().Before(deadline), "no metrics endpoint after 20 s; log:\n%s", logs.String())
+			time.Sleep(20 * time.Millisecond)
+			addr = logValue(logs.String(), "serving the metrics endpoint", "addr")
+		}
+		st, body := get("http://" + addr + MetricsPath)
+		assert.Equal(t, http.StatusOK, st)
+		assert.Contains(t, string(body), "go_memstats_heap_inuse_bytes")
+		st, _ = get("http://" + addr + kubelet.HealthPath)
+		assert.Equal(t, http.StatusOK, st)
+		st, body = get("http://" + addr + ProfilingPath + "heap")
+		if profiling {
+			assert.Equal(t, http.StatusOK, st)
+			assert.True(t, bytes.HasPrefix(body, []byte{0x1f, 0x8b}), "the heap profile is gzipped protobuf: % x", body[:min(len(body), 8)])
+		} else {
+			assert.Equal(t, http.StatusNotFound, st, "profiles without --enable-profiling")
+		}
+		cancel()
+		select {
+		case c := <-code:
+			assert.Equal(t, 0, c, "log:\n%s", logs.String())
+		case <-time.After(20 * time.Second):
+			t.Fatal("run did not stop")
+		}
+	}
 }
 
 // logValue returns the value of key in the first JSON log record with

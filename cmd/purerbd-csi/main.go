@@ -230,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		reg, cfg.Metrics = r, m
-		o.kubelet.metrics = metricsHandler(reg, cfg.Logger)
+		o.kubelet.metrics = metricsHandler(reg, cfg.Logger, o.kubelet.profiling)
 	}
 	if cfg.Node {
 		topo, err := csi.TopologyFromLabels(o.domainLabels, labels, cfg.DriverName)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,14 +51,29 @@ func newMetrics(src sessionSource) (*prometheus.Registry, *csi.Metrics, error) {
 	return reg, m, nil
 }
 
+// ProfilingPath is where --enable-profiling serves Go's profiles, as
+// net/http/pprof names them (ProfilingPath+"heap", +"profile", ...).
+const ProfilingPath = "/debug/pprof/"
+
 // metricsHandler serves reg in Prometheus' text format (and OpenMetrics
-// to a scraper that asks for it).
-func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+// to a scraper that asks for it), and with profiling Go's runtime
+// profiles under ProfilingPath, for `go tool pprof`.
+func metricsHandler(reg *prometheus.Registry, log *slog.Logger, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		EnableOpenMetrics: true,
 	}))
+	if profiling {
+		// pprof.Index serves every named profile (heap, allocs,
+		// goroutine, ...) below it; the CPU profile and trace have
+		// handlers of their own.
+		mux.HandleFunc(ProfilingPath, pprof.Index)
+		mux.HandleFunc(ProfilingPath+"cmdline", pprof.Cmdline)
+		mux.HandleFunc(ProfilingPath+"profile", pprof.Profile)
+		mux.HandleFunc(ProfilingPath+"symbol", pprof.Symbol)
+		mux.HandleFunc(ProfilingPath+"trace", pprof.Trace)
+	}
 	return mux
 }
 
@@ -68,7 +84,7 @@ func endpointMux(metrics, health http.Handler) http.Handler {
 		return metrics
 	}
 	mux := http.NewServeMux()
-	mux.Handle(MetricsPath, metrics)
+	mux.Handle("/", metrics)
 	mux.Handle(kubelet.HealthPath, health)
 	return mux
 }
