@@ -14,8 +14,9 @@ import (
 	"github.com/purerbd/purerbd/bench/internal/guestbench"
 )
 
-// saveProfiles reassembles the CPU profiles the guest printed
-// (guestbench.PrefixProfile lines, Config.VMProfile) into
+// saveProfiles reassembles the profiles the guest printed
+// (guestbench.PrefixProfile lines: the CPU profiles of Config.VMProfile,
+// the node plugin's heap) into
 // dir/NAME.pprof, with `go tool pprof -top` beside each as NAME.top, and
 // notes where they are.
 func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string) {
@@ -50,7 +51,11 @@ func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string) {
 			k.Notes = append(k.Notes, fmt.Sprintf("profile of the guest's %s server: %v", name, err))
 			continue
 		}
-		k.Notes = append(k.Notes, fmt.Sprintf("CPU profile of the guest's %s server (4K QD32 reads and writes): %s", name, filepath.Join(dir, name+".pprof")))
+		what := fmt.Sprintf("CPU profile of the guest's %s server (4K QD32 reads and writes)", name)
+		if name == guestbench.ProfileNodeHeap {
+			what = "heap profile of the guest's node plugin after the writes through its volumes"
+		}
+		k.Notes = append(k.Notes, fmt.Sprintf("%s: %s", what, filepath.Join(dir, name+".pprof")))
 	}
 }
 

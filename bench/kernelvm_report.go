@@ -119,11 +119,21 @@ func (k *KernelVM) writeNode(b *bytes.Buffer, n *guestbench.NodeRecord) {
 		"Unix socket by the guest program acting as the CO: NodeStageVolume of %d RBD images of %s each (ext4 volumes, "+
 		"SINGLE_NODE_WRITER: open the image, attach /dev/nbdN, mkfs.ext4, mount) one after the other, a 4 MiB "+
 		"file written and fsynced through each mount, then NodeUnstageVolume of each. Memory is the plugin "+
-		"process's VmRSS and VmHWM (peak) from /proc/PID/status. The plugin answered %s after it was started.\n\n",
+		"process's VmRSS and VmHWM (peak) from /proc/PID/status, and the Go runtime's account of the same "+
+		"moment from the plugin's metrics endpoint (`go_memstats_*`): heap in use, heap free but not yet "+
+		"returned to the kernel, goroutine stacks. The plugin answered %s after it was started.\n\n",
 		n.Volumes, bytesCell(n.VolumeSize), secs(n.StartS))
-	b.WriteString("| step | volumes attached | VmRSS | VmHWM (peak so far) |\n|---|---|---|---|\n")
+	b.WriteString("| step | volumes attached | VmRSS | VmHWM (peak so far) | Go heap in use | heap free, kept | stacks |\n" +
+		"|---|---|---|---|---|---|---|\n")
+	goCell := func(v int64) string {
+		if v == 0 {
+			return "–"
+		}
+		return bytesCell(v)
+	}
 	for _, m := range n.Memory {
-		fmt.Fprintf(b, "| %s | %d | %s | %s |\n", m.Step, m.Attached, bytesCell(m.RSS), bytesCell(m.HWM))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", m.Step, m.Attached, bytesCell(m.RSS), bytesCell(m.HWM),
+			goCell(m.HeapInuse), goCell(m.HeapKept), goCell(m.Stacks))
 	}
 	if v := k.rssAt(vmNodeVolumes); v > 0 {
 		fmt.Fprintf(b, "\nTarget: RSS with %d volumes attached ≤ 64 MiB: %s (%s).\n", vmNodeVolumes, metCell(v <= nodeRSSTarget), bytesCell(v))

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,17 +17,33 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/internal/promscrape"
 )
 
 // nodeClusterID names the cluster in the plugin's config.
 const nodeClusterID = "bench"
+
+// The node plugin's health and metrics endpoints, on the ports the
+// shipped DaemonSet uses (deploy/kubernetes/node.yaml), on the guest's
+// loopback. The metrics endpoint also serves Go's profiles.
+const (
+	nodeHealthAddr  = "127.0.0.1:9809"
+	nodeMetricsAddr = "127.0.0.1:9810"
+)
+
+// ProfileNodeHeap names the node plugin's heap profile, taken after the
+// writes through its volumes, among the guest's PROFILE lines.
+const ProfileNodeHeap = "node-heap"
 
 // nodePlugin runs the shipped `purerbd-csi --node` and plays the CO: it
 // stages the node images one by one as ext4 volumes (NodeStageVolume:
 // open the image, attach /dev/nbdN, mkfs, mount), reading the plugin's
 // memory after the first and after the last, writes a file through each
 // mount, reads the memory again, and unstages them all, timing every
-// call.
+// call. The plugin runs with the shipped DaemonSet's health and metrics
+// endpoints; each memory reading takes the Go runtime's account from the
+// metrics, and the heap profile after the writes is printed
+// (ProfileNodeHeap).
 func nodePlugin(ctx context.Context, o options, key string) error {
 	images := strings.Split(o.nodeImages, ",")
 	cfg, err := json.Marshal([]map[string]any{{"clusterID": nodeClusterID, "monitors": strings.Split(o.mon, ",")}})
@@ -45,7 +63,7 @@ func nodePlugin(ctx context.Context, o options, key string) error {
 	t0 := time.Now()
 	p, err := startChild(o.purerbdCSI, "--node", "--nodeid", "vm-node", "--endpoint", "unix://"+sock,
 		"--cluster-config", "/etc/purerbd/config.json", "--state-dir", "/run/purerbd-csi", "--tools-dir", "/sbin",
-		"--log-level", "warn")
+		"--health-addr", nodeHealthAddr, "--metrics-address", nodeMetricsAddr, "--enable-profiling", "--log-level", "warn")
 	if err != nil {
 		return err
 	}
@@ -74,8 +92,13 @@ func nodePlugin(ctx context.Context, o options, key string) error {
 		if err != nil {
 			return err
 		}
-		rec.Memory = append(rec.Memory, NodeMem{Step: step, Attached: attached, RSS: rss, HWM: hwm})
-		fmt.Printf("  node plugin: %s: VmRSS %d KiB, VmHWM %d KiB\n", step, rss>>10, hwm>>10)
+		m := NodeMem{Step: step, Attached: attached, RSS: rss, HWM: hwm}
+		if err := goMemory(ctx, &m); err != nil {
+			note("node plugin: %s: Go memory from its metrics: %v", step, err)
+		}
+		rec.Memory = append(rec.Memory, m)
+		fmt.Printf("  node plugin: %s: VmRSS %d KiB, VmHWM %d KiB, Go heap in use %d KiB, kept %d KiB, stacks %d KiB\n",
+			step, rss>>10, hwm>>10, m.HeapInuse>>10, m.HeapKept>>10, m.Stacks>>10)
 		return nil
 	}
 	if err := mem("started", 0); err != nil {
@@ -131,6 +154,9 @@ func nodePlugin(ctx context.Context, o options, key string) error {
 	if err := mem(fmt.Sprintf("%d staged, after writing 4 MiB to each", len(staged)), len(staged)); err != nil {
 		return err
 	}
+	if err := printHeapProfile(ctx); err != nil {
+		note("node plugin: heap profile: %v", err)
+	}
 	for len(staged) > 0 {
 		v := staged[0]
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -147,6 +173,54 @@ func nodePlugin(ctx context.Context, o options, key string) error {
 		return err
 	}
 	emit(PrefixNode, rec)
+	return nil
+}
+
+// goMemory fills m's Go runtime figures from the plugin's metrics.
+func goMemory(ctx context.Context, m *NodeMem) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fams, err := promscrape.Scrape(ctx, "http://"+nodeMetricsAddr+"/metrics")
+	if err != nil {
+		return err
+	}
+	v := map[string]int64{}
+	for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes"} {
+		f, ok := fams.Value(name, nil)
+		if !ok {
+			return fmt.Errorf("no %s", name)
+		}
+		v[name] = int64(f)
+	}
+	m.HeapInuse = v["go_memstats_heap_inuse_bytes"]
+	m.HeapKept = v["go_memstats_heap_idle_bytes"] - v["go_memstats_heap_released_bytes"]
+	m.Stacks = v["go_memstats_stack_inuse_bytes"]
+	return nil
+}
+
+// printHeapProfile prints the plugin's heap profile as it is (no
+// collection first) as PROFILE lines.
+func printHeapProfile(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nodeMetricsAddr+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET heap profile: %s: %.200s", resp.Status, b)
+	}
+	printProfile(ProfileNodeHeap, b)
 	return nil
 }
 

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// PrefixProfile starts the lines that carry a CPU profile of a purerbd
-// server in the guest out through the console: "PROFILE NAME I/N CHUNK",
+// PrefixProfile starts the lines that carry a profile of a purerbd
+// server in the guest (the CPU profiles of profileServers, the node
+// plugin's heap) out through the console: "PROFILE NAME I/N CHUNK",
 // chunk I of N of the profile, base64-encoded (short lines, so that a
 // kernel message cuts at most one of them).
 const PrefixProfile = "PROFILE "
@@ -59,10 +60,15 @@ func profileServer(ctx context.Context, o options, t profileTarget, d time.Durat
 	if err != nil {
 		return err
 	}
+	printProfile(t.name, b)
+	return nil
+}
+
+// printProfile prints profile b as the PROFILE lines of name.
+func printProfile(name string, b []byte) {
 	s := base64.StdEncoding.EncodeToString(b)
 	n := (len(s) + profileChunk - 1) / profileChunk
 	for i := range n {
-		fmt.Printf("%s%s %d/%d %s\n", PrefixProfile, t.name, i+1, n, s[i*profileChunk:min(len(s), (i+1)*profileChunk)])
+		fmt.Printf("%s%s %d/%d %s\n", PrefixProfile, name, i+1, n, s[i*profileChunk:min(len(s), (i+1)*profileChunk)])
 	}
-	return nil
 }

@@ -54,6 +54,13 @@ type NodeMem struct {
 	Attached int    `json:"attached"`
 	RSS      int64  `json:"rss"` // VmRSS
 	HWM      int64  `json:"hwm"` // VmHWM
+	// The Go runtime's account of the same moment, from the plugin's
+	// metrics endpoint (0: not scraped): heap spans in use, heap spans
+	// free but not returned to the kernel (idle minus released), and
+	// goroutine stacks.
+	HeapInuse int64 `json:"heap_inuse,omitempty"`
+	HeapKept  int64 `json:"heap_kept,omitempty"`
+	Stacks    int64 `json:"stacks,omitempty"`
 }
 
 // emit prints one record line.
