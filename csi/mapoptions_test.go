@@ -104,3 +104,25 @@ func TestNBDTimeouts(t *testing.T) {
 	assert.Zero(t, cfg.Timeout)
 	assert.Zero(t, cfg.MinTimeout)
 }
+
+// TestDevicesShareBuffers: every volume's device, NBD or ublk, borrows
+// its request buffers from the node's one pool, so that volumes written
+// one after another reuse them.
+func TestDevicesShareBuffers(t *testing.T) {
+	n := &NodeServer{log: slog.New(slog.DiscardHandler)}
+	p := filepath.Join(t.TempDir(), "img")
+	require.NoError(t, os.WriteFile(p, make([]byte, 1<<20), 0o600))
+	img, err := fileimage.Open(p, false)
+	require.NoError(t, err)
+	defer img.Close()
+	var pools []any
+	for _, id := range []string{"v1", "v2"} {
+		rec := &nodestate.Record{VolumeID: id, Conns: 1}
+		cfg, err := n.attachConfig(img, rec)
+		require.NoError(t, err)
+		pools = append(pools, cfg.Server.Buffers, n.ublkConfig(img, rec).Buffers)
+	}
+	for _, b := range pools {
+		assert.Same(t, &n.buffers, b)
+	}
+}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/purerbd/purerbd/csi/internal/fstools"
 	"github.com/purerbd/purerbd/csi/internal/nodestate"
+	"github.com/purerbd/purerbd/internal/bufpool"
 	"github.com/purerbd/purerbd/nbd/kernel"
 )
 
@@ -190,6 +191,10 @@ type NodeServer struct {
 	// a time (VolumeKeys.Unlocks): a node staging many volumes at once
 	// holds one KDF's memory, not one per volume
 	unlocks chan struct{}
+	// buffers lends every volume's device (NBD server or ublk queues)
+	// its request buffers: volumes written one after another reuse the
+	// same buffers instead of each growing its own
+	buffers bufpool.Pool
 }
 
 // NewNodeServer checks cfg and returns a node service; nothing touches

@@ -161,6 +161,7 @@ func (n *NodeServer) ublkConfig(img NodeImage, rec *nodestate.Record) ublk.Confi
 		Queues:   max(rec.Conns, 1),
 		Tag:      nodestate.UblkTag(rec.VolumeID),
 		Observer: obs.nbdObserver(),
+		Buffers:  &n.buffers,
 		Logger:   n.log.With("volumeID", rec.VolumeID),
 	}
 }

@@ -110,7 +110,7 @@ func (n *NodeServer) deviceConfig(rec *nodestate.Record) kernel.AttachConfig {
 	t := n.nbdTimeouts(rec)
 	obs := n.cfg.Metrics.volume(rec.VolumeID)
 	return kernel.AttachConfig{
-		Server:             nbd.Config{Observer: obs.nbdObserver()},
+		Server:             nbd.Config{Observer: obs.nbdObserver(), Buffers: &n.buffers},
 		ConnectionReplaced: obs.connectionReplaced,
 		Conns:              rec.Conns,
 		Timeout:            t.timeout,

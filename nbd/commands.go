@@ -419,5 +419,5 @@ func (t *transmission) writeZeroes(req *request) error {
 	if flags&ZeroFast != 0 {
 		return ErrFastZeroUnsupported
 	}
-	return writeZeroBuffers(t.ctx, t.exp.Backend, &t.ss.srv.buffers, int64(req.off), int64(req.length))
+	return writeZeroBuffers(t.ctx, t.exp.Backend, t.ss.srv.buffers, int64(req.off), int64(req.length))
 }

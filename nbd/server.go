@@ -67,6 +67,14 @@ type Config struct {
 	// transmission phase (see Observer).
 	Observer Observer
 
+	// Buffers, when set, lends the buffers that WRITE payloads are read
+	// into and READ replies built in. A process running many servers
+	// (a device per volume) passes them one pool, so that a burst of
+	// writes to one export reuses the buffers another's left, instead
+	// of every server growing its own until the garbage collector takes
+	// them back. nil: the server keeps its own pool.
+	Buffers BufferPool
+
 	// Logger receives connection events; nil logs nothing.
 	Logger *slog.Logger
 }
@@ -77,6 +85,15 @@ const (
 	DefaultMaxConns         = 16
 	DefaultHandshakeTimeout = 30 * time.Second
 )
+
+// BufferPool lends byte buffers (Config.Buffers). Get returns a buffer
+// of length n, its contents unspecified; Put takes back a buffer Get
+// returned, which its caller no longer uses. Both are called
+// concurrently.
+type BufferPool interface {
+	Get(n int) *[]byte
+	Put(b *[]byte)
+}
 
 // Server serves NBD exports. It is safe for concurrent use.
 type Server struct {
@@ -91,7 +108,7 @@ type Server struct {
 	log              *slog.Logger
 	serviceTimes     *ServiceTimes
 	observer         Observer
-	buffers          bufpool.Pool
+	buffers          BufferPool
 
 	// shutdownCtx is cancelled by Shutdown, closeCtx by Close; sessions
 	// hang their reactions on them with context.AfterFunc.
@@ -130,8 +147,12 @@ func NewServer(cfg Config) (*Server, error) {
 		log:              cfg.Logger,
 		serviceTimes:     cfg.ServiceTimes,
 		observer:         cfg.Observer,
+		buffers:          cfg.Buffers,
 		exports:          make(map[string]*exportState),
 		listeners:        make(map[net.Listener]struct{}),
+	}
+	if s.buffers == nil {
+		s.buffers = new(bufpool.Pool)
 	}
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = 128

@@ -3,8 +3,6 @@ package nbd
 import (
 	"context"
 	"io"
-
-	"github.com/purerbd/purerbd/internal/bufpool"
 )
 
 // zeroStep is the largest write that zeroes a range by writing.
@@ -12,7 +10,7 @@ const zeroStep = 1 << 20
 
 // writeZeroBuffers zeroes [off, off+length) with plain writes, 1 MiB at
 // a time.
-func writeZeroBuffers(ctx context.Context, b Backend, pool *bufpool.Pool, off, length int64) error {
+func writeZeroBuffers(ctx context.Context, b Backend, pool BufferPool, off, length int64) error {
 	buf := pool.Get(int(min(length, zeroStep)))
 	defer pool.Put(buf)
 	clear(*buf)

@@ -78,8 +78,24 @@ type OpenOptions struct {
 	// SnapIDs, when set, supplies snapshot ids allocated ahead of use
 	// (see SnapIDReserve): snapshots then skip the monitor's commit.
 	SnapIDs *SnapIDReserve
+	// MergeBuffers, when set, lends the buffers that merged writes are
+	// gathered in (see NoWriteMerge). A process that opens many images
+	// passes them one pool, so that an image's burst of merged writes
+	// reuses the buffers another's burst left, instead of every image
+	// growing its own until the garbage collector takes them back. nil:
+	// each image keeps its own pool.
+	MergeBuffers BufferPool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+}
+
+// BufferPool lends byte buffers (OpenOptions.MergeBuffers). Get returns
+// a buffer of length n, its contents unspecified; Put takes back a
+// buffer Get returned, which its caller no longer uses. Both are called
+// concurrently.
+type BufferPool interface {
+	Get(n int) *[]byte
+	Put(b *[]byte)
 }
 
 // Image is an open RBD image. Its methods are safe for concurrent use;
@@ -164,6 +180,7 @@ func openImage(ctx context.Context, o objects, name, id string, opts OpenOptions
 	img := &Image{name: name, id: id, meta: o, data: o, opts: opts, snapID: noSnap,
 		readOnly: opts.ReadOnly || opts.Snapshot != "",
 		log:      log.With("image", name, "id", id)}
+	img.merge.shared = opts.MergeBuffers
 	if !img.readOnly {
 		img.wa = newWriteAround(opts.WriteAround)
 	}

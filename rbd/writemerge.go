@@ -49,9 +49,10 @@ import (
 //
 // The writes it holds are copied (their callers may give up waiting and
 // reuse their buffers) into buffers of at most maxMerge bytes
-// (from a bufpool.Pool, so that an image that merged a burst of writes
-// keeps no buffers once the garbage collector has run twice); the merged
-// write's result is every member's.
+// (from OpenOptions.MergeBuffers, or else the image's own bufpool.Pool,
+// so that an image that merged a burst of writes keeps no buffers once
+// the garbage collector has run twice); the merged write's result is
+// every member's.
 type writeMerger struct {
 	mu   sync.Mutex
 	objs map[uint64]*mergeObject
@@ -59,7 +60,8 @@ type writeMerger struct {
 	// write sent; below minCompany, writes are held only to probe
 	company float64
 	probe   int
-	bufs    bufpool.Pool
+	shared  BufferPool   // OpenOptions.MergeBuffers; nil: own
+	own     bufpool.Pool // the buffers without a shared pool
 	// rode counts the held writes sent in another's OSD op
 	rode uint64
 }
@@ -149,7 +151,7 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 	o := m.objs[objno]
 	if o != nil {
 		if w := o.lineUp(off, seq, len(data)); w != nil {
-			w.add(&m.bufs, data)
+			w.add(m.buffers(), data)
 			w.n++
 			m.mu.Unlock()
 			return w.wait(ctx)
@@ -157,7 +159,7 @@ func (m *writeMerger) write(ctx context.Context, objno, seq uint64, d dataWrite,
 		if f := o.endingAt(off, seq); f != nil && len(data) < maxMerge && m.hold() {
 			w := &mergedWrite{off: off, seq: seq, n: 1, send: send, ctx: context.WithoutCancel(ctx),
 				done: make(chan struct{})}
-			w.add(&m.bufs, data)
+			w.add(m.buffers(), data)
 			f.next = w
 			m.mu.Unlock()
 			return w.wait(ctx)
@@ -322,10 +324,18 @@ func (o *mergeObject) endingAt(off, seq uint64) *flyingWrite {
 	return nil
 }
 
+// buffers is the pool merged writes take their buffers from.
+func (m *writeMerger) buffers() BufferPool {
+	if m.shared != nil {
+		return m.shared
+	}
+	return &m.own
+}
+
 // add appends data to w's bytes, moving them to a larger buffer from
 // pool when they do not fit: a buffer starts at a few times the first
 // write's size, so that two merged 4 KiB writes do not take a MiB.
-func (w *mergedWrite) add(pool *bufpool.Pool, data []byte) {
+func (w *mergedWrite) add(pool BufferPool, data []byte) {
 	n := len(w.buf) + len(data)
 	if n > cap(w.buf) {
 		grown := pool.Get(min(maxMerge, max(n, 2*cap(w.buf), 8*len(data), minMergeBuf)))
@@ -340,7 +350,7 @@ func (w *mergedWrite) add(pool *bufpool.Pool, data []byte) {
 func (m *writeMerger) sendMerged(w *mergedWrite) {
 	w.err = w.send(w.ctx, dataWrite{data: w.buf, off: w.off})
 	close(w.done)
-	m.bufs.Put(w.pooled)
+	m.buffers().Put(w.pooled)
 }
 
 // wait returns w's result once it is sent and answered. A caller whose

@@ -49,8 +49,9 @@ func (s *Store) OpenImage(ctx context.Context, c csi.Cluster, cred csi.Credentia
 		AcquireLock: opts.Exclusive && !opts.ReadOnly && !claim, // claimForNode takes it
 		LockPolicy:  rbd.LockCooperative,
 		// the previous plugin's locks are taken over at once
-		Fencing: fencing,
-		Logger:  s.log.With("cluster", c.ID),
+		Fencing:      fencing,
+		MergeBuffers: &s.mergeBuffers,
+		Logger:       s.log.With("cluster", c.ID),
 	})
 	if err != nil {
 		release()

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/internal/bufpool"
 	"github.com/purerbd/purerbd/internal/predecessor"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
@@ -138,6 +139,9 @@ type Store struct {
 	// claimPause, when set (tests), pauses every attempt to claim a
 	// single-writer volume for a node.
 	claimPause func(node string)
+	// mergeBuffers lends every image OpenImage opens the buffers its
+	// merged writes gather in (rbd.OpenOptions.MergeBuffers)
+	mergeBuffers bufpool.Pool
 }
 
 // entry is one cached connection; its mutex serializes connecting.

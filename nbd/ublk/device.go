@@ -48,6 +48,10 @@ type Config struct {
 	// Observer, when set, is told of every request served, as an NBD
 	// server tells it (read, write, flush, trim, write_zeroes).
 	Observer nbd.Observer
+	// Buffers, when set, lends the buffers requests' data is copied
+	// through with user copy, as nbd.Config.Buffers does for an NBD
+	// server; nil: each queue keeps its own pool.
+	Buffers nbd.BufferPool
 	// NoUserCopy keeps a buffer per tag that the kernel copies requests'
 	// data into and out of, also where the kernel offers user copy
 	// (UBLK_F_USER_COPY, Linux 6.5). By default a device uses user copy
@@ -320,7 +324,7 @@ func attach(ctx context.Context, ctrl *Control, info DevInfo, cfg Config) (*Devi
 	qctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d := &Device{ctrl: ctrl, info: info, char: char, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, blockSize: cfg.BlockSize}
 	for i := range int(info.Queues) {
-		q, err := newQueue(uint16(i), info, int(char.Fd()), ctrl.encoded, cfg.Backend, cfg.Observer, cfg.Logger)
+		q, err := newQueue(uint16(i), info, int(char.Fd()), ctrl.encoded, cfg.Backend, cfg.Observer, cfg.Buffers, cfg.Logger)
 		if err != nil {
 			close(d.done)
 			d.abandon()

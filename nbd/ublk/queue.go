@@ -39,10 +39,12 @@ type queue struct {
 	// bufs holds depth buffers of maxIO bytes, one per tag, into and out
 	// of which the kernel copies requests' data; nil with userCopy,
 	// where a request's handler copies its data through the character
-	// device with a buffer from pool, so that an idle queue holds none.
+	// device with a buffer from pool (Config.Buffers, or own), so that
+	// an idle queue holds none.
 	bufs     []byte
 	userCopy bool
-	pool     bufpool.Pool
+	pool     nbd.BufferPool
+	own      bufpool.Pool
 
 	handlers sync.WaitGroup // requests being served
 	workers  workers        // the goroutines serving them
@@ -62,9 +64,12 @@ type completion struct {
 	res int32
 }
 
-func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, log *slog.Logger) (*queue, error) {
+func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, pool nbd.BufferPool, log *slog.Logger) (*queue, error) {
 	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log,
-		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0, workers: newWorkers()}
+		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0, workers: newWorkers(), pool: pool}
+	if q.pool == nil {
+		q.pool = &q.own
+	}
 	if q.batch && !q.userCopy {
 		return nil, fmt.Errorf("ublk queue %d: batch I/O without user copy (flags %#x) is not served", id, info.Flags)
 	}
