@@ -3,36 +3,18 @@ package nbd_test
 import (
 	"bytes"
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/bufpool/bufpooltest"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/nbdtest"
 )
 
-// countingPool is an nbd.BufferPool that counts the buffers it lends
-// and gets back.
-type countingPool struct {
-	gets, puts atomic.Int64
-}
-
-func (p *countingPool) Get(n int) *[]byte {
-	p.gets.Add(1)
-	b := make([]byte, n)
-	return &b
-}
-
-func (p *countingPool) Put(b *[]byte) {
-	if b != nil {
-		p.puts.Add(1)
-	}
-}
-
 // TestSharedBuffers: two servers given one Config.Buffers take their
 // WRITE payload and READ reply buffers from it, and give every one back.
 func TestSharedBuffers(t *testing.T) {
-	var pool countingPool
+	var pool bufpooltest.Counting
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("purerbd!"), 64<<10/8)
 	for i := range 2 {
@@ -48,13 +30,17 @@ func TestSharedBuffers(t *testing.T) {
 		if !bytes.Equal(got, data) {
 			t.Fatalf("server %d: read back other bytes than written", i)
 		}
-		if g := pool.gets.Load(); g < int64(2*(i+1)) {
+		if g, _ := pool.Lent(); g < int64(2*(i+1)) {
 			t.Fatalf("after server %d's write and read the pool lent %d buffers, want at least %d", i, g, 2*(i+1))
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); pool.puts.Load() != pool.gets.Load(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		g, p := pool.Lent()
+		if g == p {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d buffers lent, %d given back", pool.gets.Load(), pool.puts.Load())
+			t.Fatalf("%d buffers lent, %d given back", g, p)
 		}
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/bufpool/bufpooltest"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rados/denc"
 )
@@ -87,24 +87,6 @@ func (m *writeMerger) heldCount(objno uint64) int {
 	return n
 }
 
-// countingPool is a BufferPool that counts the buffers it lends and
-// gets back.
-type countingPool struct {
-	gets, puts atomic.Int64
-}
-
-func (p *countingPool) Get(n int) *[]byte {
-	p.gets.Add(1)
-	b := make([]byte, n)
-	return &b
-}
-
-func (p *countingPool) Put(b *[]byte) {
-	if b != nil {
-		p.puts.Add(1)
-	}
-}
-
 // TestSequentialWritesMerge: writes that continue a write still in flight
 // into the same object wait for it and then go to the OSD as one write,
 // gathered in a buffer from OpenOptions.MergeBuffers that goes back once
@@ -117,7 +99,7 @@ func TestSequentialWritesMerge(t *testing.T) {
 	if err := Create(ctx, testPool(t), name, size, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var pool countingPool
+	var pool bufpooltest.Counting
 	img := openT(t, name, OpenOptions{MergeBuffers: &pool})
 	model := make([]byte, size)
 	// objects 0 and 1 exist (and the map says so) before the writes
@@ -186,7 +168,7 @@ func TestSequentialWritesMerge(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("data writes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if g, p := pool.gets.Load(), pool.puts.Load(); g == 0 || g != p {
+	if g, p := pool.Lent(); g == 0 || g != p {
 		t.Errorf("MergeBuffers lent %d buffers and got %d back; want some, all back", g, p)
 	}
 	checkBothWays(t, img, "rbd/"+name, model)

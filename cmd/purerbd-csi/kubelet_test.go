@@ -51,13 +51,7 @@ func TestKubeletFlags(t *testing.T) {
 // or without --enable-profiling, and Go's heap profile answers only with
 // it.
 func TestRunProfiling(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	mon := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["`+mon+`"]}]`), 0o600))
+	dir, cfgPath := unreachableCluster(t)
 	get := func(url string) (int, []byte) {
 		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get(url)
 		require.NoError(t, err)
@@ -76,13 +70,7 @@ func TestRunProfiling(t *testing.T) {
 			args = append(args, "--enable-profiling")
 		}
 		go func() { code <- run(ctx, args, io.Discard, &logs) }()
-		var addr string
-		deadline := time.Now().Add(20 * time.Second)
-		for addr == "" {
-			require.True(t, time.Now().Before(deadline), "no metrics endpoint after 20 s; log:\n%s", logs.String())
-			time.Sleep(20 * time.Millisecond)
-			addr = logValue(logs.String(), "serving the metrics endpoint", "addr")
-		}
+		addr := awaitLogValue(t, &logs, "serving the metrics endpoint", "addr")
 		st, body := get("http://" + addr + MetricsPath)
 		assert.Equal(t, http.StatusOK, st)
 		assert.Contains(t, string(body), "go_memstats_heap_inuse_bytes")
@@ -96,12 +84,45 @@ func TestRunProfiling(t *testing.T) {
 			assert.Equal(t, http.StatusNotFound, st, "profiles without --enable-profiling")
 		}
 		cancel()
-		select {
-		case c := <-code:
-			assert.Equal(t, 0, c, "log:\n%s", logs.String())
-		case <-time.After(20 * time.Second):
-			t.Fatal("run did not stop")
+		awaitExit(t, code, &logs)
+	}
+}
+
+// unreachableCluster writes a cluster config naming cluster "c" with a
+// monitor address that refuses connections, and returns its directory
+// and path.
+func unreachableCluster(t *testing.T) (dir, cfgPath string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mon := l.Addr().String()
+	l.Close()
+	dir = t.TempDir()
+	cfgPath = filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["`+mon+`"]}]`), 0o600))
+	return dir, cfgPath
+}
+
+// awaitLogValue waits up to 20 s for logValue to find key.
+func awaitLogValue(t *testing.T, logs *syncbuf.Buffer, msg, key string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if v := logValue(logs.String(), msg, key); v != "" {
+			return v
 		}
+		require.True(t, time.Now().Before(deadline), "no %q with %s after 20 s; log:\n%s", msg, key, logs.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// awaitExit waits up to 20 s for run's exit code and checks it is 0.
+func awaitExit(t *testing.T, code <-chan int, logs *syncbuf.Buffer) {
+	t.Helper()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, "log:\n%s", logs.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
 	}
 }
 
@@ -125,13 +146,7 @@ func logValue(logs, msg, key string) string {
 // back) and names the cluster as degraded, the log says once that it is
 // unreachable, and the plugin stops cleanly.
 func TestRunHealthEndpoint(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	mon := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(`[{"clusterID": "c", "monitors": ["`+mon+`"]}]`), 0o600))
+	dir, cfgPath := unreachableCluster(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var logs syncbuf.Buffer
@@ -140,13 +155,8 @@ func TestRunHealthEndpoint(t *testing.T) {
 		code <- run(ctx, []string{"--controller", "--endpoint=" + filepath.Join(dir, "csi.sock"),
 			"--cluster-config=" + cfgPath, "--health-addr=127.0.0.1:0", "--log-format=json"}, io.Discard, &logs)
 	}()
-	var addr string
+	addr := awaitLogValue(t, &logs, "serving the health endpoint", "addr")
 	deadline := time.Now().Add(20 * time.Second)
-	for addr == "" {
-		require.True(t, time.Now().Before(deadline), "no health endpoint after 20 s; log:\n%s", logs.String())
-		time.Sleep(20 * time.Millisecond)
-		addr = logValue(logs.String(), "serving the health endpoint", "addr")
-	}
 	var body []byte
 	for {
 		resp, err := (&http.Client{Timeout: 20 * time.Second}).Get("http://" + addr + kubelet.HealthPath)
@@ -163,12 +173,7 @@ func TestRunHealthEndpoint(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(body), "ok\n"), "%s", body)
 	assert.Equal(t, 1, strings.Count(logs.String(), `"msg":"cluster unreachable","clusterID":"c"`), "log:\n%s", logs.String())
 	cancel()
-	select {
-	case c := <-code:
-		assert.Equal(t, 0, c, "log:\n%s", logs.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not stop")
-	}
+	awaitExit(t, code, &logs)
 }
 
 // TestServeWithKubeletRegistration: with a registration path, the kubelet
