@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/purerbd/purerbd/internal/hugebuf"
 	"github.com/purerbd/purerbd/rados"
 )
 
@@ -182,7 +183,11 @@ func (c *radosCommand) benchLoop(ctx context.Context, dur time.Duration, st *ben
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, bufSize)
+			// large reads land in memory the TLB covers (hugebuf; see
+			// the rbd bench's buffers)
+			hb := hugebuf.Alloc(bufSize)
+			defer hb.Free()
+			buf := hb.Bytes()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				st.started.Add(1)
 				t0 := time.Now()

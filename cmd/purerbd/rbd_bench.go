@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/internal/cli"
+	"github.com/purerbd/purerbd/internal/hugebuf"
 	"github.com/purerbd/purerbd/rados"
 	"github.com/purerbd/purerbd/rbd"
 )
@@ -70,7 +71,12 @@ func (c *rbdCommand) bench(ctx context.Context, spec string, o *rbdBenchOptions)
 		// rados.Frozen does the same here); reads get a buffer per
 		// thread, also made (and touched, so that the kernel backs them)
 		// before it, so that first touches of pages stay out of the
-		// measured time
+		// measured time. The read buffers are hugebuf's: a reply lands in
+		// the buffer of the read it answers, which with every thread's
+		// read in flight was last written a whole rotation of buffers ago,
+		// and the kernel's copy into it pays a TLB miss per 4 KiB page
+		// (rbd bench's replies land in memory librbd's messenger takes
+		// when each arrives, the memory the previous reply just freed)
 		seed := uint64(time.Now().UnixNano())
 		var frozen *rados.Frozen // nil when nothing is written
 		if o.ioType != "read" {
@@ -82,7 +88,9 @@ func (c *rbdCommand) bench(ctx context.Context, spec string, o *rbdBenchOptions)
 		rbufs := make([][]byte, nThreads) // nil when nothing is read
 		if o.ioType != "write" {
 			for t := range rbufs {
-				rbufs[t] = make([]byte, bs)
+				b := hugebuf.Alloc(int(bs))
+				defer b.Free() // after the threads, which wg.Wait awaits
+				rbufs[t] = b.Bytes()
 				touchPages(rbufs[t])
 			}
 		}

@@ -126,6 +126,10 @@ func TestRBDVerbsAgainstRbd(t *testing.T) {
 			t.Errorf("bench --io-type %s output", typ)
 		}
 	}
+	// 4M reads go into buffers of their own mappings (hugebuf)
+	if out := run("bench", "--io-type", "read", "--io-size", "4M", "--io-threads", "4", "--io-total", "32M", "one"); !strings.Contains(out, "ops: 8 ") {
+		t.Errorf("bench 4M reads: %q", out)
+	}
 	rbdOut("object-map", "check", "rbd/one")
 	rbdOut("snap", "create", "rbd/one@s")
 	if !strings.Contains(run("snap", "ls", "one"), " s ") {
