@@ -44,23 +44,28 @@ func anonHugeKB(t *testing.T, p []byte) int {
 	return 0
 }
 
-// TestHugePages checks, where the kernel offers transparent huge pages
-// on request, that a touched buffer is backed by them: the mapping's
-// AnonHugePages in /proc/self/smaps.
+// TestHugePages checks that a touched buffer is backed by huge pages
+// (the mapping's AnonHugePages in /proc/self/smaps) where the kernel
+// offers them on request, and that it is a mapping of its own, working
+// on small pages, where transparent huge pages are off.
 func TestHugePages(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || strings.Contains(string(mode), "[never]") {
-		t.Skipf("transparent huge pages off here (%q, %v)", mode, err)
-	}
+	thp := err == nil && !strings.Contains(string(mode), "[never]")
 	b := Alloc(8 << 20)
 	defer b.Free()
+	if !b.Huge() {
+		t.Fatal("an 8 MiB buffer is not a mapping of its own")
+	}
 	p := b.Bytes()
 	for i := 0; i < len(p); i += 4096 {
 		p[i] = 1
 	}
 	kb := anonHugeKB(t, p)
-	if kb < 2048 {
+	t.Logf("transparent huge pages %q: %d kB of 8192 in huge pages", strings.TrimSpace(string(mode)), kb)
+	switch {
+	case thp && kb < 2048:
 		t.Fatalf("an 8 MiB buffer, touched, has %d kB in huge pages", kb)
+	case !thp && kb != 0:
+		t.Fatalf("huge pages off, yet %d kB in huge pages", kb)
 	}
-	t.Logf("%d kB of 8192 in huge pages", kb)
 }
