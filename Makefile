@@ -96,16 +96,17 @@ test: deps lint unit race fuzz-smoke matrix vm-kernels e2e-k8s
 # rados objects and omap both ways with the release's rados, placement
 # against its osdmap, image headers, snapshots, clones and object maps both
 # ways with its rbd, exclusive-lock handover with a running librbd,
-# monitor failover, and csi-sanity against the purerbd-csi binary.
+# monitor failover, csi-sanity against the purerbd-csi binary, and the
+# demo (PURERBD_CEPH=RELEASE make demo) with that release's own rbd.
 MATRIX_RELEASES := reef tentacle
 MATRIX_TESTS := TestObjectsInteropWithRadosCLI TestOmapInteropWithRadosCLI TestLocateMatchesCephOSDMap \
 	TestCreateHeaderMatchesLibrbd TestSnapshotsBothWays TestClones TestObjectMapCheck TestExclusiveLockHandover \
-	TestFailover TestSanityBinary
+	TestFailover TestSanityBinary TestDemo
 matrix:
 	@for r in $(MATRIX_RELEASES); do \
 		log=$$(mktemp); start=$$(date +%s); \
 		PURERBD_CEPH=$$r $(GO) test -count=1 -timeout 20m -v -run '^($(subst $(eval) ,|,$(MATRIX_TESTS)))$$' \
-			./rados/ ./rbd/ ./rados/monc/ ./cmd/purerbd-csi/ >$$log 2>&1; rc=$$?; \
+			./rados/ ./rbd/ ./rados/monc/ ./cmd/purerbd-csi/ ./internal/cmd/purerbd-dev/ >$$log 2>&1; rc=$$?; \
 		missing=""; for t in $(MATRIX_TESTS); do grep -q -- "^--- PASS: $$t " $$log || missing="$$missing $$t"; done; \
 		if [ "$$rc" != 0 ] || [ -n "$$missing" ]; then \
 			cat $$log; rm -f $$log; echo "matrix: Ceph $$r FAILED (go test exit $$rc; not passed:$$missing)"; exit 1; fi; \

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -92,6 +91,14 @@ Point Ceph's tools at it:
 
 `, c.Started.Round(time.Millisecond), c.FSID, c.Dir, c.Conf, c.AdminKeyring, c.MonAddrs, c.Pool, c.Daemons(),
 		c.Conf, c.Pool, c.Pool, c.Pool)
+	if root := c.Root(); root != "" {
+		// The host's tools may not speak this release (Tentacle's keys
+		// are of a type Pacific's tools cannot read).
+		fmt.Fprintf(stdout, `The daemons are Ceph %s's, from %s: run that release's tools there
+(chroot), with %s bound at the same path inside.
+
+`, c.Options.Release, root, c.Dir)
+	}
 
 	d, err := startDemoDisk(ctx, c, o.mode, stdout)
 	if err != nil {
@@ -307,9 +314,10 @@ func imageSHA256(ctx context.Context, img *rbd.Image) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// librbdSHA256 hashes `rbd export SPEC -`.
+// librbdSHA256 hashes `rbd export SPEC -`, run by the cluster's own
+// release of rbd.
 func librbdSHA256(ctx context.Context, c *cephcluster.Cluster, spec string) (string, error) {
-	cmd := exec.CommandContext(ctx, "rbd", "-c", c.Conf, "export", "--no-progress", spec, "-")
+	cmd := c.ToolCommand(ctx, "rbd", "export", "--no-progress", spec, "-")
 	h := sha256.New()
 	var errb strings.Builder
 	cmd.Stdout, cmd.Stderr = h, &errb

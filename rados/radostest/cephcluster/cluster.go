@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -100,10 +101,38 @@ type Cluster struct {
 	closed  bool
 }
 
+// ErrDirInUse is returned by Start when Options.Dir already holds files:
+// a new cluster's keys do not match what an earlier cluster left there
+// (its monitor store, its OSDs), and the daemons would wait for each
+// other until the boot timeout instead of saying so.
+var ErrDirInUse = errors.New("cephcluster: the cluster directory is not empty")
+
+// checkDirFresh returns ErrDirInUse when dir exists and holds anything;
+// an absent or empty dir (or none asked for) is fine.
+func checkDirFresh(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cephcluster: %w", err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%w: %s holds %s and %d more (an earlier cluster's?): remove it or pick another", ErrDirInUse, dir, ents[0].Name(), len(ents)-1)
+	}
+	return nil
+}
+
 // Start boots a cluster and returns once its pool is usable. On error
 // every daemon started is stopped again.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	opts = withDefaults(opts)
+	if err := checkDirFresh(opts.Dir); err != nil {
+		return nil, err
+	}
 	// before the boot timeout: building a root takes minutes, once
 	root, err := EnsureRoot(ctx, opts.Release)
 	if err != nil {

@@ -2,6 +2,7 @@ package cephcluster
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,5 +130,24 @@ func TestBuildRootExtrasRecordedApart(t *testing.T) {
 	}
 	if r, err := EnsureRootExtras(ctx, ReleaseHost, "fio"); err != nil || r != "" {
 		t.Errorf("EnsureRootExtras on the host = %q, %v; want nothing", r, err)
+	}
+}
+
+// TestDirInUse: a directory an earlier cluster left behind is refused at
+// once (its monitor store would not take the new keys, and the boot
+// would wait out its timeout); an empty or absent one is taken.
+func TestDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ceph.conf"), []byte("[global]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Options{Dir: dir, Release: ReleaseHost})
+	if !errors.Is(err, ErrDirInUse) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Start in a used directory: %v, want ErrDirInUse naming %s", err, dir)
+	}
+	for _, d := range []string{"", t.TempDir(), filepath.Join(t.TempDir(), "new")} {
+		if err := checkDirFresh(d); err != nil {
+			t.Errorf("checkDirFresh(%q) = %v, want nil", d, err)
+		}
 	}
 }
