@@ -86,7 +86,7 @@ func (s *suite) radosBench(ctx context.Context, c *cluster) *Section {
 			// writer after a group of small objects makes the memstore
 			// OSD grow its memory for 4 MiB objects, which the next one
 			// finds ready (0.41x when purerbd always went first).
-			for _, who := range runOrder(sec.Contenders, rep+gi) {
+			for _, who := range runOrder(sec.Contenders, rep, gi) {
 				rctx, cancel := context.WithTimeout(ctx, runTimeout)
 				smp, err := run(rctx, who, g.write, g.read)
 				cancel()

@@ -107,7 +107,7 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	}
 	r.writeHeadline(b)
 	b.WriteString("How to read it: every comparison runs purerbd and its peer on the same target, one after the " +
-		"other, who goes first alternating (A B, B A, A B ...), ")
+		"other, who goes first alternating so that each goes first in half the repetitions, ")
 	times := fmt.Sprintf("%d times each", r.Reps)
 	if r.Reps == 0 {
 		times = "as many times each as its run's repetitions above"

@@ -112,9 +112,10 @@ type runner func(ctx context.Context, contender string, c *Case) (Sample, error)
 
 // interleave runs every case reps times, each repetition alternating the
 // contenders, so that a drift in the machine's load hits both. Who goes
-// first alternates too (A B, B A, A B ... from one case or repetition to
-// the next): an OSD still settling after an image was filled, or a load
-// that eases, would otherwise favour whoever always runs second. With
+// first alternates too (A B, B A, B A, A B ... over the repetitions, and
+// flipped from one case to the next: runOrder): an OSD still settling
+// after an image was filled, or a load that eases, would otherwise favour
+// whoever always runs second. With
 // an even reps (Config rounds it up) each of two contenders goes first
 // in half the repetitions: on an untuned memstore, where a run costs
 // the OSD more or less by what the run before it left in the objects,
@@ -129,7 +130,7 @@ func (s *Section) interleave(ctx context.Context, log *slog.Logger, reps int, ru
 	defer func() { s.LoadEnd, s.Elapsed = loadavg(), time.Since(t0) }()
 	for rep := 1; rep <= reps; rep++ {
 		for i, c := range s.Cases {
-			for _, who := range runOrder(s.Contenders, rep+i) {
+			for _, who := range runOrder(s.Contenders, rep, i) {
 				if err := ctx.Err(); err != nil {
 					s.Notes = append(s.Notes, "interrupted: "+err.Error())
 					return
@@ -167,10 +168,17 @@ func (s *Section) measure(log *slog.Logger, run func() (Sample, error)) (Sample,
 	return smp, err
 }
 
-// runOrder is the contenders in order for turn k: as given for odd k,
-// reversed for even k.
-func runOrder(contenders []string, k int) []string {
-	if k%2 == 1 {
+// runOrder is the contenders in order for repetition rep (from 1) of
+// the i-th case (from 0). Over the repetitions of a case, who goes first
+// follows A B B A, A B B A ... rather than A B A B: each pair of
+// repetitions still has each contender first once (so an even number of
+// repetitions is balanced), and a cluster that settles over a section,
+// each run cheaper than the one before, no longer always has the same
+// contender first in the earlier repetition of every pair (the untuned
+// memstore's 4M writes in bench/findings.md). From one case to the next
+// the order flips, so that consecutive runs alternate as before.
+func runOrder(contenders []string, rep, i int) []string {
+	if (rep/2+i)%2 == 0 {
 		return contenders
 	}
 	r := slices.Clone(contenders)

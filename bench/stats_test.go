@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -75,12 +76,36 @@ func TestSlugAndNines(t *testing.T) {
 	}
 }
 
-// TestRunOrderAlternates: who runs first alternates from turn to turn.
+// TestRunOrderAlternates: over a case's repetitions who runs first goes
+// A B B A A B B A (each pair of repetitions balanced, and the earlier
+// repetition of a pair not always the same contender's), and the next
+// case starts the other way round.
 func TestRunOrderAlternates(t *testing.T) {
 	c := []string{"purerbd", "librbd"}
-	for k, want := range [][]string{{"purerbd", "librbd"}, {"librbd", "purerbd"}, {"purerbd", "librbd"}} {
-		if got := runOrder(c, k+1); !slices.Equal(got, want) {
-			t.Errorf("turn %d: %v, want %v", k+1, got, want)
+	first := func(rep, i int) string { return runOrder(c, rep, i)[0] }
+	var got []string
+	for rep := 1; rep <= 8; rep++ {
+		got = append(got, first(rep, 0)[:1])
+	}
+	if g := strings.Join(got, ""); g != "pllppllp" {
+		t.Errorf("case 0, reps 1-8: first %s, want pllppllp", g)
+	}
+	for rep := 1; rep <= 8; rep++ {
+		if first(rep, 0) == first(rep, 1) {
+			t.Errorf("rep %d: cases 0 and 1 both start with %s", rep, first(rep, 0))
+		}
+	}
+	for _, reps := range []int{2, 4, 6, 8, 10} {
+		for i := range 3 {
+			n := 0
+			for rep := 1; rep <= reps; rep++ {
+				if first(rep, i) == "purerbd" {
+					n++
+				}
+			}
+			if n*2 != reps {
+				t.Errorf("%d reps, case %d: purerbd first %d times", reps, i, n)
+			}
 		}
 	}
 	if !slices.Equal(c, []string{"purerbd", "librbd"}) {
