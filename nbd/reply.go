@@ -1,6 +1,9 @@
 package nbd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"sync"
+)
 
 // reply is everything sent for one request, written as one unit by the
 // reply writer. Header bytes live in meta; payload bytes are slices of
@@ -107,31 +110,38 @@ func (r *reply) holeChunk(cookie uint64, flags uint16, off uint64, size uint32) 
 	r.addMeta(h[:])
 }
 
-// replyWriter is the single goroutine that writes replies, so that the
-// bytes of one reply are never interleaved with another's. It flushes
-// whenever no other reply is waiting. For an export served inline the
-// goroutine that reads requests writes the replies instead (writeInline).
+// replyWriter writes replies so that the bytes of one reply are never
+// interleaved with another's. The reply to the only request in flight,
+// when it finds the writer idle (nothing queued, the lock free), is
+// written by its handler (send); otherwise the reply waits in in for the
+// writer goroutine (run), which writes what queued up and flushes
+// whenever no other reply is waiting. Writing directly saves a hand-off
+// between goroutines, and the wake-up of a thread, per reply when
+// requests come one at a time; with more in flight, the writer
+// goroutine's batches save more (one write for several replies). For an export
+// served inline the goroutine that reads requests writes the replies
+// instead (writeInline).
 type replyWriter struct {
+	mu      sync.Mutex // held while writing: guards w, vec and err
 	w       *connWriter
 	vec     [][]byte // scratch for writeParts
 	in      chan *reply
 	done    chan struct{}
 	recycle func(*reply)
 	fail    func(error) // called once, on the first write error
-	err     error       // read only after done is closed
+	err     error       // read only under mu, or after done is closed
 }
 
 func (rw *replyWriter) run() {
 	defer close(rw.done)
 	for r := range rw.in {
-		if rw.err == nil {
-			if err := rw.write(r); err != nil {
-				rw.err = err
-				rw.fail(err)
-			}
-		}
+		rw.mu.Lock()
+		rw.write(r)
+		rw.mu.Unlock()
 		rw.recycle(r)
 	}
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
 	if rw.err == nil {
 		if err := rw.w.Flush(); err != nil {
 			rw.err = err
@@ -140,14 +150,33 @@ func (rw *replyWriter) run() {
 	}
 }
 
-func (rw *replyWriter) write(r *reply) error {
-	if err := rw.writeParts(r); err != nil {
-		return err
+// send writes r from the calling goroutine when alone (no other request
+// is in flight) and the writer is idle, or queues it for the writer
+// goroutine. It must not be called once in is closed.
+func (rw *replyWriter) send(r *reply, alone bool) {
+	if !alone || len(rw.in) > 0 || !rw.mu.TryLock() {
+		rw.in <- r
+		return
 	}
-	if len(rw.in) == 0 {
-		return rw.w.Flush()
+	rw.write(r)
+	rw.mu.Unlock()
+	rw.recycle(r)
+}
+
+// write puts r into the buffer and flushes unless another reply waits in
+// in: whoever writes that one flushes after it. rw.mu is held.
+func (rw *replyWriter) write(r *reply) {
+	if rw.err != nil {
+		return
 	}
-	return nil
+	err := rw.writeParts(r)
+	if err == nil && len(rw.in) == 0 {
+		err = rw.w.Flush()
+	}
+	if err != nil {
+		rw.err = err
+		rw.fail(err)
+	}
 }
 
 // writeParts puts r into the buffer, or, when it does not fit, sends it

@@ -551,7 +551,11 @@ func (t *transmission) send(r *reply) {
 		t.writer.writeInline(r)
 		return
 	}
-	t.writer.in <- r
+	others := t.budget.inFlight()
+	if r.held {
+		others-- // r's own request
+	}
+	t.writer.send(r, others == 0)
 }
 
 // encodeError answers req with an error: an error chunk when structured

@@ -34,6 +34,10 @@ type Conn struct {
 	// call that copies megabytes then keeps its P instead of having it
 	// handed to another thread. nil when nc is anything else.
 	raw *rawsock.Writer
+	// wmu is held while frames are built and written, by the writer
+	// goroutine or by a Send that writes its message itself; it guards
+	// splicer, noSplice, fw, wbufs and outSeq.
+	wmu sync.Mutex
 	// splicer sends large Data segments by reference (SpliceData) on a
 	// raw connection in crc mode: made by the writer at the first such
 	// segment, closed when the writer ends; noSplice once that failed.
@@ -41,10 +45,14 @@ type Conn struct {
 	noSplice bool
 	br       *bufio.Reader
 	fr       *frameReader // owned by the reader goroutine after Dial
-	fw       *frameWriter // owned by the writer goroutine after Dial
-	wbufs    net.Buffers  // the writer's batch being written
+	fw       *frameWriter // the frames being written
+	wbufs    net.Buffers  // the batch being written
+	outSeq   uint64       // last message sequence sent
 	target   denc.EntityAddr
 	log      *slog.Logger
+	// senders counts the Sends in progress: one alone, of a message
+	// marked Alone, writes it itself (sendDirect).
+	senders atomic.Int32
 
 	// Set by the handshake, read-only afterwards.
 	mode         ConnMode
@@ -265,8 +273,13 @@ func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
 // writer took it, or the connection failed (messages written together
 // share the outcome of their write). Messages from concurrent Sends go
 // out in the order the writer takes them; those waiting together go out
-// in one write.
+// in one write. A Send of a message marked Alone, with no other Send in
+// progress, writes m itself when the writer is idle, which saves two
+// hand-offs between goroutines (and the wake-up of a thread) per message
+// when messages come one at a time.
 func (c *Conn) Send(ctx context.Context, m *Message) error {
+	defer c.senders.Add(-1)
+	alone := c.senders.Add(1) == 1 && m.Alone
 	req, _ := c.reqs.Get().(*sendReq)
 	if req == nil {
 		req = &sendReq{done: make(chan error, 1)}
@@ -278,6 +291,11 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 			dc = crc32c.Checksum(m.Data)
 		}
 		req.sums = [maxSegments - 1]uint32{crc32c.Checksum(m.Front), crc32c.Checksum(m.Middle), dc}
+	}
+	if alone && c.wmu.TryLock() {
+		err := c.sendDirect(ctx, req)
+		c.recycle(req)
+		return err
 	}
 	req.state.Store(sendQueued)
 	select {
@@ -301,6 +319,29 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 		err = <-req.done // being written; bounded by the write timeout
 	}
 	c.recycle(req)
+	return err
+}
+
+// sendDirect writes req from the sending goroutine. c.wmu is held; it is
+// released before sendDirect returns.
+func (c *Conn) sendDirect(ctx context.Context, req *sendReq) error {
+	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.fw.reset()
+	c.outSeq++
+	req.m.Seq = c.outSeq
+	c.addMessage(req.m, c.outSeq, c.inSeq.Load(), &req.sums)
+	err := c.writeBatch()
+	if err != nil {
+		c.fail(c.writeErr(err))
+	}
 	return err
 }
 
@@ -445,8 +486,11 @@ const (
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	defer func() {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
 		if c.splicer != nil {
 			c.splicer.Close()
+			c.splicer, c.noSplice = nil, true
 		}
 	}()
 	var tick <-chan time.Time
@@ -455,7 +499,6 @@ func (c *Conn) writeLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
-	var outSeq uint64
 	var batch []*sendReq
 	for {
 		var err error
@@ -475,39 +518,52 @@ func (c *Conn) writeLoop() {
 			if len(batch) == 0 {
 				continue
 			}
+			c.wmu.Lock()
 			ack := c.inSeq.Load()
 			c.fw.reset()
 			for _, r := range batch {
-				outSeq++
-				r.m.Seq = outSeq
-				c.addMessage(r.m, outSeq, ack, &r.sums)
+				c.outSeq++
+				r.m.Seq = c.outSeq
+				c.addMessage(r.m, c.outSeq, ack, &r.sums)
 			}
 			err = c.writeBatch()
+			c.wmu.Unlock()
 			for _, r := range batch {
 				r.done <- err
 			}
 			clear(batch)
 		case <-c.wake:
 			if ts := c.kaReply.Swap(nil); ts != nil {
+				c.wmu.Lock()
 				err = c.writeControl(tagKeepalive2Ack, encodeStamp(*ts))
+				c.wmu.Unlock()
 			}
 		case now := <-tick:
 			if lt := c.cfg.LivenessTimeout; lt > 0 && !c.stalled.Load() && now.Sub(time.Unix(0, c.lastRx.Load())) > lt {
 				err = fmt.Errorf("%w (nothing received for %s)", ErrTimeout, lt)
 				break
 			}
+			c.wmu.Lock()
 			err = c.writeControl(tagKeepalive2, encodeStamp(denc.UTimeOf(now)))
+			c.wmu.Unlock()
 		}
 		if err != nil {
-			if peerGone(err) {
-				err = fmt.Errorf("%w (%s): %w", ErrPeerClosed, c.cfg.PeerType, err)
-			} else if !errors.Is(err, ErrTimeout) {
-				err = fmt.Errorf("msgr: writing to %s: %w", c.cfg.PeerType, err)
-			}
-			c.fail(err)
+			c.fail(c.writeErr(err))
 			return
 		}
 	}
+}
+
+// writeErr is the error the connection fails with after a write failed
+// with err.
+func (c *Conn) writeErr(err error) error {
+	switch {
+	case peerGone(err):
+		return fmt.Errorf("%w (%s): %w", ErrPeerClosed, c.cfg.PeerType, err)
+	case errors.Is(err, ErrTimeout):
+		return err
+	}
+	return fmt.Errorf("msgr: writing to %s: %w", c.cfg.PeerType, err)
 }
 
 // gather appends first and the requests queued behind it to batch, up

@@ -455,6 +455,53 @@ func TestManyMessages(t *testing.T) {
 	}
 }
 
+// TestSendsAloneAndTogether: Sends one at a time of messages marked Alone
+// (each written by its sender) and Sends together (mostly queued for the
+// writer goroutine, some marked Alone) share one sequence, in both modes:
+// the replies come back numbered 1..n.
+func TestSendsAloneAndTogether(t *testing.T) {
+	requireCluster(t)
+	for _, mode := range []Mode{ModeCRC, ModeSecure} {
+		c := dialMon(t, adminCephX(t), mode)
+		n := 0
+		alone := func(k int) {
+			for range k {
+				m := &Message{Type: msgMonGetMap, Version: 1, Alone: true}
+				if err := c.Send(ctxT(t, 10*time.Second), m); err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if m.Seq != uint64(n) {
+					t.Fatalf("mode %v: message %d sent alone got seq %d", mode, n, m.Seq)
+				}
+			}
+		}
+		together := func(k int) {
+			var wg sync.WaitGroup
+			for i := range k {
+				wg.Go(func() {
+					m := &Message{Type: msgMonGetMap, Version: 1, Alone: i%2 == 0}
+					if err := c.Send(ctxT(t, 10*time.Second), m); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			n += k
+		}
+		alone(5)
+		together(40)
+		alone(5)
+		together(40)
+		alone(5)
+		for i := 1; i <= n; i++ {
+			if m := receive(t, c, msgMonMap); m.Seq != uint64(i) {
+				t.Fatalf("mode %v: reply %d has seq %d", mode, i, m.Seq)
+			}
+		}
+	}
+}
+
 func TestModeRefused(t *testing.T) {
 	requireCluster(t)
 	ctx := ctxT(t, 30*time.Second)

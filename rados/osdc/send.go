@@ -14,7 +14,7 @@ func (op *op) prepareLocked() outgoing {
 	if s == nil || op.finished || op.t.paused {
 		return outgoing{}
 	}
-	conn := s.sendable(op)
+	conn, alone := s.sendable(op)
 	if conn == nil || conn == op.sentConn {
 		return outgoing{}
 	}
@@ -55,7 +55,11 @@ func (op *op) prepareLocked() outgoing {
 	op.attempts++
 	op.sentConn = conn
 	op.registerBufLocked(conn)
-	return outgoing{conn: conn, msg: op.o.message(&m), ctx: op.ctx}
+	msg := op.o.message(&m)
+	// the only op in flight to this OSD: Send writes it itself rather
+	// than waking the connection's writer (msgr.Message.Alone)
+	msg.Alone = alone
+	return outgoing{conn: conn, msg: msg, ctx: op.ctx}
 }
 
 // outgoing is one message to send on one connection (none when conn is

@@ -109,21 +109,21 @@ func (s *session) currentConn() *msgr.Conn {
 
 // sendable returns the connection op may be sent on now: nil while
 // disconnected or while a backoff covers op's object.
-func (s *session) sendable(op *op) *msgr.Conn {
+func (s *session) sendable(op *op) (conn *msgr.Conn, alone bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn == nil {
-		return nil
+		return nil, false
 	}
 	if len(s.backoffs) > 0 {
 		h := op.t.hobject(op.b.oid)
 		for _, b := range s.backoffs {
 			if b.PGID == op.t.spg && b.covers(h) {
-				return nil
+				return nil, false
 			}
 		}
 	}
-	return s.conn
+	return s.conn, len(s.ops) <= 1
 }
 
 // appendOps appends the attached requests to ops.
