@@ -20,6 +20,9 @@ const (
 	SectionFootprint = "footprint" // binary and image sizes
 )
 
+// VMClockTSC is the Config.VMClock that keeps the guest on the TSC.
+const VMClockTSC = "tsc"
+
 // Config is one run of the suite.
 type Config struct {
 	// Root is the module's root directory, where the binaries are built.
@@ -43,6 +46,13 @@ type Config struct {
 	// the measured runs; the CPU profiles and their `go tool pprof -top`
 	// land in WorkDir/vm beside the VM's console log.
 	VMProfile time.Duration
+	// VMClock chooses the kernel-vm guest's clocksource: "" leaves it to
+	// the kernel, which under TCG marks the TSC unstable and falls back
+	// to the emulated HPET, where every clock read is a system call and
+	// an emulated device access; VMClockTSC keeps the TSC (tsc=reliable),
+	// so that clock reads stay in userspace through the vDSO as they do
+	// on hardware and under KVM.
+	VMClock string
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -32,7 +32,11 @@ type KernelVM struct {
 	Boot     time.Duration // guest uptime at init
 	Wall     time.Duration // the whole VM run
 	Cluster  string        // the cluster the guest reached
-	Elapsed  time.Duration
+	// Clocksource is the guest kernel's clocksource as the guest read it
+	// ("hpet", "tsc"); ClockForced says the bench chose it (Config.VMClock).
+	Clocksource string
+	ClockForced bool
+	Elapsed     time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -127,6 +131,14 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		Memory:   vmMemoryMB,
 		CPUs:     vmCPUs,
 		Timeout:  pick(s.cfg, 15*time.Minute, 8*time.Minute),
+	}
+	switch s.cfg.VMClock {
+	case "":
+	case VMClockTSC:
+		vmcfg.KernelArgs = []string{"tsc=reliable"}
+		k.ClockForced = true
+	default:
+		return fmt.Errorf("unknown guest clock %q (want %q or none)", s.cfg.VMClock, VMClockTSC)
 	}
 
 	// The cluster: in a network namespace, where the guest's tap is.
@@ -272,6 +284,8 @@ func (k *KernelVM) parse(console string) {
 				continue
 			}
 			k.Node = &n
+		case strings.HasPrefix(l, guestbench.PrefixClock):
+			k.Clocksource = strings.TrimSpace(strings.TrimPrefix(l, guestbench.PrefixClock))
 		case strings.HasPrefix(l, guestbench.PrefixNote):
 			k.Notes = append(k.Notes, strings.TrimPrefix(l, guestbench.PrefixNote))
 		case kernelBlockMsg.MatchString(l):

@@ -19,6 +19,7 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 		"is translated, the NIC is virtio over a tap: these figures guard against regressions and compare "+
 		"the contenders inside one boot (interleaved, like the host's); they say little about real hardware, "+
 		"and ratios against the host's userspace numbers mean nothing.\n\n", orDash(k.Kernel), k.CPUs, k.MemoryMB)
+	k.writeClock(b)
 	switch {
 	case k.Skipped != "" && len(k.Sections) == 0 && k.Node == nil:
 		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)
@@ -174,4 +175,24 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// writeClock says which clocksource the guest ran on and what that costs
+// its userspace servers.
+func (k *KernelVM) writeClock(b *bytes.Buffer) {
+	switch {
+	case k.Clocksource == "":
+		return
+	case k.Clocksource == "tsc" && k.ClockForced:
+		fmt.Fprintf(b, "**Guest clock: tsc, kept with `tsc=reliable`** (`-vm-clock tsc`). Left to itself the kernel "+
+			"finds TCG's TSCs unsynchronized and falls back to the emulated HPET; on the TSC, clock reads in the "+
+			"guest's userspace stay in the vDSO, as they do on hardware and under KVM.\n\n")
+	case k.Clocksource == "tsc":
+		fmt.Fprintf(b, "**Guest clock: tsc.** Clock reads in the guest's userspace stay in the vDSO.\n\n")
+	default:
+		fmt.Fprintf(b, "**Guest clock: %s** (the kernel's choice: under TCG it finds the TSCs unsynchronized). "+
+			"Every clock read in the guest's userspace is then a system call and an emulated device access, "+
+			"which costs the userspace servers (purerbd, nbdkit, the Go runtime's scheduler) and not the "+
+			"kernel's drivers; on hardware and under KVM clock reads stay in the vDSO.\n\n", k.Clocksource)
+	}
 }

@@ -12,6 +12,7 @@ import (
 func TestKernelVMParse(t *testing.T) {
 	console := strings.Join([]string{
 		"vmtest: init uptime=3.1",
+		"CLOCK hpet",
 		`SAMPLE {"group":"memory","case":"4k randread QD32","unit":"IOPS","contender":"purerbd","rep":1,"value":5000,"ops":10000,"bytes":40960000,"seconds":2,"cpu_s":1.5,"rss":31457280,"mean_ns":200000,"p50_ns":150000,"p99_ns":900000,"p999_ns":2000000}`,
 		`SAMPLE {"group":"memory","case":"4k randread QD32","unit":"IOPS","contender":"nbdkit","rep":1,"value":4000,"ops":8000,"bytes":32768000,"seconds":2,"cpu_s":1,"rss":20971520,"mean_ns":250000,"p50_ns":200000,"p99_ns":1000000,"p999_ns":3000000}`,
 		`SAMPLE {"group":"rbd","case":"4k randwrite QD32","unit":"IOPS","contender":"krbd","rep":1,"value":300,"ops":600,"bytes":2457600,"seconds":2,"cpu_s":-1}`,
@@ -51,6 +52,7 @@ func TestKernelVMParse(t *testing.T) {
 		"| 4k randread QD32 | IOPS | 5000 | 4000 | 1.25 |",
 		"| 10 staged | 10 | 40.0 MiB | 48.0 MiB |",
 		"RSS with 10 volumes attached ≤ 64 MiB: met (40.0 MiB)",
+		"**Guest clock: hpet** (the kernel's choice",
 		"| NodeStageVolume (ext4: attach, mkfs, mount) | 3 | 1200 ms | 1500 ms | 1100 ms | 1500 ms |",
 	} {
 		if !strings.Contains(out, want) {
@@ -87,5 +89,25 @@ func TestKernelVMDevicePaths(t *testing.T) {
 	k.writeDevicePaths(&b)
 	if b.Len() != 0 {
 		t.Errorf("a kernel without ublk got a device paths table:\n%s", b.String())
+	}
+}
+
+// TestKernelVMClock: the section says which clocksource the guest ran on,
+// and whether the bench chose it.
+func TestKernelVMClock(t *testing.T) {
+	for _, c := range []struct {
+		k    KernelVM
+		want string
+	}{
+		{KernelVM{}, ""},
+		{KernelVM{Clocksource: "tsc", ClockForced: true}, "**Guest clock: tsc, kept with `tsc=reliable`**"},
+		{KernelVM{Clocksource: "tsc"}, "**Guest clock: tsc.**"},
+		{KernelVM{Clocksource: "acpi_pm"}, "**Guest clock: acpi_pm** (the kernel's choice"},
+	} {
+		var b bytes.Buffer
+		c.k.writeClock(&b)
+		if got := b.String(); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%+v: wrote %q, want it to hold %q", c.k, got, c.want)
+		}
 	}
 }

@@ -69,6 +69,8 @@ func run(ctx context.Context, args []string) error {
 	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 7 min, half of it the kernel-vm section's VM)")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
 	vmProfile := fs.Duration("vm-profile", 0, "kernel-vm: after the measured runs, CPU-profile the guest's purerbd servers (nbd.ko, ublk) this long per 4K QD32 case; the profiles land in the work directory")
+	vmClock := fs.String("vm-clock", "", "kernel-vm: the guest's clocksource: empty leaves it to the kernel (hpet under TCG, where clock reads are system calls), "+
+		bench.VMClockTSC+" keeps the TSC (tsc=reliable) so that clock reads go through the vDSO as on hardware")
 	reps := fs.Int("reps", 0, "repetitions per contender and case (default 6, 2 with -quick; an odd number is rounded up, so that each contender runs first as often as the other)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
 	report := fs.String("report", "bench", "directory for report.md and the SVG plots")
@@ -91,7 +93,7 @@ func run(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	cfg := bench.Config{
-		Root: *root, ReportDir: *report, WorkDir: *work, Quick: *quick, Reps: *reps, Runtime: *runtime, VMProfile: *vmProfile,
+		Root: *root, ReportDir: *report, WorkDir: *work, Quick: *quick, Reps: *reps, Runtime: *runtime, VMProfile: *vmProfile, VMClock: *vmClock,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}
 	if *only != "" {

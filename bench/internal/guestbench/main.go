@@ -72,6 +72,11 @@ func run(ctx context.Context, o options) error {
 	if err := guestio.LoadModules("crc32c", "nbd", "ext4"); err != nil {
 		return err
 	}
+	// the clocksource decides what a clock read costs a userspace
+	// server: a vDSO read (tsc) or a system call (hpet, acpi_pm)
+	if b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource"); err == nil {
+		fmt.Printf("%s%s\n", PrefixClock, strings.TrimSpace(string(b)))
+	}
 	var errs []error
 	ran := false
 	// memory disks: purerbd nbd map --memory against nbdkit memory

@@ -12,6 +12,7 @@ const (
 	PrefixNode   = "NODE "
 	PrefixNote   = "NOTE "
 	PrefixResult = "RESULT "
+	PrefixClock  = "CLOCK "
 )
 
 // SampleRecord is one run of one contender on one I/O case.

@@ -49,6 +49,8 @@ type Config struct {
 	// hands over to a real root): container runtimes need a root they
 	// can pivot_root away from, which the initramfs is not.
 	TmpfsRoot bool
+	// KernelArgs are added to the guest kernel's command line.
+	KernelArgs []string
 }
 
 // Network attaches the guest to a tap device in a network namespace:
@@ -156,7 +158,7 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		"-nographic", "-no-reboot", "-nic", nic, "-no-user-config",
 		"-kernel", kernel, "-initrd", initrd,
 		// Nothing secret goes on the command line: it ends up in dmesg.
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests",
+		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests"}, cfg.KernelArgs...), " "),
 	}
 	var res *Result
 	var err error
