@@ -1,43 +1,26 @@
 package nbd
 
 import (
-	"bytes"
 	"encoding/binary"
 	"sync"
 	"testing"
+
+	"github.com/purerbd/purerbd/internal/syncbuf"
 )
-
-// lockedBuffer is an io.Writer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (lb *lockedBuffer) Write(p []byte) (int, error) {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return lb.b.Write(p)
-}
-
-func (lb *lockedBuffer) Bytes() []byte {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return append([]byte(nil), lb.b.Bytes()...)
-}
 
 // TestReplyWriterSendsDirectlyWhenIdle: a reply sent alone that finds the
 // writer idle is on the wire when send returns, written by the sending
 // goroutine (no writer goroutine runs here); one that finds replies
 // queued, or is not alone, waits for the writer goroutine.
 func TestReplyWriterSendsDirectlyWhenIdle(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	var recycled int
 	rw := &replyWriter{w: newConnWriter(&out, nil), in: make(chan *reply, 4), done: make(chan struct{}),
 		recycle: func(*reply) { recycled++ }, fail: func(err error) { t.Errorf("write failed: %v", err) }}
 	r := new(reply)
 	r.simple(7, 0)
 	rw.send(r, true)
-	if got := len(out.Bytes()); got != simpleReplyLen || recycled != 1 {
+	if got := len(out.String()); got != simpleReplyLen || recycled != 1 {
 		t.Fatalf("idle writer: %d bytes on the wire and %d recycled after send, want %d and 1", got, recycled, simpleReplyLen)
 	}
 
@@ -49,19 +32,19 @@ func TestReplyWriterSendsDirectlyWhenIdle(t *testing.T) {
 	q3.simple(10, 0)
 	rw.in <- q1
 	rw.send(q2, true)
-	if got := len(out.Bytes()); got != simpleReplyLen || len(rw.in) != 2 {
+	if got := len(out.String()); got != simpleReplyLen || len(rw.in) != 2 {
 		t.Fatalf("busy writer: %d bytes on the wire, %d queued, want %d and 2", got, len(rw.in), simpleReplyLen)
 	}
 	close(rw.in)
 	rw.run()
 	rw.in, rw.done = make(chan *reply, 4), make(chan struct{})
 	rw.send(q3, false)
-	if got := len(out.Bytes()); got != 3*simpleReplyLen || len(rw.in) != 1 {
+	if got := len(out.String()); got != 3*simpleReplyLen || len(rw.in) != 1 {
 		t.Fatalf("not alone: %d bytes on the wire, %d queued, want %d and 1", got, len(rw.in), 3*simpleReplyLen)
 	}
 	close(rw.in)
 	rw.run()
-	if got := cookies(t, out.Bytes()); len(got) != 4 || got[0] != 7 || got[1] != 8 || got[2] != 9 || got[3] != 10 {
+	if got := cookies(t, []byte(out.String())); len(got) != 4 || got[0] != 7 || got[1] != 8 || got[2] != 9 || got[3] != 10 {
 		t.Fatalf("cookies on the wire %v, want [7 8 9 10]", got)
 	}
 }
@@ -69,7 +52,7 @@ func TestReplyWriterSendsDirectlyWhenIdle(t *testing.T) {
 // TestReplyWriterConcurrentSends: replies sent from many goroutines, some
 // written directly and some by the writer goroutine, each arrive whole.
 func TestReplyWriterConcurrentSends(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	var mu sync.Mutex
 	recycled := 0
 	rw := &replyWriter{w: newConnWriter(&out, nil), in: make(chan *reply, 64), done: make(chan struct{}),
@@ -90,7 +73,7 @@ func TestReplyWriterConcurrentSends(t *testing.T) {
 	close(rw.in)
 	<-rw.done
 	seen := map[uint64]bool{}
-	for _, c := range cookies(t, out.Bytes()) {
+	for _, c := range cookies(t, []byte(out.String())) {
 		if seen[c] {
 			t.Fatalf("cookie %d twice", c)
 		}
