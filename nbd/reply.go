@@ -118,9 +118,9 @@ func (r *reply) holeChunk(cookie uint64, flags uint16, off uint64, size uint32) 
 // whenever no other reply is waiting. Writing directly saves a hand-off
 // between goroutines, and the wake-up of a thread, per reply when
 // requests come one at a time; with more in flight, the writer
-// goroutine's batches save more (one write for several replies). For an export
-// served inline the goroutine that reads requests writes the replies
-// instead (writeInline).
+// goroutine's batches save more (one write for several replies). For an
+// export served inline the goroutine that reads requests writes the
+// replies instead (writeInline).
 type replyWriter struct {
 	mu      sync.Mutex // held while writing: guards w, vec and err
 	w       *connWriter

@@ -108,7 +108,8 @@ func (s *session) currentConn() *msgr.Conn {
 }
 
 // sendable returns the connection op may be sent on now: nil while
-// disconnected or while a backoff covers op's object.
+// disconnected or while a backoff covers op's object. alone reports that
+// op is the only op in flight on the session (msgr.Message.Alone).
 func (s *session) sendable(op *op) (conn *msgr.Conn, alone bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
