@@ -53,6 +53,12 @@ type Config struct {
 	// so that clock reads stay in userspace through the vDSO as they do
 	// on hardware and under KVM.
 	VMClock string
+	// VMServerEnv is added to the environment of the purerbd servers the
+	// kernel-vm guest starts (`nbd map`, `device map`), as KEY=VALUE
+	// (GOMAXPROCS=1, GODEBUG=...): for experiments on the Go runtime's
+	// part in each request's cost. The report names it beside the
+	// figures it changed.
+	VMServerEnv []string
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -36,7 +36,10 @@ type KernelVM struct {
 	// ("hpet", "tsc"); ClockForced says the bench chose it (Config.VMClock).
 	Clocksource string
 	ClockForced bool
-	Elapsed     time.Duration
+	// ServerEnv is what Config.VMServerEnv added to the environment of
+	// the guest's purerbd servers.
+	ServerEnv []string
+	Elapsed   time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -117,6 +120,15 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	}
 	if s.cfg.VMProfile > 0 {
 		args = append(args, "-profile", s.cfg.VMProfile.String())
+	}
+	for _, e := range s.cfg.VMServerEnv {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsAny(e, ", ") {
+			return fmt.Errorf("server environment %q: want KEY=VALUE", e)
+		}
+	}
+	if len(s.cfg.VMServerEnv) > 0 {
+		args = append(args, "-server-env", strings.Join(s.cfg.VMServerEnv, ","))
+		k.ServerEnv = s.cfg.VMServerEnv
 	}
 	files := map[string]string{"/bin/purerbd-bench": s.bin("purerbd-bench"), "/bin/purerbd": s.bin("purerbd"),
 		"/bin/purerbd-csi": s.bin("purerbd-csi"), "/etc/mke2fs.conf": "/etc/mke2fs.conf"}
@@ -306,6 +318,7 @@ func vmSection(group string) *Section {
 		return &Section{ID: "vm-memory", Short: "VM memory disk",
 			Title:      "Kernel path in the VM (software-emulated): /dev/nbdN on a memory disk, purerbd vs nbdkit",
 			Contenders: []string{"purerbd", "nbdkit"},
+			GuestOf:    guestCPUOf,
 			CPUOf:      "serving process in the guest (/proc/PID/stat; peak RSS = VmHWM)",
 			LatOf:      "per-request latency seen by the guest program",
 			Method: "`purerbd nbd map --memory 128M` (the shipped binary; it attaches /dev/nbdN through netlink " +
@@ -318,6 +331,7 @@ func vmSection(group string) *Section {
 		return &Section{ID: "vm-rbd", Short: "VM RBD",
 			Title:      "Kernel path in the VM (software-emulated): an RBD image as a block device, purerbd (nbd.ko) vs krbd (rbd.ko)",
 			Contenders: []string{"purerbd", "krbd"},
+			GuestOf:    guestCPUOf,
 			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
 			LatOf:      "per-request latency seen by the guest program",
 			Method: "Two 128 MiB images (layering, exclusive-lock, object-map, fast-diff, deep-flatten) on a " +
@@ -331,6 +345,7 @@ func vmSection(group string) *Section {
 		return &Section{ID: "vm-rbd-ublk", Short: "VM RBD ublk",
 			Title:      "Kernel path in the VM (software-emulated): an RBD image as a block device, purerbd (ublk) vs krbd (rbd.ko)",
 			Contenders: []string{"purerbd", "krbd"},
+			GuestOf:    guestCPUOf,
 			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
 			LatOf:      "per-request latency seen by the guest program",
 			Method: "As the nbd.ko section, in the same VM and run, on kernels with ublk: a third 128 MiB image " +
@@ -353,15 +368,19 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 		c = newCase(r.Case, r.Unit, "", 0)
 		sec.Cases = append(sec.Cases, c)
 	}
-	cpu := r.CPU
+	cpu, guestCPU, switches := r.CPU, r.GuestCPU, float64(r.Switches)
 	if cpu < 0 {
 		cpu = math.NaN()
+	}
+	if guestCPU < 0 || r.Switches < 0 {
+		guestCPU, switches = math.NaN(), math.NaN()
 	}
 	if c.Samples == nil {
 		c.Samples = map[string][]Sample{}
 	}
 	c.Samples[r.Contender] = append(c.Samples[r.Contender], Sample{
 		Value: r.Value, Ops: r.Ops, Bytes: r.Bytes, Seconds: r.Seconds, CPU: cpu, RSS: r.RSS, MeanLat: r.MeanNs,
+		GuestCPU: guestCPU, Switches: switches,
 		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
 	})
 }

@@ -77,10 +77,15 @@ func TestKernelVMDevicePaths(t *testing.T) {
 		{ID: "vm-rbd", Contenders: []string{"purerbd", "krbd"}, Cases: []*Case{krbdCase(400, 500, 1)}},
 		{ID: "vm-rbd-ublk", Contenders: []string{"purerbd", "krbd"}, Cases: []*Case{krbdCase(300, 400, 2)}},
 	}}
+	// the whole guest's CPU per op: ublk 2.5 and nbd.ko 3 times krbd's
+	for i, guest := range []float64{3, 2.5} {
+		smp := k.Sections[i].Cases[0].Samples
+		smp["purerbd"][0].GuestCPU, smp["krbd"][0].GuestCPU = guest, 1
+	}
 	var b bytes.Buffer
 	k.writeDevicePaths(&b)
 	// ublk 300/400, nbd.ko 400/500, ublk/nbd.ko 300/400, CPU 2/1
-	want := "| 4k randread QD1 | 0.75× | 0.80× | 0.75× | 2.00× | ublk **not met**; nbd.ko met |"
+	want := "| 4k randread QD1 | 0.75× | 0.80× | 0.75× | 2.00× | 2.50× | 3.00× | ublk **not met**; nbd.ko met |"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("device paths table lacks %q:\n%s", want, b.String())
 	}
@@ -108,6 +113,68 @@ func TestKernelVMClock(t *testing.T) {
 		c.k.writeClock(&b)
 		if got := b.String(); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%+v: wrote %q, want it to hold %q", c.k, got, c.want)
+		}
+	}
+}
+
+// TestKernelVMGuestCPU checks the whole guest's CPU and switches per op,
+// the figures that count krbd's kernel work too: taken from the guest's
+// records, left out where a record has none (an older guest), and set
+// beside each other in the section.
+func TestKernelVMGuestCPU(t *testing.T) {
+	console := strings.Join([]string{
+		`SAMPLE {"group":"rbd","case":"4k randread QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":1,"guest_cpu_s":2,"ctxt":9000}`,
+		`SAMPLE {"group":"rbd","case":"4k randread QD1","unit":"IOPS","contender":"krbd","rep":1,"value":1000,"ops":2000,"bytes":8192000,"seconds":2,"cpu_s":-1,"guest_cpu_s":1,"ctxt":6000}`,
+		`SAMPLE {"group":"rbd","case":"4k randwrite QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":1}`,
+		`SAMPLE {"group":"rbd","case":"4k randwrite QD1","unit":"IOPS","contender":"krbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":-1,"guest_cpu_s":-1,"ctxt":-1}`,
+		"RESULT ok",
+	}, "\n")
+	k := &KernelVM{CPUs: 2, MemoryMB: 1536}
+	k.parse(console)
+	if len(k.Sections) != 1 {
+		t.Fatalf("sections %+v", k.Sections)
+	}
+	read, write := k.Sections[0].Cases[0], k.Sections[0].Cases[1]
+	if v := read.Samples["krbd"][0].GuestCPUPerMop(); v != 500 {
+		t.Errorf("krbd guest CPU %v s/Mop, want 500", v)
+	}
+	if v := read.Samples["purerbd"][0].SwitchesPerOp(); v != 9 {
+		t.Errorf("purerbd switches per op %v, want 9", v)
+	}
+	for _, who := range []string{"purerbd", "krbd"} {
+		if v := write.Samples[who][0].GuestCPUPerMop(); !math.IsNaN(v) {
+			t.Errorf("%s guest CPU %v without a measure, want NaN", who, v)
+		}
+	}
+	var b bytes.Buffer
+	k.write(&b)
+	out := b.String()
+	for _, want := range []string{
+		"The whole guest per op: the whole guest's busy CPU time",
+		"| 4k randread QD1 | 2000 | 500 | **4.00** | 9.00 | 3.00 | **3.00** |",
+		"| 4k randwrite QD1 | – | – | – | – | – | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
+
+// TestKernelVMServerEnv: a run whose servers had their environment tuned
+// says so above its figures, and a default run says nothing.
+func TestKernelVMServerEnv(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"GOMAXPROCS=1", "GODEBUG=x=1"}, "**Tuned servers:** the guest's purerbd servers ran with `GOMAXPROCS=1 GODEBUG=x=1`"},
+	} {
+		k := &KernelVM{Kernel: "6.1", ServerEnv: c.env}
+		var b bytes.Buffer
+		k.write(&b)
+		if got := b.String(); strings.Contains(got, "Tuned servers") != (c.want != "") || !strings.Contains(got, c.want) {
+			t.Errorf("%q: wrote %q, want it to hold %q", c.env, got, c.want)
 		}
 	}
 }

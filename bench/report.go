@@ -263,6 +263,9 @@ func writeSection(b *bytes.Buffer, sec *Section, plots []plot) {
 	if sec.OSDOf != "" {
 		writeOSDCPU(b, sec)
 	}
+	if sec.GuestOf != "" {
+		writeGuestCPU(b, sec)
+	}
 	var rssA, rssP int64
 	for _, c := range sec.Cases {
 		rssA, rssP = max(rssA, c.maxRSS(a)), max(rssP, c.maxRSS(p))
@@ -323,7 +326,8 @@ func (r *Report) writeCSV(path string) error {
 	}
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"section", "case", "unit", "contender", "run", "value", "ops", "bytes", "seconds",
-		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster"})
+		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster",
+		"guest_cpu_s", "guest_ctxt"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	secs := slices.Clone(r.Sections)
 	for _, k := range r.KernelVMs {
@@ -333,14 +337,17 @@ func (r *Report) writeCSV(path string) error {
 		for _, c := range sec.Cases {
 			for _, who := range sec.Contenders {
 				for i, s := range c.Samples[who] {
-					osd := ""
+					osd, guest, ctxt := "", "", ""
 					if sec.OSDOf != "" {
 						osd = g(s.OSDCPU)
+					}
+					if sec.GuestOf != "" && s.GuestCPU > 0 {
+						guest, ctxt = g(s.GuestCPU), g(s.Switches)
 					}
 					_ = w.Write([]string{sec.ID, c.Name, c.Unit, who, strconv.Itoa(i + 1), g(s.Value),
 						strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Bytes, 10), g(s.Seconds), g(s.CPU),
 						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9)), osd,
-						sec.Cluster})
+						sec.Cluster, guest, ctxt})
 				}
 			}
 		}

@@ -16,6 +16,11 @@ type Sample struct {
 	// run's section does not measure it (Section.OSDOf is empty) or it
 	// could not be read.
 	OSDCPU float64
+	// GuestCPU is the busy time (seconds) of all the CPUs of the VM the
+	// run was served in, and Switches the context switches they made;
+	// NaN or 0 when not measured (only kernel-path sections do).
+	GuestCPU float64
+	Switches float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64

@@ -79,8 +79,12 @@ type Section struct {
 	// OSDOf, when set, says how the OSD's CPU per client op was taken
 	// (every sample's OSDCPU); empty for sections without a cluster.
 	OSDOf string
-	Cases []*Case
-	Notes []string // Markdown lines added under the tables
+	// GuestOf, when set, says how the whole guest's CPU and context
+	// switches per op were taken (every sample's GuestCPU and
+	// Switches); set by the kernel-path sections only.
+	GuestOf string
+	Cases   []*Case
+	Notes   []string // Markdown lines added under the tables
 
 	// Base is ID without the cluster kind's suffix (set only when the
 	// run has several kinds): the ID the headline's rows name.

@@ -37,13 +37,8 @@ func (m *mappedDevice) PID() int     { return m.c.cmd.Process.Pid }
 // Close stops the map process, which unmaps the device on SIGTERM.
 func (m *mappedDevice) Close(context.Context) error { return m.c.stop() }
 
-// purerbdMap runs `purerbd nbd map ARGS...` and waits for the device it
-// prints.
-func purerbdMap(ctx context.Context, bin string, args ...string) (*mappedDevice, error) {
-	return purerbdMapEnv(ctx, nil, bin, args...)
-}
-
-// purerbdMapEnv is purerbdMap with env added to the map process's.
+// purerbdMapEnv runs `purerbd nbd map ARGS...`, with env added to its
+// environment, and waits for the /dev/nbdN it prints.
 func purerbdMapEnv(ctx context.Context, env []string, bin string, args ...string) (*mappedDevice, error) {
 	c, err := startChildEnv(env, bin, append([]string{"nbd", "map"}, args...)...)
 	if err != nil {

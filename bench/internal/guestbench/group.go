@@ -74,15 +74,20 @@ func (g *group) run(ctx context.Context) (err error) {
 
 // measure runs one case on one device and returns its record.
 func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep int) (SampleRecord, error) {
-	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1}
+	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1,
+		GuestCPU: -1, Switches: -1}
 	pid := d.PID()
 	var cpu0 float64
 	if pid > 0 {
 		cpu0, _ = procCPU(pid)
 	}
+	st0, stErr := readGuestStat()
 	r, err := runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
 	if err != nil {
 		return rec, err
+	}
+	if st1, err := readGuestStat(); err == nil && stErr == nil {
+		rec.GuestCPU, rec.Switches = st1.busy-st0.busy, st1.switches-st0.switches
 	}
 	if pid > 0 {
 		if cpu1, err := procCPU(pid); err == nil {

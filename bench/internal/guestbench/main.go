@@ -29,6 +29,8 @@ type options struct {
 	// profile, when set, is how long each purerbd RBD server is
 	// profiled per 4 KiB QD32 case after the measured runs
 	profile time.Duration
+	// serverEnv is added to the environment of every purerbd server
+	serverEnv []string
 }
 
 // Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
@@ -54,8 +56,12 @@ func Main(ctx context.Context, args []string) error {
 	fs.StringVar(&o.nodeImages, "node-images", "", "images the node plugin stages, comma-separated")
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
 	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case and print the profiles (0: none)")
+	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *serverEnv != "" {
+		o.serverEnv = strings.Split(*serverEnv, ",")
 	}
 	err := run(ctx, o)
 	if err != nil {
@@ -82,7 +88,7 @@ func run(ctx context.Context, o options) error {
 	// memory disks: purerbd nbd map --memory against nbdkit memory
 	mem := group{name: "memory", span: o.span, opts: o}
 	mem.contenders = append(mem.contenders, contender{name: "purerbd", open: func(ctx context.Context) (device, error) {
-		return purerbdMap(ctx, o.purerbd, "--memory", o.memSize)
+		return purerbdMapEnv(ctx, o.serverEnv, o.purerbd, "--memory", o.memSize)
 	}})
 	if o.nbdkit != "" {
 		mem.contenders = append(mem.contenders, contender{name: "nbdkit", open: func(ctx context.Context) (device, error) {
@@ -109,7 +115,7 @@ func run(ctx context.Context, o options) error {
 		rbdGroup := group{name: "rbd", span: o.span, opts: o}
 		rbdGroup.contenders = []contender{
 			{name: "purerbd", open: func(ctx context.Context) (device, error) {
-				return purerbdMap(ctx, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+				return purerbdMapEnv(ctx, o.serverEnv, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
 					o.pool+"/"+imgs[0])
 			}},
 			{name: "krbd", open: func(ctx context.Context) (device, error) {
@@ -130,7 +136,7 @@ func run(ctx context.Context, o options) error {
 			g := group{name: "rbd-ublk", span: o.span, opts: o}
 			g.contenders = []contender{
 				{name: "purerbd", open: func(ctx context.Context) (device, error) {
-					return purerbdDeviceMap(ctx, o.purerbd, nil, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
+					return purerbdDeviceMap(ctx, o.purerbd, o.serverEnv, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
 						o.pool+"/"+imgs[2])
 				}},
 				{name: "krbd", open: func(ctx context.Context) (device, error) {

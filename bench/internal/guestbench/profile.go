@@ -40,7 +40,7 @@ func profileServers(ctx context.Context, o options, targets []profileTarget, d t
 
 func profileServer(ctx context.Context, o options, t profileTarget, d time.Duration) error {
 	path := "/tmp/purerbd-" + t.name + ".pprof"
-	dev, err := t.open(ctx, []string{"PURERBD_CPUPROFILE=" + path})
+	dev, err := t.open(ctx, append([]string{"PURERBD_CPUPROFILE=" + path}, o.serverEnv...))
 	if err != nil {
 		return err
 	}

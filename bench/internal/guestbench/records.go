@@ -35,6 +35,12 @@ type SampleRecord struct {
 	P50Ns  float64 `json:"p50_ns"`
 	P99Ns  float64 `json:"p99_ns"`
 	P999Ns float64 `json:"p999_ns"`
+	// GuestCPU is the busy time of all the guest's CPUs over the run, in
+	// seconds, and Switches the context switches all of them made: every
+	// process and kernel worker that served the run, krbd's too. -1 when
+	// /proc/stat could not be read.
+	GuestCPU float64 `json:"guest_cpu_s"`
+	Switches int64   `json:"ctxt"`
 }
 
 // NodeRecord is what the node plugin cost: the time of each

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+)
+
+// guestCPUOf says how the kernel-path sections take the whole guest's
+// CPU and context switches per op.
+const guestCPUOf = "the whole guest's busy CPU time (/proc/stat: all its CPUs, everything but idle, iowait and " +
+	"steal; 10 ms ticks) and context switches (ctxt), read before and after each run and divided by the " +
+	"operations it completed. They count every process, kernel thread and interrupt that served the run, the " +
+	"guest program's own included, so krbd's work in the kernel is counted as the userspace servers' is; " +
+	"a switch is a CPU going from one task to another, so each sleep and wake-up of a thread counts"
+
+// GuestCPUPerMop is the whole guest's busy CPU seconds per million
+// operations (NaN when not measured).
+func (s Sample) GuestCPUPerMop() float64 {
+	if s.Ops <= 0 || !(s.GuestCPU > 0) {
+		return math.NaN()
+	}
+	return s.GuestCPU / (float64(s.Ops) / 1e6)
+}
+
+// SwitchesPerOp is the whole guest's context switches per operation
+// (NaN when not measured).
+func (s Sample) SwitchesPerOp() float64 {
+	if s.Ops <= 0 || !(s.Switches > 0) {
+		return math.NaN()
+	}
+	return s.Switches / float64(s.Ops)
+}
+
+// writeGuestCPU is the table of what each contender's runs cost the
+// whole guest per op: the one CPU figure that counts a kernel driver's
+// work as well as a userspace server's.
+func writeGuestCPU(b *bytes.Buffer, sec *Section) {
+	a, p := sec.Contenders[0], sec.Contenders[1]
+	measured := false
+	for _, c := range sec.Cases {
+		if !math.IsNaN(spreadOf(c.values(a, Sample.GuestCPUPerMop)).Median) {
+			measured = true
+		}
+	}
+	if !measured {
+		return
+	}
+	fmt.Fprintf(b, "\nThe whole guest per op: %s. Medians over runs.\n\n", sec.GuestOf)
+	fmt.Fprintf(b, "| case | guest CPU µs/op %[1]s | %[2]s | ratio | switches/op %[1]s | %[2]s | ratio |\n"+
+		"|---|---|---|---|---|---|---|\n", a, p)
+	for _, c := range sec.Cases {
+		cA, cP := spreadOf(c.values(a, Sample.GuestCPUPerMop)).Median, spreadOf(c.values(p, Sample.GuestCPUPerMop)).Median
+		sA, sP := spreadOf(c.values(a, Sample.SwitchesPerOp)).Median, spreadOf(c.values(p, Sample.SwitchesPerOp)).Median
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.Name, num(cA), num(cP), ratioCell(ratio(cA, cP)),
+			num(sA), num(sP), ratioCell(ratio(sA, sP)))
+	}
+}

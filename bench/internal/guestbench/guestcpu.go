@@ -1,0 +1,78 @@
+package guestbench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// guestStat is the whole guest's account in /proc/stat at one moment:
+// the busy time of all its CPUs (everything but idle and iowait, in
+// seconds) and the context switches all of them have made.
+type guestStat struct {
+	busy     float64
+	switches int64
+}
+
+// readGuestStat reads /proc/stat. The whole guest is what makes krbd,
+// which runs in kernel threads and interrupts, comparable with the
+// userspace servers: each run's busy time and switches are those of
+// every process and kernel worker that served it, the guest program's
+// own included.
+func readGuestStat() (guestStat, error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return guestStat{}, err
+	}
+	defer f.Close()
+	return parseGuestStat(bufio.NewScanner(f))
+}
+
+// parseGuestStat parses the lines of /proc/stat.
+func parseGuestStat(sc *bufio.Scanner) (guestStat, error) {
+	var st guestStat
+	var haveCPU, haveCtxt bool
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "cpu":
+			// user nice system idle iowait irq softirq steal ...
+			if len(f) < 6 {
+				return guestStat{}, fmt.Errorf("/proc/stat: short cpu line %q", sc.Text())
+			}
+			var ticks int64
+			for i, v := range f[1:] {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return guestStat{}, fmt.Errorf("/proc/stat: cpu line %q: %w", sc.Text(), err)
+				}
+				if i == 3 || i == 4 || i >= 7 {
+					// idle, iowait, and steal (the host's, not the
+					// guest's); guest and guest_nice are inside user
+					// and nice already
+					continue
+				}
+				ticks += n
+			}
+			st.busy, haveCPU = float64(ticks)/clockTicks, true
+		case "ctxt":
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return guestStat{}, fmt.Errorf("/proc/stat: ctxt line %q: %w", sc.Text(), err)
+			}
+			st.switches, haveCtxt = n, true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return guestStat{}, fmt.Errorf("/proc/stat: %w", err)
+	}
+	if !haveCPU || !haveCtxt {
+		return guestStat{}, fmt.Errorf("/proc/stat: no cpu or ctxt line")
+	}
+	return st, nil
+}
