@@ -375,12 +375,16 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 	if guestCPU < 0 || r.Switches < 0 {
 		guestCPU, switches = math.NaN(), math.NaN()
 	}
+	serverSwitches := float64(r.ServerSwitches)
+	if r.ServerSwitches < 0 {
+		serverSwitches = math.NaN()
+	}
 	if c.Samples == nil {
 		c.Samples = map[string][]Sample{}
 	}
 	c.Samples[r.Contender] = append(c.Samples[r.Contender], Sample{
 		Value: r.Value, Ops: r.Ops, Bytes: r.Bytes, Seconds: r.Seconds, CPU: cpu, RSS: r.RSS, MeanLat: r.MeanNs,
-		GuestCPU: guestCPU, Switches: switches,
+		GuestCPU: guestCPU, Switches: switches, ServerSwitches: serverSwitches,
 		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
 	})
 }

@@ -327,7 +327,7 @@ func (r *Report) writeCSV(path string) error {
 	w := csv.NewWriter(f)
 	_ = w.Write([]string{"section", "case", "unit", "contender", "run", "value", "ops", "bytes", "seconds",
 		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster",
-		"guest_cpu_s", "guest_ctxt"})
+		"guest_cpu_s", "guest_ctxt", "server_ctxt"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	secs := slices.Clone(r.Sections)
 	for _, k := range r.KernelVMs {
@@ -337,17 +337,20 @@ func (r *Report) writeCSV(path string) error {
 		for _, c := range sec.Cases {
 			for _, who := range sec.Contenders {
 				for i, s := range c.Samples[who] {
-					osd, guest, ctxt := "", "", ""
+					osd, guest, ctxt, sctxt := "", "", "", ""
 					if sec.OSDOf != "" {
 						osd = g(s.OSDCPU)
 					}
 					if sec.GuestOf != "" && s.GuestCPU > 0 {
 						guest, ctxt = g(s.GuestCPU), g(s.Switches)
 					}
+					if sec.GuestOf != "" && s.ServerSwitches > 0 {
+						sctxt = g(s.ServerSwitches)
+					}
 					_ = w.Write([]string{sec.ID, c.Name, c.Unit, who, strconv.Itoa(i + 1), g(s.Value),
 						strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Bytes, 10), g(s.Seconds), g(s.CPU),
 						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9)), osd,
-						sec.Cluster, guest, ctxt})
+						sec.Cluster, guest, ctxt, sctxt})
 				}
 			}
 		}

@@ -21,6 +21,9 @@ type Sample struct {
 	// NaN or 0 when not measured (only kernel-path sections do).
 	GuestCPU float64
 	Switches float64
+	// ServerSwitches is how many times the serving process's threads
+	// were switched out during the run; NaN or 0 when not measured.
+	ServerSwitches float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64

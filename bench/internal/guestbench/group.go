@@ -75,11 +75,14 @@ func (g *group) run(ctx context.Context) (err error) {
 // measure runs one case on one device and returns its record.
 func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep int) (SampleRecord, error) {
 	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1,
-		GuestCPU: -1, Switches: -1}
+		GuestCPU: -1, Switches: -1, ServerSwitches: -1}
 	pid := d.PID()
 	var cpu0 float64
+	var sw0 int64
+	var swErr error
 	if pid > 0 {
 		cpu0, _ = procCPU(pid)
+		sw0, swErr = procSwitches(pid)
 	}
 	st0, stErr := readGuestStat()
 	r, err := runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
@@ -92,6 +95,9 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 	if pid > 0 {
 		if cpu1, err := procCPU(pid); err == nil {
 			rec.CPU = cpu1 - cpu0
+		}
+		if sw1, err := procSwitches(pid); err == nil && swErr == nil {
+			rec.ServerSwitches = sw1 - sw0
 		}
 		if _, hwm, err := procMem(pid); err == nil {
 			rec.RSS = hwm

@@ -30,6 +30,51 @@ func readGuestStat() (guestStat, error) {
 	return parseGuestStat(bufio.NewScanner(f))
 }
 
+// procSwitches is how many times pid's threads have been switched out,
+// voluntarily (to wait) or not, summed over the threads it has now.
+func procSwitches(pid int) (int64, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		n, err := parseSwitches(string(b))
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/task/%s/status: %w", pid, t.Name(), err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// parseSwitches sums the voluntary and nonvoluntary context switches of
+// one /proc/PID/task/TID/status.
+func parseSwitches(status string) (int64, error) {
+	var total int64
+	seen := 0
+	for _, l := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", k, err)
+		}
+		total += n
+		seen++
+	}
+	if seen != 2 {
+		return 0, fmt.Errorf("no context switch counts")
+	}
+	return total, nil
+}
+
 // parseGuestStat parses the lines of /proc/stat.
 func parseGuestStat(sc *bufio.Scanner) (guestStat, error) {
 	var st guestStat

@@ -2,9 +2,23 @@ package guestbench
 
 import (
 	"bufio"
+	"os"
 	"strings"
 	"testing"
 )
+
+func TestParseSwitches(t *testing.T) {
+	n, err := parseSwitches("Name:\tpurerbd\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n")
+	if err != nil || n != 127 {
+		t.Errorf("got %d, %v; want 127", n, err)
+	}
+	if _, err := parseSwitches("Name:\tx\nvoluntary_ctxt_switches:\t1\n"); err == nil {
+		t.Error("a status without nonvoluntary_ctxt_switches parsed")
+	}
+	if n, err := procSwitches(os.Getpid()); err != nil || n <= 0 {
+		t.Errorf("this process: %d switches, %v", n, err)
+	}
+}
 
 func TestParseGuestStat(t *testing.T) {
 	stat := "cpu  100 20 300 5000 40 6 7 900 50 0\n" +

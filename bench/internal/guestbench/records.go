@@ -41,6 +41,10 @@ type SampleRecord struct {
 	// /proc/stat could not be read.
 	GuestCPU float64 `json:"guest_cpu_s"`
 	Switches int64   `json:"ctxt"`
+	// ServerSwitches is how many times the serving process's threads
+	// were switched out over the run (voluntary and not, all its
+	// threads); -1 when the server is the kernel or unknown.
+	ServerSwitches int64 `json:"server_ctxt"`
 }
 
 // NodeRecord is what the node plugin cost: the time of each
