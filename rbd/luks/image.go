@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/purerbd/purerbd/internal/bufpool"
 	"github.com/purerbd/purerbd/rbd"
 )
 
@@ -59,6 +60,9 @@ type Image struct {
 	// from the same old contents.
 	edges [64]sync.Mutex
 	zeros sync.Pool
+	// bufs holds the ciphertext of writes while they are written: a
+	// buffer the size of each write, which the device does not keep.
+	bufs bufpool.Pool
 	// objectSize is the raw image's object size when whole objects can
 	// be discarded for zeroes (see Discard); 0 when they cannot.
 	objectSize int64
@@ -258,7 +262,9 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 	}
 	ss := int64(img.hdr.SectorSize)
 	start, end := off/ss*ss, roundUp(off+int64(len(p)), ss)
-	buf := make([]byte, end-start)
+	bp := img.bufs.Get(int(end - start))
+	defer img.bufs.Put(bp)
+	buf := *bp // not zeroed: the edges and p cover it whole
 	head, tail := start != off, end != off+int64(len(p))
 	if head || tail {
 		unlock := img.lockEdges(start/ss, end/ss-1, head, tail)
@@ -274,8 +280,12 @@ func (img *Image) WriteAtContext(ctx context.Context, p []byte, off int64) (int,
 			}
 		}
 	}
-	copy(buf[off-start:], p)
-	img.cipher.encrypt(buf, buf, start)
+	if head || tail {
+		copy(buf[off-start:], p)
+		img.cipher.encrypt(buf, buf, start)
+	} else {
+		img.cipher.encrypt(buf, p, start)
+	}
 	if _, err := img.dev.WriteAtContext(ctx, buf, img.hdr.DataOffset+start); err != nil {
 		return 0, err
 	}

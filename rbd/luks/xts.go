@@ -2,7 +2,6 @@ package luks
 
 import (
 	"crypto/aes"
-	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
 
@@ -21,11 +20,10 @@ import (
 type sectorCipher struct {
 	sectorSize int
 	tweak      uint64
-	// the AES-NI path: the data key's schedules and the tweak key's
-	// cipher; nil keys when the CPU lacks the instructions
-	keys *aesKeys
-	tkey cipher.Block
-	slow *xts.Cipher
+	// the AES-NI path: the data key's and the tweak key's schedules;
+	// nil when the CPU lacks the instructions
+	keys, tkeys *aesKeys
+	slow        *xts.Cipher
 }
 
 func newSectorCipher(key []byte, sectorSize int, tweak uint64) (*sectorCipher, error) {
@@ -48,11 +46,7 @@ func newSectorCipherPath(key []byte, sectorSize int, tweak uint64, fast bool) (*
 		return nil, fmt.Errorf("luks: aes-xts with a %d-byte key: %w", n, aes.KeySizeError(n))
 	}
 	half := len(key) / 2
-	t, err := aes.NewCipher(key[half:])
-	if err != nil {
-		return nil, fmt.Errorf("luks: aes-xts with a %d-byte key: %w", len(key), err)
-	}
-	s.keys, s.tkey = expandAESKey(key[:half]), t
+	s.keys, s.tkeys = expandAESKey(key[:half]), expandAESKey(key[half:])
 	return s, nil
 }
 
@@ -94,9 +88,11 @@ func (s *sectorCipher) sector(dst, src []byte, sector uint64, dec bool) {
 	if len(src)%16 != 0 || len(dst) < len(src) {
 		panic("luks: xts sector not a whole number of blocks")
 	}
-	var t [16]byte
+	// the tweak key's cipher is one block through the same rounds with
+	// a zero tweak
+	var t, zero [16]byte
 	binary.LittleEndian.PutUint64(t[:8], sector)
-	s.tkey.Encrypt(t[:], t[:])
+	xtsEncryptBlocks(s.tkeys.rounds, &s.tkeys.enc[0], &t[0], &t[0], &zero[0], 1)
 	lo, hi := binary.LittleEndian.Uint64(t[:8]), binary.LittleEndian.Uint64(t[8:])
 	var tw [tweakBlocks * 16]byte
 	for off := 0; off < len(src); {
