@@ -16,29 +16,23 @@ const guestCPUOf = "the whole guest's busy CPU time (/proc/stat: all its CPUs, e
 
 // GuestCPUPerMop is the whole guest's busy CPU seconds per million
 // operations (NaN when not measured).
-func (s Sample) GuestCPUPerMop() float64 {
-	if s.Ops <= 0 || !(s.GuestCPU > 0) {
-		return math.NaN()
-	}
-	return s.GuestCPU / (float64(s.Ops) / 1e6)
-}
+func (s Sample) GuestCPUPerMop() float64 { return perOp(s.GuestCPU, s.Ops) * 1e6 }
 
 // SwitchesPerOp is the whole guest's context switches per operation
 // (NaN when not measured).
-func (s Sample) SwitchesPerOp() float64 {
-	if s.Ops <= 0 || !(s.Switches > 0) {
-		return math.NaN()
-	}
-	return s.Switches / float64(s.Ops)
-}
+func (s Sample) SwitchesPerOp() float64 { return perOp(s.Switches, s.Ops) }
 
 // ServerSwitchesPerOp is how many times per operation the serving
 // process's threads were switched out (NaN when not measured).
-func (s Sample) ServerSwitchesPerOp() float64 {
-	if s.Ops <= 0 || !(s.ServerSwitches > 0) {
+func (s Sample) ServerSwitchesPerOp() float64 { return perOp(s.ServerSwitches, s.Ops) }
+
+// perOp is v per operation; NaN when there were no operations or v was
+// not measured (NaN, or 0 in samples older than the field).
+func perOp(v float64, ops int64) float64 {
+	if ops <= 0 || !(v > 0) {
 		return math.NaN()
 	}
-	return s.ServerSwitches / float64(s.Ops)
+	return v / float64(ops)
 }
 
 // writeGuestCPU is the table of what each contender's runs cost the

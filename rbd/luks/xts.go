@@ -52,26 +52,25 @@ func newSectorCipherPath(key []byte, sectorSize int, tweak uint64, fast bool) (*
 
 // encrypt encrypts src (whole sectors) into dst, src starting at byte off
 // of the area (a multiple of the sector size).
-func (s *sectorCipher) encrypt(dst, src []byte, off int64) {
-	for i := 0; i < len(src); i += s.sectorSize {
-		sector := uint64(off+int64(i))/512 + s.tweak
-		if s.slow != nil {
-			s.slow.Encrypt(dst[i:i+s.sectorSize], src[i:i+s.sectorSize], sector)
-			continue
-		}
-		s.sector(dst[i:i+s.sectorSize], src[i:i+s.sectorSize], sector, false)
-	}
-}
+func (s *sectorCipher) encrypt(dst, src []byte, off int64) { s.sectors(dst, src, off, false) }
 
 // decrypt is encrypt's inverse.
-func (s *sectorCipher) decrypt(dst, src []byte, off int64) {
+func (s *sectorCipher) decrypt(dst, src []byte, off int64) { s.sectors(dst, src, off, true) }
+
+// sectors runs each sector of src through the cipher in the direction
+// dec says, on the path newSectorCipherPath chose.
+func (s *sectorCipher) sectors(dst, src []byte, off int64, dec bool) {
 	for i := 0; i < len(src); i += s.sectorSize {
+		d, p := dst[i:i+s.sectorSize], src[i:i+s.sectorSize]
 		sector := uint64(off+int64(i))/512 + s.tweak
-		if s.slow != nil {
-			s.slow.Decrypt(dst[i:i+s.sectorSize], src[i:i+s.sectorSize], sector)
-			continue
+		switch {
+		case s.slow == nil:
+			s.sector(d, p, sector, dec)
+		case dec:
+			s.slow.Decrypt(d, p, sector)
+		default:
+			s.slow.Encrypt(d, p, sector)
 		}
-		s.sector(dst[i:i+s.sectorSize], src[i:i+s.sectorSize], sector, true)
 	}
 }
 

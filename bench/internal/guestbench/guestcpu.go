@@ -9,8 +9,8 @@ import (
 )
 
 // guestStat is the whole guest's account in /proc/stat at one moment:
-// the busy time of all its CPUs (everything but idle and iowait, in
-// seconds) and the context switches all of them have made.
+// the busy time of all its CPUs (everything but idle, iowait and steal,
+// in seconds) and the context switches all of them have made.
 type guestStat struct {
 	busy     float64
 	switches int64
