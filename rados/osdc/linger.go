@@ -73,14 +73,10 @@ func (o *Objecter) register(l *linger) bool {
 	if o.closed() {
 		return false
 	}
-	o.lingers[l.cookie] = l
-	if l.events != nil {
-		o.wg.Add(1)
-		go func() {
-			defer o.wg.Done()
-			l.events.pump(o.ctx)
-		}()
+	if l.events != nil && !o.spawn(func() { l.events.pump(o.ctx) }) {
+		return false // Close began after the check above
 	}
+	o.lingers[l.cookie] = l
 	return true
 }
 
@@ -194,9 +190,7 @@ func (l *linger) kick() {
 	l.reconnecting = true
 	l.mu.Unlock()
 	o := l.o
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
+	o.spawn(func() {
 		ctx, cancel := context.WithTimeout(o.ctx, lingerOpTimeout)
 		defer cancel()
 		op, err := o.newOp(ctx, l.request(WatchOp(l.cookie, WatchOpReconnect, gen, l.timeout)))
@@ -222,7 +216,7 @@ func (l *linger) kick() {
 		o.stats.reconnects.Add(1)
 		o.log.Debug("osdc: watch re-registered", "cookie", l.cookie, "oid", l.b.oid, "gen", gen)
 		l.recheck()
-	}()
+	})
 }
 
 // ping confirms a registered watch.
@@ -235,9 +229,7 @@ func (l *linger) ping() {
 	gen := l.gen
 	l.mu.Unlock()
 	o := l.o
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
+	o.spawn(func() {
 		ctx, cancel := context.WithTimeout(o.ctx, lingerOpTimeout)
 		defer cancel()
 		op, err := o.newOp(ctx, l.request(WatchOp(l.cookie, WatchOpPing, gen, 0)))
@@ -256,7 +248,7 @@ func (l *linger) ping() {
 		if current {
 			l.fail(watchError(err))
 		}
-	}()
+	})
 }
 
 // watchError turns ENOENT (the object was deleted) into ENOTCONN, as

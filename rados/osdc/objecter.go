@@ -101,7 +101,11 @@ type Objecter struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// spawnMu orders every start of a background goroutine (spawn)
+	// against Close's cancel: a goroutine is either counted in wg
+	// before Close waits, or not started at all.
+	spawnMu sync.Mutex
+	wg      sync.WaitGroup
 }
 
 // New returns an objecter. It sends nothing until it has a map (SetMap,
@@ -137,15 +141,16 @@ func New(cfg Config) (*Objecter, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 	}
-	o.wg.Add(1)
-	go o.tick()
+	o.spawn(o.tick)
 	return o, nil
 }
 
 // Close stops the objecter: requests in flight fail with ErrClosed,
 // watches end, sessions close. It waits for every goroutine to finish.
 func (o *Objecter) Close() error {
+	o.spawnMu.Lock() // from here on every spawn refuses
 	o.cancel()
+	o.spawnMu.Unlock()
 	o.sessMu.Lock()
 	sessions := make([]*session, 0, len(o.sessions))
 	for _, s := range o.sessions {
@@ -169,6 +174,26 @@ func (o *Objecter) Close() error {
 	}
 	o.wg.Wait()
 	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for, unless Close has
+// begun; it reports whether f was started. Any goroutine may call it,
+// including one Close does not wait for (a caller's): a WaitGroup's
+// count may not rise from zero while Wait runs, so the check of the
+// context and the Add happen under spawnMu, under which Close cancels
+// the context.
+func (o *Objecter) spawn(f func()) bool {
+	o.spawnMu.Lock()
+	defer o.spawnMu.Unlock()
+	if o.closed() {
+		return false
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // closed reports whether Close was called.
@@ -385,8 +410,11 @@ func (o *Objecter) sessionSlow(osd int32) (*session, error) {
 		s = newSession(o, osd)
 		o.sessions[osd] = s
 		o.publishSessionsLocked()
-		o.wg.Add(1)
-		go s.run()
+		if !o.spawn(s.run) { // Close began after the check above
+			delete(o.sessions, osd)
+			o.publishSessionsLocked()
+			return nil, ErrClosed
+		}
 	}
 	return s, nil
 }
@@ -438,7 +466,6 @@ func (o *Objecter) failAll(err error) {
 // tick pings watches and, while requests wait for a map, keeps asking
 // for one.
 func (o *Objecter) tick() {
-	defer o.wg.Done()
 	t := time.NewTicker(o.cfg.PingInterval)
 	defer t.Stop()
 	for {

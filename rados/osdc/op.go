@@ -120,6 +120,12 @@ func (o *Objecter) run(op *op) (*Reply, error) {
 		op.mu.Lock()
 		op.finishLocked(nil, op.ctx.Err())
 		op.mu.Unlock()
+	case <-o.ctx.Done():
+		// Close fails what it finds; this catches a request placed
+		// after Close collected the waiting ones.
+		op.mu.Lock()
+		op.finishLocked(nil, ErrClosed)
+		op.mu.Unlock()
 	}
 	op.withdrawBuf()
 	if op.err != nil {

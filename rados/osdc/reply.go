@@ -62,9 +62,7 @@ func (o *Objecter) handleReply(s *session, r *MOSDOpReply) {
 
 // retryLater sends op again after a short pause (EAGAIN).
 func (o *Objecter) retryLater(op *op) {
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
+	o.spawn(func() {
 		t := time.NewTimer(eagainRetryDelay)
 		defer t.Stop()
 		select {
@@ -80,16 +78,14 @@ func (o *Objecter) retryLater(op *op) {
 		if out.conn != nil {
 			_ = out.conn.Send(out.ctx, out.msg)
 		}
-	}()
+	})
 }
 
 // checkPool decides the fate of a request for a pool the map does not
 // have: it asks the monitors for their newest epoch, waits for that map,
 // and fails the request if the pool is still missing.
 func (o *Objecter) checkPool(op *op) {
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
+	o.spawn(func() {
 		ctx, cancel := context.WithCancel(op.ctx)
 		defer cancel()
 		stop := context.AfterFunc(o.ctx, cancel)
@@ -127,5 +123,5 @@ func (o *Objecter) checkPool(op *op) {
 		}
 		op.mu.Unlock()
 		sends.send()
-	}()
+	})
 }

@@ -94,11 +94,7 @@ func (o *Objecter) sendAsync(b sendBatch) {
 	if len(b) == 0 {
 		return
 	}
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		b.send()
-	}()
+	o.spawn(b.send)
 }
 
 // message encodes m for the messenger, its data sent by reference only

@@ -210,7 +210,6 @@ func (s *session) isClosed() bool {
 // is attached, read until the connection fails, repeat.
 func (s *session) run() {
 	o := s.o
-	defer o.wg.Done()
 	defer close(s.done)
 	defer s.cancel()
 	delay := time.Duration(0)
@@ -362,11 +361,7 @@ func (s *session) handleBackoff(conn *msgr.Conn, b *MOSDBackoff) {
 		s.o.log.Debug("osdc: backoff", "osd", s.osd, "pg", b.PGID.String(), "id", b.ID, "begin", b.Begin.String(), "end", b.End.String())
 		ack := &MOSDBackoff{PGID: b.PGID, Epoch: b.Epoch, Op: BackoffAckBlock, ID: b.ID,
 			Begin: b.Begin, End: b.End, Priority: clientOpPriority}
-		s.o.wg.Add(1)
-		go func() {
-			defer s.o.wg.Done()
-			_ = conn.Send(s.o.ctx, ack.Message())
-		}()
+		s.o.spawn(func() { _ = conn.Send(s.o.ctx, ack.Message()) })
 	case BackoffUnblock:
 		s.mu.Lock()
 		blk, ok := s.backoffs[b.ID]
