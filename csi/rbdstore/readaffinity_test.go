@@ -2,7 +2,9 @@ package rbdstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,9 @@ func TestReadAffinity(t *testing.T) {
 	if err := cl.PlaceOSDsInHosts(ctx, "hA", "hB", "hC"); err != nil {
 		t.Fatal(err)
 	}
+	// every request in the OSDs' history (20 by default, the slowest
+	// kept), for the diagnosis below
+	ceph("config", "set", "osd", "osd_op_history_size", "1000")
 	ceph("osd", "pool", "create", "ra", "32", "32", "replicated")
 	ceph("osd", "pool", "set", "ra", "size", "3")
 	out, err := cl.Rbd(ctx, "pool", "init", "ra")
@@ -72,10 +77,12 @@ func TestReadAffinity(t *testing.T) {
 	c := csi.Cluster{ID: cl.FSID, Monitors: cl.MonAddrs}
 	vol := csi.VolumeID{ClusterID: c.ID, Pool: pool, Image: "img"}
 	cred := csi.Credentials{ID: "admin", Key: cl.AdminKey}
+	var readStart time.Time
 	readImage := func(st *rbdstore.Store) []int64 {
 		img, err := st.OpenImage(ctx, c, cred, vol, csi.OpenImageOptions{ReadOnly: true})
 		require.NoError(t, err)
 		defer img.Close()
+		readStart = time.Now()
 		before, err := cl.OSDOpReads(ctx)
 		require.NoError(t, err)
 		buf := make([]byte, 64<<10)
@@ -95,12 +102,44 @@ func TestReadAffinity(t *testing.T) {
 	defer node.Close()
 	local := readImage(node)
 	t.Logf("read affinity at host hB: op_r deltas %v", local)
-	assert.GreaterOrEqual(t, local[1], int64(64), "every one of the 64 objects read from osd.1")
-	assert.Zero(t, local[0]+local[2], "no read from the OSDs of the other hosts")
+	ok := assert.GreaterOrEqual(t, local[1], int64(64), "every one of the 64 objects read from osd.1")
+	ok = assert.Zero(t, local[0]+local[2], "no read from the OSDs of the other hosts") && ok
+	if !ok {
+		// What the OSDs served while the image was read, to tell its
+		// reads from anybody else's.
+		for i := range local {
+			out, err := cl.Ceph(ctx, "tell", fmt.Sprintf("osd.%d", i), "dump_historic_ops")
+			t.Logf("osd.%d dump_historic_ops since the reads began (err %v):\n%s", i, err, historicOps(out, readStart))
+		}
+	}
 
 	plain := rbdstore.New(rbdstore.Options{})
 	defer plain.Close()
 	primaries := readImage(plain)
 	t.Logf("without: op_r deltas %v", primaries)
 	assert.Positive(t, primaries[0]+primaries[2], "without read affinity the primaries, on every host, serve")
+}
+
+// historicOps reduces `ceph tell osd.N dump_historic_ops` to a line per
+// request that began at or after since: when, and what it was (client,
+// object, operations).
+func historicOps(out []byte, since time.Time) string {
+	var d struct {
+		Ops []struct {
+			Description string `json:"description"`
+			InitiatedAt string `json:"initiated_at"`
+		} `json:"ops"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		return string(out)
+	}
+	var b strings.Builder
+	for _, op := range d.Ops {
+		at, err := time.Parse("2006-01-02T15:04:05.999999-0700", op.InitiatedAt)
+		if err == nil && at.Before(since) {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s %s\n", op.InitiatedAt, op.Description)
+	}
+	return b.String()
 }
