@@ -376,8 +376,12 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 		guestCPU, switches = math.NaN(), math.NaN()
 	}
 	serverSwitches := float64(r.ServerSwitches)
+	voluntary, busiest, threads := float64(r.ServerVoluntary), float64(r.ServerBusiestThread), float64(r.ServerThreads)
 	if r.ServerSwitches < 0 {
 		serverSwitches = math.NaN()
+	}
+	if r.ServerSwitches < 0 || r.ServerVoluntary < 0 {
+		voluntary, busiest, threads = math.NaN(), math.NaN(), math.NaN()
 	}
 	if c.Samples == nil {
 		c.Samples = map[string][]Sample{}
@@ -385,6 +389,7 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 	c.Samples[r.Contender] = append(c.Samples[r.Contender], Sample{
 		Value: r.Value, Ops: r.Ops, Bytes: r.Bytes, Seconds: r.Seconds, CPU: cpu, RSS: r.RSS, MeanLat: r.MeanNs,
 		GuestCPU: guestCPU, Switches: switches, ServerSwitches: serverSwitches,
+		ServerVoluntary: voluntary, ServerBusiestThread: busiest, ServerThreads: threads,
 		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
 	})
 }

@@ -123,7 +123,7 @@ func TestKernelVMClock(t *testing.T) {
 // beside each other in the section.
 func TestKernelVMGuestCPU(t *testing.T) {
 	console := strings.Join([]string{
-		`SAMPLE {"group":"rbd","case":"4k randread QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":1,"guest_cpu_s":2,"ctxt":9000,"server_ctxt":2500}`,
+		`SAMPLE {"group":"rbd","case":"4k randread QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":1,"guest_cpu_s":2,"ctxt":9000,"server_ctxt":2500,"server_ctxt_vol":2000,"server_ctxt_busiest":1200,"server_threads":5}`,
 		`SAMPLE {"group":"rbd","case":"4k randread QD1","unit":"IOPS","contender":"krbd","rep":1,"value":1000,"ops":2000,"bytes":8192000,"seconds":2,"cpu_s":-1,"guest_cpu_s":1,"ctxt":6000}`,
 		`SAMPLE {"group":"rbd","case":"4k randwrite QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":1}`,
 		`SAMPLE {"group":"rbd","case":"4k randwrite QD1","unit":"IOPS","contender":"krbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":-1,"guest_cpu_s":-1,"ctxt":-1}`,
@@ -153,10 +153,16 @@ func TestKernelVMGuestCPU(t *testing.T) {
 		"The whole guest per op: the whole guest's busy CPU time",
 		"| 4k randread QD1 | 2000 | 500 | **4.00** | 9.00 | 3.00 | **3.00** | 2.50 | – |",
 		"| 4k randwrite QD1 | – | – | – | – | – | – | – | – |",
+		"The serving process's own switches per op",
+		"| 4k randread QD1 | purerbd | 2.50 | 2.00 | 1.20 | 5.00 |",
+		"| 4k randwrite QD1 | purerbd | – | – | – | – |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "| 4k randread QD1 | krbd |") {
+		t.Errorf("krbd, which has no serving process, has a row of server threads:\n%s", out)
 	}
 }
 

@@ -24,6 +24,13 @@ type Sample struct {
 	// ServerSwitches is how many times the serving process's threads
 	// were switched out during the run; NaN or 0 when not measured.
 	ServerSwitches float64
+	// ServerVoluntary is the part of ServerSwitches where a thread
+	// waited, ServerBusiestThread the switches of the thread that made
+	// the most, and ServerThreads how many threads made any; NaN or 0
+	// when not measured.
+	ServerVoluntary     float64
+	ServerBusiestThread float64
+	ServerThreads       float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64

@@ -75,14 +75,14 @@ func (g *group) run(ctx context.Context) (err error) {
 // measure runs one case on one device and returns its record.
 func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep int) (SampleRecord, error) {
 	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1,
-		GuestCPU: -1, Switches: -1, ServerSwitches: -1}
+		GuestCPU: -1, Switches: -1, ServerSwitches: -1, ServerVoluntary: -1, ServerBusiestThread: -1, ServerThreads: -1}
 	pid := d.PID()
 	var cpu0 float64
-	var sw0 int64
+	var sw0 map[string]switchCount
 	var swErr error
 	if pid > 0 {
 		cpu0, _ = procCPU(pid)
-		sw0, swErr = procSwitches(pid)
+		sw0, swErr = threadSwitches(pid)
 	}
 	st0, stErr := readGuestStat()
 	r, err := runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
@@ -96,8 +96,10 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		if cpu1, err := procCPU(pid); err == nil {
 			rec.CPU = cpu1 - cpu0
 		}
-		if sw1, err := procSwitches(pid); err == nil && swErr == nil {
-			rec.ServerSwitches = sw1 - sw0
+		if sw1, err := threadSwitches(pid); err == nil && swErr == nil {
+			sw := switchesBetween(sw0, sw1)
+			rec.ServerSwitches, rec.ServerVoluntary = sw.total, sw.voluntary
+			rec.ServerBusiestThread, rec.ServerThreads = sw.busiest, sw.threads
 		}
 		if _, hwm, err := procMem(pid); err == nil {
 			rec.RSS = hwm

@@ -30,32 +30,63 @@ func readGuestStat() (guestStat, error) {
 	return parseGuestStat(bufio.NewScanner(f))
 }
 
-// procSwitches is how many times pid's threads have been switched out,
-// voluntarily (to wait) or not, summed over the threads it has now.
-func procSwitches(pid int) (int64, error) {
+// switchCount is one thread's context switches: voluntary (it waited)
+// and nonvoluntary (it was preempted).
+type switchCount struct{ vol, invol int64 }
+
+// threadSwitches reads the context switches of each of pid's threads
+// now, by thread id.
+func threadSwitches(pid int) (map[string]switchCount, error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
+	m := make(map[string]switchCount, len(tasks))
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
 		if err != nil {
 			continue // the thread ended
 		}
-		n, err := parseSwitches(string(b))
+		c, err := parseSwitches(string(b))
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/task/%s/status: %w", pid, t.Name(), err)
+			return nil, fmt.Errorf("/proc/%d/task/%s/status: %w", pid, t.Name(), err)
 		}
-		total += n
+		m[t.Name()] = c
 	}
-	return total, nil
+	return m, nil
 }
 
-// parseSwitches sums the voluntary and nonvoluntary context switches of
-// one /proc/PID/task/TID/status.
-func parseSwitches(status string) (int64, error) {
-	var total int64
+// serverSwitches is what the serving process's threads did over a run:
+// how many times they were switched out in all, how many of those were
+// waits, how many the busiest thread made, and how many threads made
+// any. A thread that ended during the run is not counted; one that began
+// counts from zero.
+type serverSwitches struct {
+	total, voluntary, busiest int64
+	threads                   int
+}
+
+// switchesBetween compares two readings of threadSwitches.
+func switchesBetween(before, after map[string]switchCount) serverSwitches {
+	var s serverSwitches
+	for tid, a := range after {
+		b := before[tid]
+		vol, n := a.vol-b.vol, a.vol-b.vol+a.invol-b.invol
+		if n <= 0 {
+			continue
+		}
+		s.total += n
+		s.voluntary += vol
+		s.busiest = max(s.busiest, n)
+		s.threads++
+	}
+	return s
+}
+
+// parseSwitches reads the voluntary and nonvoluntary context switches
+// of one /proc/PID/task/TID/status.
+func parseSwitches(status string) (switchCount, error) {
+	var c switchCount
 	seen := 0
 	for _, l := range strings.Split(status, "\n") {
 		k, v, ok := strings.Cut(l, ":")
@@ -64,15 +95,19 @@ func parseSwitches(status string) (int64, error) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", k, err)
+			return switchCount{}, fmt.Errorf("%s: %w", k, err)
 		}
-		total += n
+		if k == "voluntary_ctxt_switches" {
+			c.vol = n
+		} else {
+			c.invol = n
+		}
 		seen++
 	}
 	if seen != 2 {
-		return 0, fmt.Errorf("no context switch counts")
+		return switchCount{}, fmt.Errorf("no context switch counts")
 	}
-	return total, nil
+	return c, nil
 }
 
 // parseGuestStat parses the lines of /proc/stat.

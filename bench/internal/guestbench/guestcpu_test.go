@@ -8,15 +8,36 @@ import (
 )
 
 func TestParseSwitches(t *testing.T) {
-	n, err := parseSwitches("Name:\tpurerbd\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n")
-	if err != nil || n != 127 {
-		t.Errorf("got %d, %v; want 127", n, err)
+	c, err := parseSwitches("Name:\tpurerbd\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n")
+	if err != nil || c != (switchCount{vol: 120, invol: 7}) {
+		t.Errorf("got %+v, %v; want 120 voluntary, 7 not", c, err)
 	}
 	if _, err := parseSwitches("Name:\tx\nvoluntary_ctxt_switches:\t1\n"); err == nil {
 		t.Error("a status without nonvoluntary_ctxt_switches parsed")
 	}
-	if n, err := procSwitches(os.Getpid()); err != nil || n <= 0 {
-		t.Errorf("this process: %d switches, %v", n, err)
+	m, err := threadSwitches(os.Getpid())
+	if err != nil || len(m) == 0 {
+		t.Fatalf("this process: %v, %v", m, err)
+	}
+	var total int64
+	for _, c := range m {
+		total += c.vol + c.invol
+	}
+	if total <= 0 {
+		t.Errorf("this process's threads: %v", m)
+	}
+}
+
+// TestSwitchesBetween: per thread, the later reading minus the earlier;
+// a thread that began counts from zero, one that ended or did nothing
+// is left out.
+func TestSwitchesBetween(t *testing.T) {
+	before := map[string]switchCount{"1": {vol: 10, invol: 1}, "2": {vol: 5}, "3": {vol: 7, invol: 7}, "4": {vol: 2}}
+	after := map[string]switchCount{"1": {vol: 40, invol: 6}, "2": {vol: 5}, "3": {vol: 9, invol: 9}, "5": {vol: 3, invol: 1}}
+	got := switchesBetween(before, after)
+	want := serverSwitches{total: 35 + 4 + 4, voluntary: 30 + 2 + 3, busiest: 35, threads: 3}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
 

@@ -45,6 +45,13 @@ type SampleRecord struct {
 	// were switched out over the run (voluntary and not, all its
 	// threads); -1 when the server is the kernel or unknown.
 	ServerSwitches int64 `json:"server_ctxt"`
+	// ServerVoluntary is the part of ServerSwitches where a thread
+	// waited (the rest were preemptions), ServerBusiestThread the
+	// switches of the thread that made the most, and ServerThreads how
+	// many threads made any; -1 as ServerSwitches.
+	ServerVoluntary     int64 `json:"server_ctxt_vol"`
+	ServerBusiestThread int64 `json:"server_ctxt_busiest"`
+	ServerThreads       int   `json:"server_threads"`
 }
 
 // NodeRecord is what the node plugin cost: the time of each
