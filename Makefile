@@ -70,7 +70,7 @@ lint:
 # cluster through rados/radostest (the Kubernetes run and the image
 # builds it shares a cache with are e2e-k8s)
 unit:
-	$(GO) test -count=1 -timeout 30m -skip '^($(subst $(eval) ,|,$(VM_KERNEL_ONLY)))$$' $$($(GO) list ./... | grep -v -e '/deploy/e2e$$' -e '/deploy/e2e/images$$')
+	$(GO) test -count=1 -timeout 45m -skip '^($(subst $(eval) ,|,$(VM_KERNEL_ONLY)))$$' $$($(GO) list ./... | grep -v -e '/deploy/e2e$$' -e '/deploy/e2e/images$$')
 
 # the daemon-free tier: tests that need Ceph, VMs, root or any program
 # but go skip themselves under -short (internal/shorttier)

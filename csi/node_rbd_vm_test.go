@@ -79,7 +79,7 @@ func TestNodeRBDInVM(t *testing.T) {
 	cli := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd")
 	tBuild := time.Since(t0)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
 	t1 := time.Now()

@@ -43,7 +43,7 @@ func TestNodeUblkInVM(t *testing.T) {
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
 	plugin := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd-csi")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
 	// Ceph's default settings where they bound a restart, as the

@@ -37,7 +37,7 @@ func TestNodeInVM(t *testing.T) {
 	}
 	guest := vmtest.BuildGo(t, "github.com/purerbd/purerbd/csi/internal/nodeguest")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{

@@ -109,7 +109,7 @@ func TestDeviceMapInVM(t *testing.T) {
 	if err := os.WriteFile(script, []byte(scenario), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{

@@ -106,7 +106,7 @@ func TestNBDMapInVM(t *testing.T) {
 	if err := os.WriteFile(script, []byte(nbdMapScenario), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	var out strings.Builder
 	res, err := vmtest.Run(ctx, t, host, vmtest.Config{

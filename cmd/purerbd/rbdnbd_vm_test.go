@@ -165,7 +165,7 @@ func TestRBDNBDInVM(t *testing.T) {
 		t.Fatalf("Ceph's rbd-nbd not found: install the Debian package rbd-nbd (%v)", err)
 	}
 	bin := vmtest.BuildGo(t, "github.com/purerbd/purerbd/cmd/purerbd")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+vmtest.StallRoom)
 	defer cancel()
 	ns := netns.New(t, netns.Options{})
 	cluster, err := cephcluster.Start(ctx, cephcluster.Options{Netns: ns.Name, BindAddr: ns.HostIP})

@@ -10,7 +10,8 @@ import (
 )
 
 // fakeQEMU writes a stand-in for qemu-system-x86_64 into dir: boot k
-// (counted in dir/boots) prints consoles[k-1], or the last one beyond.
+// (counted in dir/boots) prints consoles[k-1], or the last one beyond;
+// a console of stallBoot prints nothing and waits to be killed.
 func fakeQEMU(t *testing.T, dir string, consoles ...string) string {
 	t.Helper()
 	var script strings.Builder
@@ -19,6 +20,10 @@ func fakeQEMU(t *testing.T, dir string, consoles ...string) string {
 		cond := "[ $n -eq " + string(rune('1'+i)) + " ]"
 		if i == len(consoles)-1 {
 			cond = "true"
+		}
+		if c == stallBoot {
+			script.WriteString("if " + cond + "; then exec sleep 600; fi\n")
+			continue
 		}
 		script.WriteString("if " + cond + "; then printf '%s\\n' '" + strings.ReplaceAll(c, "\n", "' '") + "'; exit 0; fi\n")
 	}
@@ -45,6 +50,7 @@ const (
 	panicBeforeInit = "[    1.88] Oops: int3: 0000 [#2] SMP NOPTI\n[    1.89] Kernel panic - not syncing: Fatal exception in interrupt"
 	bootedAndExited = markInit + "2.10\n" + markExit + "0"
 	panicAfterInit  = markInit + "2.10\n[    3.00] Kernel panic - not syncing: oops"
+	stallBoot       = "(stall)"
 )
 
 // TestRunBootsAgainAfterEarlyPanic: a guest kernel that panics before
@@ -82,4 +88,78 @@ func TestRunBootsAgainAfterEarlyPanic(t *testing.T) {
 	if err == nil || boots(dir) != "1" {
 		t.Errorf("panic after init: err %v, %s boots (want an error after 1)", err, boots(dir))
 	}
+}
+
+// TestRunBootsAgainAfterStall: a boot that shows no init marker within
+// BootTimeout is stopped, its vCPUs asked for (here there is no monitor
+// to answer, which the console says), and booted again; Result counts
+// the boots and the stalls.
+func TestRunBootsAgainAfterStall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := Config{Command: []string{"/bin/true"}, Timeout: 30 * time.Second, BootTimeout: time.Second}
+
+	dir := t.TempDir()
+	res, err := Run(ctx, t, fakeHost(t, fakeQEMU(t, dir, stallBoot, bootedAndExited)), cfg)
+	if res == nil {
+		t.Fatal(err)
+	}
+	if err != nil || res.ExitCode != 0 || res.Boots != 2 || res.Stalls != 1 {
+		t.Errorf("a stall then a good boot: err %v, exit %d, %d boots, %d stalls", err, res.ExitCode, res.Boots, res.Stalls)
+	}
+
+	dir = t.TempDir()
+	res, err = Run(ctx, t, fakeHost(t, fakeQEMU(t, dir, stallBoot)), cfg)
+	if res == nil {
+		t.Fatal(err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "did not reach init") || res.Boots != maxBoots || res.Stalls != maxBoots {
+		t.Errorf("stalls only: err %v, %d boots, %d stalls (want an error after %d)", err, res.Boots, res.Stalls, maxBoots)
+	}
+	if !strings.Contains(res.Console, "vmtest: no init after 1s") || !strings.Contains(res.Console, "vmtest: qemu's monitor:") {
+		t.Errorf("the stalled boot's console does not say what was asked:\n%s", res.Console)
+	}
+}
+
+// TestParseRegisters reads vCPUs out of qemu's `info registers -a`.
+func TestParseRegisters(t *testing.T) {
+	out := "info registers -a\r\n\r\nCPU#0\r\nRAX=0000000000000000 RBX=ffffffff82a0c940\r\n" +
+		"RIP=ffffffff81c3a0d1 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\r\n\r\nCPU#1\r\n" +
+		"RIP=ffffffff81002345 RFL=00000202 [-------] CPL=0 II=0 A20=1 SMM=0 HLT=0\r\n(qemu) "
+	got := parseRegisters(out)
+	want := []vcpuState{{0, 0xffffffff81c3a0d1, 1}, {1, 0xffffffff81002345, 0}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("parseRegisters = %+v, want %+v", got, want)
+	}
+}
+
+// TestStallReportInVM stops real boots long before init and checks that
+// the console gives each vCPU's RIP and halt state, as qemu's monitor
+// reads them, and that the kernel was running by the last sample.
+func TestStallReportInVM(t *testing.T) {
+	host := FindHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, t, host, Config{Command: []string{"/bin/true"}, BootTimeout: 500 * time.Millisecond})
+	if res == nil {
+		t.Fatal(err)
+	}
+	if err == nil || res.Stalls != maxBoots {
+		t.Fatalf("boots stopped after 500ms: err %v, %d stalls of %d boots", err, res.Stalls, res.Boots)
+	}
+	samples, inKernel := 0, 0
+	for _, l := range res.Lines("vmtest: sample ") {
+		if strings.Contains(l, " rip=") && strings.Contains(l, " hlt=") {
+			samples++
+		}
+		if strings.Contains(l, " rip=ffffffff8") {
+			inKernel++
+		}
+	}
+	// the console is the last boot's: both vCPUs read vcpuSamples
+	// times, the bootstrap one in the kernel's text by the last sample
+	if samples != vcpuSamples*2 || inKernel == 0 {
+		t.Errorf("%d vCPU samples (want %d), %d in kernel text; console:\n%s", samples, vcpuSamples*2, inKernel, res.Console)
+	}
+	t.Logf("last boot's report:\n%s", lastConsoleLines(res.Console, vcpuSamples*2+1))
 }

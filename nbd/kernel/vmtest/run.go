@@ -36,8 +36,14 @@ type Config struct {
 	// Memory in MiB (default 512), CPUs (default 2).
 	Memory int
 	CPUs   int
-	// Timeout bounds the whole run, boot included (default 4 minutes).
+	// Timeout bounds one boot's run, boot included (default 4 minutes);
+	// a boot that stalled or panicked before init is tried again with a
+	// Timeout of its own, within ctx.
 	Timeout time.Duration
+	// BootTimeout is how long a boot may take to reach init before it is
+	// stopped, its vCPUs reported, and tried again (default: 2 minutes
+	// and 30 s per 64 MiB of initramfs, at most half of Timeout).
+	BootTimeout time.Duration
 	// Output, when set, gets the console as it comes.
 	Output io.Writer
 	// Network, when set, gives the guest a virtio NIC on a tap device
@@ -83,6 +89,11 @@ type Result struct {
 	// NetUp is the guest's uptime when it reached Network.HostIP (0
 	// without a network).
 	NetUp time.Duration
+	// Boots counts the boots the run took; Stalls those of them stopped
+	// for not reaching init within the boot limit.
+	Boots, Stalls int
+
+	stalled bool // this boot was stopped before init by the watchdog
 }
 
 // Lines returns the console lines that start with prefix, prefix removed.
@@ -121,8 +132,6 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 4 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
 	dir := tb.TempDir()
 
 	initrd := filepath.Join(dir, "initramfs.cpio")
@@ -140,7 +149,9 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	if err := writeInitramfs(initrd, h, cfg); err != nil {
 		return nil, fmt.Errorf("vmtest: initramfs: %w", err)
 	}
-	tb.Logf("vmtest: kernel %s (%s)", h.Release, h.Suite)
+	size := fileSize(initrd)
+	watch := bootWatch{sock: monitorSocket(dir), limit: bootLimit(cfg, size)}
+	tb.Logf("vmtest: kernel %s (%s), initramfs %d MiB, boot limit %v", h.Release, h.Suite, size>>20, watch.limit)
 	kernel := h.Kernel
 	if elf, err := elfKernel(ctx, h.Kernel, dir); err != nil {
 		tb.Logf("vmtest: booting the bzImage (no ELF kernel: %v)", err)
@@ -156,30 +167,50 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-m", strconv.Itoa(cfg.Memory), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nographic", "-no-reboot", "-nic", nic, "-no-user-config",
+		"-monitor", "unix:" + watch.sock + ",server=on,wait=off",
 		"-kernel", kernel, "-initrd", initrd,
 		// Nothing secret goes on the command line: it ends up in dmesg.
 		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests"}, cfg.KernelArgs...), " "),
 	}
-	var res *Result
-	var err error
+	var (
+		res           *Result
+		err           error
+		stalls, boots int
+		timedOut      bool
+	)
 	for boot := 1; ; boot++ {
-		res, err = runQEMU(ctx, h, cfg, args)
+		bootCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		res, err = runQEMU(bootCtx, h, cfg, args, watch)
+		timedOut = bootCtx.Err() != nil
+		cancel()
 		if res == nil {
 			return nil, err
+		}
+		boots = boot
+		if res.stalled {
+			stalls++
 		}
 		// a guest kernel that panics before init starts ran none of the
 		// command: under TCG, Debian's newer kernels now and then die
 		// while they patch their own text at boot (an int3 Oops in the
-		// timer interrupt); that is the emulator's, not the test's, and
-		// the boot is tried again
-		if boot == maxBoots || ctx.Err() != nil || strings.Contains(res.Console, markInit) ||
-			!strings.Contains(res.Console, "Kernel panic") {
+		// timer interrupt), or stop without a word; that is the
+		// emulator's, not the test's, and the boot is tried again
+		early := res.stalled || (!strings.Contains(res.Console, markInit) && strings.Contains(res.Console, "Kernel panic"))
+		if boot == maxBoots || ctx.Err() != nil || !early {
 			break
 		}
-		tb.Logf("vmtest: the guest kernel panicked before init started (boot %d of %d); booting again:\n%s",
-			boot, maxBoots, lastConsoleLines(res.Console, 20))
+		what := "panicked"
+		if res.stalled {
+			what = fmt.Sprintf("did not reach init within %v", watch.limit)
+		}
+		tb.Logf("vmtest: the guest kernel %s (boot %d of %d); booting again:\n%s",
+			what, boot, maxBoots, lastConsoleLines(res.Console, 20))
 	}
-	if ctx.Err() != nil {
+	res.Boots, res.Stalls = boots, stalls
+	if res.stalled {
+		return res, fmt.Errorf("vmtest: the guest kernel did not reach init within %v in %d boots", watch.limit, boots)
+	}
+	if timedOut {
 		return res, fmt.Errorf("vmtest: the VM did not finish within %v", cfg.Timeout)
 	}
 	if err != nil {
@@ -191,12 +222,30 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	return res, nil
 }
 
+// fileSize is path's size, 0 when it cannot be read.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
 // maxBoots bounds the boots of one run whose kernel panicked before init.
 const maxBoots = 3
 
+// bootWatch is the watchdog of one boot: qemu's monitor socket and the
+// time the boot has to reach init.
+type bootWatch struct {
+	sock  string
+	limit time.Duration
+}
+
 // runQEMU boots the VM once with args and returns what the console
-// showed; err is qemu's own failure.
-func runQEMU(ctx context.Context, h Host, cfg Config, args []string) (*Result, error) {
+// showed; err is qemu's own failure. A guest that shows no init marker
+// within watch.limit has its vCPUs reported on the console and is
+// stopped (Result.stalled).
+func runQEMU(ctx context.Context, h Host, cfg Config, args []string, watch bootWatch) (*Result, error) {
 	cmd := exec.CommandContext(ctx, h.QEMU, args...)
 	if n := cfg.Network; n != nil {
 		// ip netns exec enters the namespace and execs qemu: the
@@ -213,18 +262,27 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string) (*Result, e
 		console bytes.Buffer
 		mu      sync.Mutex
 	)
+	writeLine := func(line string) {
+		mu.Lock()
+		console.WriteString(line)
+		mu.Unlock()
+		if cfg.Output != nil {
+			io.WriteString(cfg.Output, line)
+		}
+	}
 	readDone := make(chan struct{})
+	sawInit := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		initSeen := false
 		for sc.Scan() {
 			line := strings.TrimRight(sc.Text(), "\r") + "\n"
-			mu.Lock()
-			console.WriteString(line)
-			mu.Unlock()
-			if cfg.Output != nil {
-				io.WriteString(cfg.Output, line)
+			writeLine(line)
+			if !initSeen && strings.Contains(line, markInit) {
+				initSeen = true
+				close(sawInit)
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -236,10 +294,32 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string) (*Result, e
 		pw.Close()
 		return nil, fmt.Errorf("vmtest: start qemu: %w", err)
 	}
+	exited := make(chan struct{})
+	watchDone := make(chan bool, 1)
+	go func() {
+		t := time.NewTimer(watch.limit)
+		defer t.Stop()
+		select {
+		case <-sawInit:
+		case <-exited:
+		case <-ctx.Done():
+		case <-t.C:
+			writeLine(fmt.Sprintf("vmtest: no init after %v: the guest's vCPUs\n", watch.limit))
+			for _, l := range vcpuReport(ctx, watch.sock) {
+				writeLine(l + "\n")
+			}
+			cmd.Process.Kill()
+			watchDone <- true
+			return
+		}
+		watchDone <- false
+	}()
 	err = cmd.Wait()
+	close(exited)
+	stalled := <-watchDone
 	pw.Close()
 	<-readDone
-	res := &Result{Console: console.String(), ExitCode: -1, Wall: time.Since(start)}
+	res := &Result{Console: console.String(), ExitCode: -1, Wall: time.Since(start), stalled: stalled}
 	for _, l := range strings.Split(res.Console, "\n") {
 		if _, rest, ok := strings.Cut(l, markInit); ok {
 			if f, perr := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); perr == nil {

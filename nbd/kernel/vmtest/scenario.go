@@ -59,7 +59,7 @@ func (s *Scenario) Log(tb testing.TB) {
 // set) and returns them.
 func RunScenario(tb testing.TB, h Host, cfg Config) *Scenario {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+time.Minute+StallRoom)
 	defer cancel()
 	var out strings.Builder
 	cfg.Output = &out
