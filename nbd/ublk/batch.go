@@ -25,9 +25,6 @@ import (
 //   - A reaper goroutine, on no particular thread, waits for the fetch
 //     command's completions in Go's poller: each names a provided buffer
 //     holding a batch of tags, whose requests it hands to goroutines.
-//   - A request that comes alone to a queue with none in flight is
-//     served on the reaper's goroutine itself (serveHere), which saves
-//     a load of one request at a time a hand-off per request.
 //   - Each request's goroutine adds its result to the queue's pending
 //     commits; the first to find none being sent sends the batch, and
 //     whatever arrives meanwhile, as COMMIT_IO_CMDS through a second
@@ -192,7 +189,6 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 			return fmt.Errorf("ublk queue %d: %w", q.id, err)
 		}
 		cqes = ring.Reap(cqes[:0])
-		lone := loneRequest(cqes) && q.inflight.Load() == 0
 		for _, c := range cqes {
 			if c.UserData != userDataFetch {
 				continue // the wake-up: ctx is looked at below
@@ -203,12 +199,7 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 					return fmt.Errorf("ublk queue %d: %w", q.id, err)
 				}
 				for i := 0; i+1 < len(tags); i += 2 {
-					tag := int(binary.LittleEndian.Uint16(tags[i:]))
-					if lone {
-						q.serveHere(ctx, tag)
-					} else {
-						q.dispatch(ctx, tag)
-					}
+					q.dispatch(ctx, int(binary.LittleEndian.Uint16(tags[i:])))
 				}
 				bufs.Recycle(id)
 			}
@@ -234,57 +225,15 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 	}
 }
 
-// loneRequest reports whether cqes fetched exactly one request: one
-// fetch completion holding one tag (two bytes).
-func loneRequest(cqes []uring.CQE) bool {
-	n := 0
-	for _, c := range cqes {
-		if c.UserData != userDataFetch {
-			continue
-		}
-		if _, ok := c.BufferID(); ok && c.Res > 0 {
-			if c.Res != 2 {
-				return false
-			}
-			n++
-		}
-	}
-	return n == 1
-}
-
-// dispatch starts serving the request of tag on a worker.
+// dispatch starts serving the request of tag.
 func (q *queue) dispatch(ctx context.Context, tag int) {
-	d, ok := q.fetched(tag)
-	if !ok {
-		return
-	}
-	q.begin()
-	q.start(ctx, tag, d)
-}
-
-// serveHere serves the request of tag on the reaper's goroutine, for a
-// request that came alone to an idle queue: handing it to a worker
-// would wake a second thread for every request of a queue-depth-1
-// load, which is what such a load spends its time on, while the reaper
-// has nothing else to do until the request is committed. A request
-// that arrives meanwhile waits in the ring for at most that one.
-func (q *queue) serveHere(ctx context.Context, tag int) {
-	d, ok := q.fetched(tag)
-	if !ok {
-		return
-	}
-	q.begin()
-	q.handle(ctx, tag, d)
-}
-
-// fetched is the descriptor of tag's request, false (logged) for a tag
-// the queue does not have.
-func (q *queue) fetched(tag int) (ioDesc, bool) {
 	if tag >= q.depth {
 		q.log.Warn("ublk fetch returned a tag out of range", "queue", q.id, "tag", tag)
-		return ioDesc{}, false
+		return
 	}
-	return decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize]), true
+	d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
+	q.handlers.Add(1)
+	q.start(ctx, tag, d)
 }
 
 // commit queues a request's result for COMMIT_IO_CMDS, and sends the

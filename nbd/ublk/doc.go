@@ -29,8 +29,7 @@
 // device with user copy uses it unless Config.NoBatchIO says otherwise:
 // one multishot command fetches a queue's requests in batches of tags
 // into provided buffers, a goroutine on no particular thread hands them
-// out (or serves a request that came alone to an idle queue itself), and
-// the requests' goroutines commit their results in batches from
+// out, and the requests' goroutines commit their results in batches from
 // whatever thread they run on (batch.go). The queue's thread then only
 // issues the fetch and runs the kernel's dispatch work, so a request no
 // longer waits for the Go runtime to hand it to that thread and back.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -48,7 +47,6 @@ type queue struct {
 	own      bufpool.Pool
 
 	handlers sync.WaitGroup // requests being served
-	inflight atomic.Int32   // of which not yet served (their results not yet committed)
 	workers  workers        // the goroutines serving them
 
 	// batch: the device has UBLK_F_BATCH_IO (always with userCopy), and
@@ -220,7 +218,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 				continue
 			}
 			d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
-			q.begin()
+			q.handlers.Add(1)
 			q.start(ctx, tag, d)
 		}
 		q.mu.Lock()
@@ -246,12 +244,6 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 	return nil
 }
 
-// begin counts a request as being served; handle ends it.
-func (q *queue) begin() {
-	q.handlers.Add(1)
-	q.inflight.Add(1)
-}
-
 // handle serves one request and hands its result to the queue's thread.
 func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
 	defer q.handlers.Done()
@@ -264,7 +256,6 @@ func (q *queue) handle(ctx context.Context, tag int, d ioDesc) {
 		res = q.serve(ctx, tag, d)
 		q.obs.Done(c, d.nrSectors<<sectorShift, time.Since(start), res < 0)
 	}
-	q.inflight.Add(-1)
 	if q.batch {
 		q.commit(ctx, tag, res)
 		return

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/purerbd/purerbd/nbd/ublk/internal/uring"
 )
 
 // gatedBackend's flushes wait for gate; it counts them.
@@ -54,7 +52,7 @@ func TestWorkersReused(t *testing.T) {
 	base := settledGoroutines()
 	round := func() int {
 		for tag := range depth {
-			q.begin()
+			q.handlers.Add(1)
 			q.start(t.Context(), tag, ioDesc{op: opFlush})
 		}
 		busy := settledGoroutines()
@@ -83,63 +81,5 @@ func TestWorkersReused(t *testing.T) {
 	q.stopWorkers()
 	if n := settledGoroutines(); n != base {
 		t.Fatalf("%d goroutines left after the queue ended", n-base)
-	}
-}
-
-// TestLoneRequest: only a reap holding one fetch completion of one tag
-// is served on the reaper's goroutine.
-func TestLoneRequest(t *testing.T) {
-	fetch := func(tags int, buf uint16) uring.CQE {
-		return uring.CQE{UserData: userDataFetch, Res: int32(2 * tags), Flags: uring.CQEFlagBuffer | uint32(buf)<<16 | uring.CQEFlagMore}
-	}
-	wake := uring.CQE{UserData: uring.WakeUserData, Res: 8}
-	for _, c := range []struct {
-		name string
-		cqes []uring.CQE
-		want bool
-	}{
-		{"one tag", []uring.CQE{fetch(1, 0)}, true},
-		{"one tag and the wake-up", []uring.CQE{wake, fetch(1, 3)}, true},
-		{"two tags in one completion", []uring.CQE{fetch(2, 0)}, false},
-		{"two completions of one tag", []uring.CQE{fetch(1, 0), fetch(1, 1)}, false},
-		{"no tag", []uring.CQE{wake}, false},
-		{"the fetch ended without a buffer", []uring.CQE{{UserData: userDataFetch, Res: -105}}, false},
-	} {
-		if got := loneRequest(c.cqes); got != c.want {
-			t.Errorf("%s: loneRequest = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-// TestInflightCounts: a request counts as in flight from begin until it
-// is served, whether a worker serves it or the reaper's goroutine does.
-func TestInflightCounts(t *testing.T) {
-	const depth = 4
-	b := &gatedBackend{gate: make(chan struct{}, 1)}
-	desc := make([]byte, depth*ioDescSize)
-	for tag := range depth {
-		desc[tag*ioDescSize] = opFlush
-	}
-	q := &queue{depth: depth, maxIO: 4096, desc: desc, backend: b, log: slog.New(slog.DiscardHandler), workers: newWorkers()}
-	defer q.stopWorkers()
-
-	q.dispatch(t.Context(), 0)
-	if n := q.inflight.Load(); n != 1 {
-		t.Fatalf("a worker's request waiting on the backend: %d in flight, want 1", n)
-	}
-	b.gate <- struct{}{}
-	q.handlers.Wait()
-	if n := q.inflight.Load(); n != 0 {
-		t.Fatalf("after the worker served it: %d in flight, want 0", n)
-	}
-
-	b.gate <- struct{}{}
-	q.serveHere(t.Context(), 1)
-	if n := q.inflight.Load(); n != 0 {
-		t.Fatalf("after serveHere: %d in flight, want 0", n)
-	}
-	q.dispatch(t.Context(), depth) // out of range: logged, not counted
-	if n := q.inflight.Load(); n != 0 || b.flushes != 2 || len(q.done) != 2 {
-		t.Fatalf("%d in flight, %d flushes, %d results; want 0, 2, 2", n, b.flushes, len(q.done))
 	}
 }
