@@ -66,7 +66,11 @@ func vcpuReport(ctx context.Context, sock string) []string {
 	var lines []string
 	for i := range vcpuSamples {
 		if i > 0 {
-			time.Sleep(time.Second)
+			select {
+			case <-ctx.Done():
+				return append(lines, "vmtest: qemu's monitor: "+ctx.Err().Error())
+			case <-time.After(time.Second):
+			}
 		}
 		if _, err := conn.Write([]byte("info registers -a\n")); err != nil {
 			return append(lines, "vmtest: qemu's monitor: "+err.Error())
