@@ -304,13 +304,20 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string, watch bootW
 		case <-exited:
 		case <-ctx.Done():
 		case <-t.C:
-			writeLine(fmt.Sprintf("vmtest: no init after %v: the guest's vCPUs\n", watch.limit))
-			for _, l := range vcpuReport(ctx, watch.sock) {
-				writeLine(l + "\n")
+			initSeen := func() bool {
+				select {
+				case <-sawInit:
+					return true
+				default:
+					return false
+				}
 			}
-			cmd.Process.Kill()
-			watchDone <- true
-			return
+			say := func(l string) { writeLine(l + "\n") }
+			if stallCheck(ctx, watch.sock, watch.limit, initSeen, say) {
+				cmd.Process.Kill()
+				watchDone <- true
+				return
+			}
 		}
 		watchDone <- false
 	}()

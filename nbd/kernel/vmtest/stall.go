@@ -42,48 +42,120 @@ func monitorSocket(dir string) string { return filepath.Join(dir, "monitor.sock"
 // stays with HLT=1 a guest waiting for an interrupt that never comes.
 const vcpuSamples = 3
 
-// vcpuReport reads the guest's vCPU registers from qemu's monitor at
-// sock, as console lines. The ELF kernel boots at its link address (no
-// KASLR without the bzImage's decompressor), so the System.map of the
-// kernel's -dbg package names the functions of the RIPs (Debian's
-// /boot/System.map is a placeholder).
-func vcpuReport(ctx context.Context, sock string) []string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// stallCheck runs when a boot has not shown init's marker within its
+// limit. It pauses the guest through qemu's monitor at sock and, if the
+// marker came before the pause after all, lets it go on (false).
+// Otherwise it reads the vCPUs' registers while the guest is paused,
+// vcpuSamples times with a second of running between, and writes them
+// to the console through say; it reports a stall (true, the guest left
+// paused for the kill) unless the marker came meanwhile. Without a
+// monitor it can only look at the marker. The ELF kernel boots at its
+// link address (no KASLR without the bzImage's decompressor), so the
+// System.map of the kernel's -dbg package names the RIPs' functions
+// (Debian's /boot/System.map is a placeholder).
+func stallCheck(ctx context.Context, sock string, limit time.Duration, initSeen func() bool, say func(string)) bool {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	m, err := dialMonitor(ctx, sock)
+	if err != nil {
+		if initSeen() {
+			return false
+		}
+		say(fmt.Sprintf("vmtest: no init after %v; qemu's monitor: %v", limit, err))
+		return true
+	}
+	defer m.conn.Close()
+	if err := m.pause(ctx); err != nil || initSeen() {
+		m.do("cont")
+		return false
+	}
+	say(fmt.Sprintf("vmtest: no init after %v: the guest's vCPUs, paused for each sample", limit))
+	for i := range vcpuSamples {
+		if i > 0 {
+			if _, err := m.do("cont"); err != nil {
+				say("vmtest: qemu's monitor: " + err.Error())
+				break
+			}
+			if !sleepCtx(ctx, time.Second) || m.pause(ctx) != nil {
+				say("vmtest: qemu's monitor: the samples ended early")
+				break
+			}
+		}
+		out, err := m.do("info registers -a")
+		if err != nil {
+			say("vmtest: qemu's monitor: " + err.Error())
+			break
+		}
+		for _, c := range parseRegisters(out) {
+			say(fmt.Sprintf("vmtest: sample %d vcpu %d rip=%016x hlt=%d", i+1, c.cpu, c.rip, c.hlt))
+		}
+	}
+	if initSeen() {
+		say("vmtest: init came while the vCPUs were read: the boot goes on")
+		m.do("cont")
+		return false
+	}
+	return true
+}
+
+// monitor is a connection to qemu's human monitor.
+type monitor struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// dialMonitor connects to the monitor at sock and reads its greeting;
+// ctx's deadline bounds the connection's use.
+func dialMonitor(ctx context.Context, sock string) (*monitor, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
-		return []string{"vmtest: qemu's monitor: " + err.Error()}
+		return nil, err
 	}
-	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
-	r := bufio.NewReader(conn)
-	if _, err := readToPrompt(r); err != nil {
-		return []string{"vmtest: qemu's monitor: " + err.Error()}
+	m := &monitor{conn: conn, r: bufio.NewReader(conn)}
+	if _, err := readToPrompt(m.r); err != nil {
+		conn.Close()
+		return nil, err
 	}
-	var lines []string
-	for i := range vcpuSamples {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return append(lines, "vmtest: qemu's monitor: "+ctx.Err().Error())
-			case <-time.After(time.Second):
-			}
-		}
-		if _, err := conn.Write([]byte("info registers -a\n")); err != nil {
-			return append(lines, "vmtest: qemu's monitor: "+err.Error())
-		}
-		out, err := readToPrompt(r)
-		if err != nil {
-			return append(lines, "vmtest: qemu's monitor: "+err.Error())
-		}
-		for _, c := range parseRegisters(out) {
-			lines = append(lines, fmt.Sprintf("vmtest: sample %d vcpu %d rip=%016x hlt=%d", i+1, c.cpu, c.rip, c.hlt))
-		}
+	return m, nil
+}
+
+// do runs one monitor command and returns its output.
+func (m *monitor) do(cmd string) (string, error) {
+	if _, err := m.conn.Write([]byte(cmd + "\n")); err != nil {
+		return "", err
 	}
-	return lines
+	return readToPrompt(m.r)
+}
+
+// consoleDrain is how long a pause waits for the console lines the guest
+// wrote before it to be read, so that init's marker is not missed.
+const consoleDrain = 200 * time.Millisecond
+
+// pause stops the guest's vCPUs and lets the console catch up.
+func (m *monitor) pause(ctx context.Context) error {
+	if _, err := m.do("stop"); err != nil {
+		return err
+	}
+	if !sleepCtx(ctx, consoleDrain) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sleepCtx waits d, false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // readToPrompt reads the monitor's output up to its next "(qemu) ".
