@@ -17,4 +17,10 @@
 // In the guest, /init mounts devtmpfs, proc, sysfs and tmpfs on /tmp and
 // /run, runs the command as its child and prints its exit status; the
 // command's own output reaches the console unchanged.
+//
+// Under TCG a guest kernel now and then dies or stops before init. A boot
+// that panics before init, or shows no init within its limit
+// (Config.BootTimeout), is booted again, up to three times in all; a
+// stopped boot first has its vCPUs' registers read, paused, through
+// qemu's monitor and written to the console (stall.go).
 package vmtest
