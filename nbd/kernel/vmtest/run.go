@@ -173,12 +173,12 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests"}, cfg.KernelArgs...), " "),
 	}
 	var (
-		res           *Result
-		err           error
-		stalls, boots int
-		timedOut      bool
+		res          *Result
+		err          error
+		boot, stalls int
+		timedOut     bool
 	)
-	for boot := 1; ; boot++ {
+	for boot = 1; ; boot++ {
 		bootCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		res, err = runQEMU(bootCtx, h, cfg, args, watch)
 		timedOut = bootCtx.Err() != nil
@@ -186,7 +186,6 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		if res == nil {
 			return nil, err
 		}
-		boots = boot
 		if res.stalled {
 			stalls++
 		}
@@ -206,9 +205,9 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		tb.Logf("vmtest: the guest kernel %s (boot %d of %d); booting again:\n%s",
 			what, boot, maxBoots, lastConsoleLines(res.Console, 20))
 	}
-	res.Boots, res.Stalls = boots, stalls
+	res.Boots, res.Stalls = boot, stalls
 	if res.stalled {
-		return res, fmt.Errorf("vmtest: the guest kernel did not reach init within %v in %d boots", watch.limit, boots)
+		return res, fmt.Errorf("vmtest: the guest kernel did not reach init within %v in %d boots", watch.limit, boot)
 	}
 	if timedOut {
 		return res, fmt.Errorf("vmtest: the VM did not finish within %v", cfg.Timeout)
@@ -231,7 +230,8 @@ func fileSize(path string) int64 {
 	return st.Size()
 }
 
-// maxBoots bounds the boots of one run whose kernel panicked before init.
+// maxBoots bounds the boots of one run whose kernel panicked or stalled
+// before init.
 const maxBoots = 3
 
 // bootWatch is the watchdog of one boot: qemu's monitor socket and the
