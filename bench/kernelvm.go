@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -109,6 +110,15 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	} else {
 		k.Notes = append(k.Notes, "nbdkit or its memory plugin is not installed: the memory disk is measured without a peer")
 	}
+	// fio's rbd engine: librbd beside purerbd's client in the rbd-client
+	// group
+	fio, err := exec.LookPath("fio")
+	if err == nil {
+		progs = append(progs, fio)
+	} else {
+		fio = ""
+		k.Notes = append(k.Notes, "fio is not installed: librbd is not measured in the guest")
+	}
 	runtime := pick(s.cfg, s.cfg.Runtime, min(s.cfg.Runtime, time.Second))
 	args := []string{"/bin/purerbd-bench", "guest", "-runtime", runtime.String(), "-reps", fmt.Sprint(s.cfg.Reps),
 		"-mem-size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "-span", fmt.Sprint(vmIOImageBytes)}
@@ -117,6 +127,9 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	}
 	if nbdkit != "" {
 		args = append(args, "-nbdkit", nbdkit)
+	}
+	if fio != "" {
+		args = append(args, "-fio", fio)
 	}
 	if s.cfg.VMProfile > 0 {
 		args = append(args, "-profile", s.cfg.VMProfile.String())
@@ -142,7 +155,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		Files:    files,
 		Memory:   vmMemoryMB,
 		CPUs:     vmCPUs,
-		Timeout:  pick(s.cfg, 15*time.Minute, 8*time.Minute),
+		Timeout:  pick(s.cfg, 25*time.Minute, 10*time.Minute),
 	}
 	switch s.cfg.VMClock {
 	case "":
@@ -217,11 +230,13 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	// purerbd over nbd.ko, krbd, purerbd over ublk (where the guest's
 	// kernel has it)
 	ioImages := []string{"vm-purerbd", "vm-krbd", "vm-ublk"}
+	// the clients with no block device: purerbd's rbd package, librbd
+	clientImages := []string{"vm-client", "vm-librbd"}
 	var nodeImages []string
 	for i := 0; i < vmNodeVolumes; i++ {
 		nodeImages = append(nodeImages, fmt.Sprintf("vm-node-%d", i))
 	}
-	for _, img := range ioImages {
+	for _, img := range append(ioImages, clientImages...) {
 		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "--image-feature", feat, "rbd/"+img); err != nil {
 			return cleanup, err
 		}
@@ -260,7 +275,7 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	vmcfg.Files["/etc/ceph/keyring"] = keyring
 	vmcfg.Network = &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP}
 	*args = append(*args, "-mon", c.MonAddrs[0], "-pool", c.Pool, "-pool-id", fmt.Sprint(poolID),
-		"-keyring", "/etc/ceph/keyring", "-images", strings.Join(ioImages, ","),
+		"-keyring", "/etc/ceph/keyring", "-images", strings.Join(ioImages, ","), "-client-images", strings.Join(clientImages, ","),
 		"-node-images", strings.Join(nodeImages, ","), "-node-size", fmt.Sprint(vmNodeVolSize))
 	return cleanup, nil
 }
@@ -282,13 +297,15 @@ func (k *KernelVM) parse(console string) {
 				k.Notes = append(k.Notes, fmt.Sprintf("unreadable guest record %q: %v", l, err))
 				continue
 			}
-			sec := groups[r.Group]
-			if sec == nil {
-				sec = vmSection(r.Group)
-				groups[r.Group] = sec
-				order = append(order, r.Group)
+			for _, g := range vmSectionsOf(r) {
+				sec := groups[g]
+				if sec == nil {
+					sec = vmSection(g)
+					groups[g] = sec
+					order = append(order, g)
+				}
+				addVMSample(sec, r)
 			}
-			addVMSample(sec, r)
 		case strings.HasPrefix(l, guestbench.PrefixNode):
 			var n guestbench.NodeRecord
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, guestbench.PrefixNode)), &n); err != nil {
@@ -309,6 +326,22 @@ func (k *KernelVM) parse(console string) {
 	for _, g := range order {
 		k.Sections = append(k.Sections, groups[g])
 	}
+}
+
+// vmSectionsOf names the sections a guest record goes to: its group's,
+// except in the rbd-client group, whose two clients each get a section
+// against krbd, krbd's runs going to both.
+func vmSectionsOf(r guestbench.SampleRecord) []string {
+	if r.Group != "rbd-client" {
+		return []string{r.Group}
+	}
+	switch r.Contender {
+	case "librbd":
+		return []string{"rbd-librbd"}
+	case "krbd":
+		return []string{"rbd-client", "rbd-librbd"}
+	}
+	return []string{"rbd-client"}
 }
 
 // vmSection is the section of one guest group.
@@ -352,6 +385,31 @@ func vmSection(group string) *Section {
 				"mapped by `purerbd device map -t ublk` (userspace rbd package behind /dev/ublkbN: requests reach " +
 				"it through io_uring, one queue of depth 64, fetched and committed in batches where the kernel has " +
 				"batch I/O, as sid's 7.2 does), against the same krbd image."}
+	case "rbd-client":
+		return &Section{ID: "vm-rbd-client", Short: "VM RBD client",
+			Title:      "RBD clients in the VM (software-emulated), no block device: purerbd's rbd package vs krbd (rbd.ko)",
+			Contenders: []string{"purerbd", "krbd"},
+			GuestOf:    guestCPUOf,
+			CPUOf:      "guest program: client and load in one process (krbd runs in the kernel: not attributable)",
+			LatOf:      "per-request latency seen by the load's goroutines",
+			Method: "The floor under both device paths: the same workloads as the RBD sections, run by the guest " +
+				"program on a fourth 128 MiB image that it opens itself with purerbd's rbd package (as `purerbd nbd map` " +
+				"opens a writable image: the exclusive lock taken at open), QD goroutines calling ReadAt/WriteAt " +
+				"back to back, with no block device, kernel crossing or server process. krbd's device is mapped " +
+				"again and measured in the same group, interleaved. A block device served from userspace is no faster " +
+				"than the client behind it: purerbd/krbd here bounds what nbd.ko and ublk can reach."}
+	case "rbd-librbd":
+		return &Section{ID: "vm-rbd-librbd", Short: "VM RBD librbd",
+			Title:      "RBD clients in the VM (software-emulated), no block device: librbd (fio's rbd engine) vs krbd (rbd.ko)",
+			Contenders: []string{"librbd", "krbd"},
+			GuestOf:    guestCPUOf,
+			CPUOf:      "fio process: not measured (fio's own figures are its job thread's, not librbd's threads'; the process's total includes connecting to the cluster)",
+			LatOf:      "completion latency reported by fio (clat)",
+			Method: "Ceph's own userspace client in the same guest, group and runs as purerbd's rbd package: fio " +
+				"(the host's, with Ceph's librbd of the cluster's release) with `ioengine=rbd`, `direct=1`, librbd's " +
+				"cache off, one fio process per run, on a fifth 128 MiB image filled first, against the same krbd " +
+				"runs as the section above. Each fio process connects to the cluster before its timed run, so neither " +
+				"its CPU nor the whole guest's is given for librbd: throughput and latency are what this section compares."}
 	}
 	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
 }

@@ -13,7 +13,8 @@ import (
 // TestQuickKernelVM runs the kernel-vm section in quick mode end to end:
 // binaries built, a cluster in a network namespace, the VM booted, and
 // every contender (purerbd and nbdkit on memory disks, purerbd and krbd on
-// RBD images) measured, and the node plugin's RSS with 1 and 10 volumes
+// RBD images, purerbd's rbd package and librbd with no device beside krbd)
+// measured, and the node plugin's RSS with 1 and 10 volumes
 // staged. It checks the harness, not the figures (the guest is emulated).
 func TestQuickKernelVM(t *testing.T) {
 	if testing.Short() {
@@ -48,8 +49,11 @@ func TestQuickKernelVM(t *testing.T) {
 		ids = append(ids, sec.ID)
 	}
 	// rbd-ublk only on a kernel with ublk (PURERBD_KERNEL=trixie or sid)
-	if got := strings.Join(ids, " "); got != "vm-memory vm-rbd" && got != "vm-memory vm-rbd vm-rbd-ublk" {
-		t.Fatalf("I/O sections %q, want memory and rbd (and rbd-ublk where the kernel has ublk)", got)
+	clients := " vm-rbd-client vm-rbd-librbd"
+	got := strings.Join(ids, " ")
+	ublk := got == "vm-memory vm-rbd vm-rbd-ublk"+clients
+	if got != "vm-memory vm-rbd"+clients && !ublk {
+		t.Fatalf("I/O sections %q, want memory, rbd (and rbd-ublk where the kernel has ublk), and the clients", got)
 	}
 	for _, sec := range k.Sections {
 		for _, c := range sec.Cases {
@@ -71,8 +75,8 @@ func TestQuickKernelVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	wants := []string{"## Kernel path inside a VM (software-emulated)", "ratio purerbd/nbdkit",
-		"ratio purerbd/krbd", "| 10 staged | 10 |", "| node plugin RSS, 10 volumes attached (VM) | "}
-	if len(ids) == 3 {
+		"ratio purerbd/krbd", "ratio librbd/krbd", "| 10 staged | 10 |", "| node plugin RSS, 10 volumes attached (VM) | "}
+	if ublk {
 		wants = append(wants, "| case | ublk / krbd | nbd.ko / krbd | ublk / nbd.ko |")
 	}
 	for _, want := range wants {

@@ -61,6 +61,47 @@ func TestKernelVMParse(t *testing.T) {
 	}
 }
 
+// TestKernelVMClients files the rbd-client group's records in two
+// sections, each client against the same krbd runs; librbd's runs (a fio
+// process each) carry no CPU figures.
+func TestKernelVMClients(t *testing.T) {
+	console := strings.Join([]string{
+		`SAMPLE {"group":"rbd-client","case":"4k randread QD1","unit":"IOPS","contender":"purerbd","rep":1,"value":600,"ops":1200,"bytes":4915200,"seconds":2,"cpu_s":1.2,"guest_cpu_s":2.4,"ctxt":9000,"server_ctxt":4000,"server_ctxt_vol":3000,"server_ctxt_busiest":2000,"server_threads":3}`,
+		`SAMPLE {"group":"rbd-client","case":"4k randread QD1","unit":"IOPS","contender":"librbd","rep":1,"value":500,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":-1,"guest_cpu_s":-1,"ctxt":-1,"server_ctxt":-1,"server_ctxt_vol":-1,"server_ctxt_busiest":-1,"server_threads":-1}`,
+		`SAMPLE {"group":"rbd-client","case":"4k randread QD1","unit":"IOPS","contender":"krbd","rep":1,"value":800,"ops":1600,"bytes":6553600,"seconds":2,"cpu_s":-1,"guest_cpu_s":1.6,"ctxt":12000,"server_ctxt":-1,"server_ctxt_vol":-1,"server_ctxt_busiest":-1,"server_threads":-1}`,
+		"RESULT ok",
+	}, "\n")
+	k := &KernelVM{CPUs: 2, MemoryMB: 1536}
+	k.parse(console)
+	if len(k.Sections) != 2 || k.Sections[0].ID != "vm-rbd-client" || k.Sections[1].ID != "vm-rbd-librbd" {
+		t.Fatalf("sections %+v", k.Sections)
+	}
+	pc, lc := k.Sections[0].Cases[0], k.Sections[1].Cases[0]
+	if r := pc.Ratio("purerbd", "krbd"); r != 0.75 {
+		t.Errorf("purerbd/krbd %v, want 0.75", r)
+	}
+	if r := lc.Ratio("librbd", "krbd"); r != 0.625 {
+		t.Errorf("librbd/krbd %v, want 0.625", r)
+	}
+	if _, ok := pc.Samples["librbd"]; ok {
+		t.Error("librbd's runs in purerbd's section")
+	}
+	l := lc.Samples["librbd"][0]
+	if !math.IsNaN(l.CPU) || !math.IsNaN(l.GuestCPU) || !math.IsNaN(l.ServerSwitches) {
+		t.Errorf("librbd sample %+v: want no CPU or switches", l)
+	}
+	if p := pc.Samples["purerbd"][0]; p.CPU != 1.2 || p.GuestCPU != 2.4 || p.ServerVoluntary != 3000 {
+		t.Errorf("purerbd sample %+v", p)
+	}
+	var b bytes.Buffer
+	k.write(&b)
+	for _, want := range []string{"| 4k randread QD1 | IOPS | 600 | 800 | **0.75** |", "| 4k randread QD1 | IOPS | 500 | 800 | **0.62** |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+}
+
 // krbdCase is a guest case of purerbd against krbd with the given
 // medians and purerbd's CPU seconds per run of 1e6 ops.
 func krbdCase(purerbd, krbd, cpu float64) *Case {

@@ -46,8 +46,14 @@ func (g *group) run(ctx context.Context) (err error) {
 		}
 		devs = append(devs, open{c.name, d})
 		fmt.Printf("  %s: %s on %s\n", g.name, c.name, d.Path())
-		if err := fill(d.Path(), g.span); err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+		var fillErr error
+		if sl, ok := d.(selfLoaded); ok {
+			fillErr = sl.fill(ctx, g.span)
+		} else {
+			fillErr = fill(d.Path(), g.span)
+		}
+		if fillErr != nil {
+			return fmt.Errorf("%s: %w", c.name, fillErr)
 		}
 	}
 	failures := 0
@@ -85,11 +91,19 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		sw0, swErr = threadSwitches(pid)
 	}
 	st0, stErr := readGuestStat()
-	r, err := runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
+	var r ioResult
+	var err error
+	if sl, ok := d.(selfLoaded); ok {
+		r, err = sl.runCase(ctx, c, g.span, g.opts.runtime)
+	} else {
+		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
+	}
 	if err != nil {
 		return rec, err
 	}
-	if st1, err := readGuestStat(); err == nil && stErr == nil {
+	// a client run as a process of its own (fio) starts and connects
+	// within the guest's figures: those are left out
+	if st1, err := readGuestStat(); err == nil && stErr == nil && !r.ownProcess {
 		rec.GuestCPU, rec.Switches = st1.busy-st0.busy, st1.switches-st0.switches
 	}
 	if pid > 0 {

@@ -44,9 +44,26 @@ type ioResult struct {
 	ops, bytes int64
 	seconds    float64
 	lat        []time.Duration // sorted
+	// summary stands for lat where the client timed its requests
+	// itself (fio)
+	summary *latSummary
+	// ownProcess: the client ran as a process of its own, which
+	// started and connected within the run's window (fio), so the
+	// guest-wide figures around it are not the run's
+	ownProcess bool
+}
+
+// latSummary is a latency distribution a client reported: mean and
+// percentiles in nanoseconds.
+type latSummary struct {
+	mean float64
+	pct  map[float64]float64 // 50, 99, 99.9
 }
 
 func (r ioResult) percentile(p float64) float64 {
+	if r.summary != nil {
+		return r.summary.pct[p]
+	}
 	if len(r.lat) == 0 {
 		return 0
 	}
@@ -55,6 +72,9 @@ func (r ioResult) percentile(p float64) float64 {
 }
 
 func (r ioResult) mean() float64 {
+	if r.summary != nil {
+		return r.summary.mean
+	}
 	if len(r.lat) == 0 {
 		return 0
 	}
@@ -75,20 +95,42 @@ func alignedBuf(n int) ([]byte, error) {
 	return b, nil
 }
 
+// ioTarget is where one worker of a run sends its requests: an O_DIRECT
+// descriptor of a block device, or a client's image.
+type ioTarget interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Close() error
+}
+
 // runIO runs c on dev for d over its first span bytes: QD goroutines, each
 // with its own O_DIRECT descriptor and buffer, issuing pread/pwrite back
 // to back; sequential workloads wrap around the span.
 func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration) (ioResult, error) {
-	blocks := span / int64(c.BS)
-	if blocks < 1 {
-		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", dev, span)
-	}
 	flag := os.O_RDONLY
 	if c.Write {
 		flag = os.O_WRONLY
 	}
+	return runWorkers(ctx, dev, span, c, d, func() (ioTarget, error) {
+		f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+		}
+		return f, nil
+	})
+}
+
+// runWorkers runs c for d over the first span bytes of what open gives
+// each of QD goroutines: each issues its requests back to back with a
+// page-aligned buffer of its own; sequential workloads wrap around the
+// span. name is what errors call the target.
+func runWorkers(ctx context.Context, name string, span int64, c ioCase, d time.Duration, open func() (ioTarget, error)) (ioResult, error) {
+	blocks := span / int64(c.BS)
+	if blocks < 1 {
+		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", name, span)
+	}
 	type worker struct {
-		f   *os.File
+		t   ioTarget
 		buf []byte
 		lat []time.Duration
 		err error
@@ -97,25 +139,25 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 	defer func() {
 		for _, w := range ws {
 			if w != nil {
-				w.f.Close()
+				w.t.Close()
 				syscall.Munmap(w.buf)
 			}
 		}
 	}()
 	for i := range ws {
-		f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+		t, err := open()
 		if err != nil {
-			return ioResult{}, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+			return ioResult{}, err
 		}
 		buf, err := alignedBuf(c.BS)
 		if err != nil {
-			f.Close()
+			t.Close()
 			return ioResult{}, err
 		}
 		if c.Write {
 			_, _ = rand.Read(buf)
 		}
-		ws[i] = &worker{f: f, buf: buf, lat: make([]time.Duration, 0, 4096)}
+		ws[i] = &worker{t: t, buf: buf, lat: make([]time.Duration, 0, 4096)}
 	}
 	var seq struct {
 		sync.Mutex
@@ -144,9 +186,9 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 				}
 				var err error
 				if c.Write {
-					_, err = w.f.WriteAt(w.buf, blk*int64(c.BS))
+					_, err = w.t.WriteAt(w.buf, blk*int64(c.BS))
 				} else {
-					_, err = w.f.ReadAt(w.buf, blk*int64(c.BS))
+					_, err = w.t.ReadAt(w.buf, blk*int64(c.BS))
 				}
 				if err != nil {
 					w.err = err
@@ -161,7 +203,7 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 	r.seconds = time.Since(t0).Seconds()
 	for _, w := range ws {
 		if w.err != nil {
-			return r, fmt.Errorf("%s %s: %w", dev, c.Name, w.err)
+			return r, fmt.Errorf("%s %s: %w", name, c.Name, w.err)
 		}
 		r.lat = append(r.lat, w.lat...)
 	}

@@ -25,7 +25,11 @@ type options struct {
 	poolID                   int64
 	images                   string // purerbd's image,krbd's image[,purerbd's ublk image]
 	nodeImages               string // comma-separated images the node plugin stages
-	nodeSize                 int64
+	// clientImages are the images of the rbd-client group: purerbd's
+	// rbd package's, and librbd's when fio is given
+	clientImages string
+	fio          string
+	nodeSize     int64
 	// profile, when set, is how long each purerbd RBD server is
 	// profiled per 4 KiB QD32 case after the measured runs
 	profile time.Duration
@@ -54,6 +58,8 @@ func Main(ctx context.Context, args []string) error {
 	fs.Int64Var(&o.poolID, "pool-id", 0, "pool id (for CSI volume IDs)")
 	fs.StringVar(&o.images, "images", "", "two images, purerbd's and krbd's, and a third for purerbd over ublk where the kernel has it: IMG1,IMG2[,IMG3]")
 	fs.StringVar(&o.nodeImages, "node-images", "", "images the node plugin stages, comma-separated")
+	fs.StringVar(&o.clientImages, "client-images", "", "images for the clients with no block device, beside krbd: purerbd's rbd package's and librbd's: IMG1[,IMG2]")
+	fs.StringVar(&o.fio, "fio", "", "fio binary with the rbd engine (empty: librbd not measured)")
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
 	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case and print the profiles (0: none)")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
@@ -150,6 +156,13 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if o.clientImages != "" && len(imgs) >= 2 {
+		if err := clientGroup(o, key, imgs[1]).run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rbd-client: %w", err))
+		} else {
+			ran = true
+		}
+	}
 	if o.profile > 0 && len(imgs) >= 2 {
 		targets := []profileTarget{{name: "nbd", open: func(ctx context.Context, env []string) (device, error) {
 			return purerbdMapEnv(ctx, env, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring, o.pool+"/"+imgs[0])
@@ -196,4 +209,27 @@ func readKey(path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("keyring %s: no key", path)
+}
+
+// clientGroup is the rbd-client group (client.go): purerbd's rbd package
+// in this process and, with fio, librbd, each on an image of its own,
+// beside krbd on krbdImage.
+func clientGroup(o options, key, krbdImage string) *group {
+	imgs := strings.Split(o.clientImages, ",")
+	g := &group{name: "rbd-client", span: o.span, opts: o}
+	g.contenders = []contender{{name: "purerbd", open: func(ctx context.Context) (device, error) {
+		return openPurerbdClient(ctx, o, imgs[0])
+	}}}
+	switch {
+	case o.fio == "" || len(imgs) < 2:
+		note("rbd-client: no fio or no image for librbd: librbd not measured")
+	default:
+		g.contenders = append(g.contenders, contender{name: "librbd", open: func(ctx context.Context) (device, error) {
+			return newLibrbdFio(o, imgs[1])
+		}})
+	}
+	g.contenders = append(g.contenders, contender{name: "krbd", open: func(ctx context.Context) (device, error) {
+		return krbdMap(ctx, o.mon, o.user, key, o.pool, krbdImage)
+	}})
+	return g
 }
