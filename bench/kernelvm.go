@@ -324,6 +324,12 @@ func (k *KernelVM) parse(console string) {
 		}
 	}
 	for _, g := range order {
+		// a section that holds another's krbd runs is left out when its
+		// own contender did not run (no ublk, no fio); any other keeps
+		// its failures in sight
+		if (g == "floor-ublk" || g == "rbd-librbd") && !measuredFirst(groups[g]) {
+			continue
+		}
 		k.Sections = append(k.Sections, groups[g])
 	}
 }
@@ -332,16 +338,32 @@ func (k *KernelVM) parse(console string) {
 // except in the rbd-client group, whose two clients each get a section
 // against krbd, krbd's runs going to both.
 func vmSectionsOf(r guestbench.SampleRecord) []string {
-	if r.Group != "rbd-client" {
-		return []string{r.Group}
-	}
-	switch r.Contender {
-	case "librbd":
+	switch {
+	case r.Group == "rbd-client" && r.Contender == "librbd":
 		return []string{"rbd-librbd"}
-	case "krbd":
+	case r.Group == "rbd-client" && r.Contender == "krbd":
 		return []string{"rbd-client", "rbd-librbd"}
+	case r.Group == "floor" && r.Contender == "nbdkit":
+		return []string{"floor-nbd"}
+	case r.Group == "floor" && r.Contender == "purerbd":
+		return []string{"floor-ublk"}
+	case r.Group == "floor" && r.Contender == "krbd":
+		return []string{"floor-nbd", "floor-ublk"}
 	}
-	return []string{"rbd-client"}
+	return []string{r.Group}
+}
+
+// measuredFirst says whether sec's first contender has a run: krbd's
+// runs fill two sections of a group, one of which may have no other
+// contender (floor-ublk where the kernel has no ublk, rbd-librbd
+// without fio).
+func measuredFirst(sec *Section) bool {
+	for _, c := range sec.Cases {
+		if len(c.Samples[sec.Contenders[0]]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // vmSection is the section of one guest group.
@@ -410,6 +432,28 @@ func vmSection(group string) *Section {
 				"cache off, one fio process per run, on a fifth 128 MiB image filled first, against the same krbd " +
 				"runs as the section above. Each fio process connects to the cluster before its timed run, so neither " +
 				"its CPU nor the whole guest's is given for librbd: throughput and latency are what this section compares."}
+	case "floor-nbd":
+		return &Section{ID: "vm-floor-nbd", Short: "VM floor nbd.ko",
+			Title:      "The crossing alone in the VM (software-emulated): a memory disk served by nbdkit through nbd.ko vs krbd (rbd.ko) on Ceph",
+			Contenders: []string{"nbdkit", "krbd"},
+			GuestOf:    guestCPUOf,
+			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
+			LatOf:      "per-request latency seen by the guest program",
+			Method: "What nbd.ko's crossing costs with nothing behind it: `nbdkit memory 128M` (the reference NBD " +
+				"server, in C) attached to /dev/nbdN as in the memory-disk section, measured in one group with krbd's " +
+				"device on the Ceph image, interleaved. The memory disk costs its server next to nothing and never " +
+				"waits for an OSD, so nbdkit/krbd here is the most any server behind nbd.ko reaches against krbd in this " +
+				"guest, whatever its backend: purerbd's nbd.ko path cannot pass it."}
+	case "floor-ublk":
+		return &Section{ID: "vm-floor-ublk", Short: "VM floor ublk",
+			Title:      "The crossing alone in the VM (software-emulated): a memory disk served by purerbd through ublk vs krbd (rbd.ko) on Ceph",
+			Contenders: []string{"purerbd", "krbd"},
+			GuestOf:    guestCPUOf,
+			CPUOf:      "serving process in the guest (krbd runs in the kernel: not attributable)",
+			LatOf:      "per-request latency seen by the guest program",
+			Method: "The same for ublk, on kernels with it: `purerbd device map -t ublk --memory 128M` (no other ublk " +
+				"server is packaged for Debian) in the group of the section above, against the same krbd runs. purerbd/krbd " +
+				"here bounds purerbd's ublk path on Ceph."}
 	}
 	return &Section{ID: "vm-" + group, Title: "Kernel path in the VM: " + group, Contenders: []string{"purerbd", "peer"}}
 }

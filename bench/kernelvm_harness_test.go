@@ -13,8 +13,8 @@ import (
 // TestQuickKernelVM runs the kernel-vm section in quick mode end to end:
 // binaries built, a cluster in a network namespace, the VM booted, and
 // every contender (purerbd and nbdkit on memory disks, purerbd and krbd on
-// RBD images, purerbd's rbd package and librbd with no device beside krbd)
-// measured, and the node plugin's RSS with 1 and 10 volumes
+// RBD images, purerbd's rbd package and librbd with no device, and memory
+// disks through nbd.ko and ublk, beside krbd) measured, and the node plugin's RSS with 1 and 10 volumes
 // staged. It checks the harness, not the figures (the guest is emulated).
 func TestQuickKernelVM(t *testing.T) {
 	if testing.Short() {
@@ -51,9 +51,9 @@ func TestQuickKernelVM(t *testing.T) {
 	// rbd-ublk only on a kernel with ublk (PURERBD_KERNEL=trixie or sid)
 	clients := " vm-rbd-client vm-rbd-librbd"
 	got := strings.Join(ids, " ")
-	ublk := got == "vm-memory vm-rbd vm-rbd-ublk"+clients
-	if got != "vm-memory vm-rbd"+clients && !ublk {
-		t.Fatalf("I/O sections %q, want memory, rbd (and rbd-ublk where the kernel has ublk), and the clients", got)
+	ublk := got == "vm-memory vm-rbd vm-rbd-ublk"+clients+" vm-floor-nbd vm-floor-ublk"
+	if got != "vm-memory vm-rbd"+clients+" vm-floor-nbd" && !ublk {
+		t.Fatalf("I/O sections %q, want memory, rbd (and rbd-ublk where the kernel has ublk), the clients and the floors", got)
 	}
 	for _, sec := range k.Sections {
 		for _, c := range sec.Cases {
@@ -75,7 +75,7 @@ func TestQuickKernelVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	wants := []string{"## Kernel path inside a VM (software-emulated)", "ratio purerbd/nbdkit",
-		"ratio purerbd/krbd", "ratio librbd/krbd", "| 10 staged | 10 |", "| node plugin RSS, 10 volumes attached (VM) | "}
+		"ratio purerbd/krbd", "ratio librbd/krbd", "ratio nbdkit/krbd", "### What bounds the device paths", "| 10 staged | 10 |", "| node plugin RSS, 10 volumes attached (VM) | "}
 	if ublk {
 		wants = append(wants, "| case | ublk / krbd | nbd.ko / krbd | ublk / nbd.ko |")
 	}

@@ -46,6 +46,7 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 		b.WriteString("#" + sb.String())
 	}
 	k.writeDevicePaths(b)
+	k.writeBounds(b)
 	if n := k.Node; n != nil {
 		k.writeNode(b, n)
 	}
@@ -111,6 +112,45 @@ func (k *KernelVM) writeDevicePaths(b *bytes.Buffer) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | ublk %s; nbd.ko %s |\n", uc.Name, ratioText(u, ublkKRBDTarget),
 			ratioText(n, nbdKRBDTarget), ratioText(un, 0), ratioText(cpu, 0), guest(uc), guest(nc),
 			measuredMet(u, ublkKRBDTarget), measuredMet(n, nbdKRBDTarget))
+	}
+	b.WriteString("\n")
+}
+
+// writeBounds sets each device path's ratio to krbd beside what bounds
+// it in the same guest: the path's crossing alone (a memory disk served
+// through it, the floor sections) and the client alone (no device, the
+// client sections). Each ratio is against the krbd runs of its own
+// group.
+func (k *KernelVM) writeBounds(b *bytes.Buffer) {
+	nbd := k.section("vm-rbd")
+	floorNBD, floorUblk := k.section("vm-floor-nbd"), k.section("vm-floor-ublk")
+	client, librbd := k.section("vm-rbd-client"), k.section("vm-rbd-librbd")
+	if nbd == nil || (floorNBD == nil && floorUblk == nil && client == nil) {
+		return
+	}
+	cell := func(sec *Section, name string, target float64) string {
+		if sec == nil || sec.Skipped != "" {
+			return "–"
+		}
+		for _, c := range sec.Cases {
+			if c.Name == name {
+				return ratioText(c.Ratio(sec.Contenders[0], "krbd"), target)
+			}
+		}
+		return "–"
+	}
+	b.WriteString("### What bounds the device paths: the crossing alone and the client alone\n\n")
+	b.WriteString("Each device path against krbd, beside the same path serving a memory disk (no Ceph behind it: " +
+		"the most any server reaches through that kernel path in this guest) and beside the RBD clients with no " +
+		"device at all. Every ratio is against the krbd runs of its own group. A device served from userspace is " +
+		"bounded by both: it pays the crossing and the client.\n\n")
+	b.WriteString("| case | nbd.ko / krbd | memory disk over nbd.ko (nbdkit) / krbd | ublk / krbd | " +
+		"memory disk over ublk (purerbd) / krbd | no device: rbd package / krbd | librbd / krbd |\n" +
+		"|---|---|---|---|---|---|---|\n")
+	for _, c := range nbd.Cases {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.Name, cell(nbd, c.Name, nbdKRBDTarget),
+			cell(floorNBD, c.Name, nbdKRBDTarget), cell(k.section("vm-rbd-ublk"), c.Name, ublkKRBDTarget),
+			cell(floorUblk, c.Name, ublkKRBDTarget), cell(client, c.Name, 0), cell(librbd, c.Name, 0))
 	}
 	b.WriteString("\n")
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -99,6 +100,60 @@ func TestKernelVMClients(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestKernelVMFloors files the floor group's records: nbdkit's and
+// purerbd's memory disks each against the same krbd runs, and no ublk
+// section where the kernel had no ublk (krbd's runs alone).
+func TestKernelVMFloors(t *testing.T) {
+	rec := func(who string, v float64) string {
+		return fmt.Sprintf(`SAMPLE {"group":"floor","case":"4k randread QD1","unit":"IOPS","contender":%q,"rep":1,"value":%v,"ops":1000,"bytes":4096000,"seconds":2,"cpu_s":-1,"guest_cpu_s":-1,"ctxt":-1,"server_ctxt":-1,"server_ctxt_vol":-1,"server_ctxt_busiest":-1,"server_threads":-1}`, who, v)
+	}
+	k := &KernelVM{}
+	k.parse(strings.Join([]string{rec("nbdkit", 500), rec("purerbd", 700), rec("krbd", 1000)}, "\n"))
+	if len(k.Sections) != 2 || k.Sections[0].ID != "vm-floor-nbd" || k.Sections[1].ID != "vm-floor-ublk" {
+		t.Fatalf("sections %+v", k.Sections)
+	}
+	if r := k.Sections[0].Cases[0].Ratio("nbdkit", "krbd"); r != 0.5 {
+		t.Errorf("nbdkit/krbd %v", r)
+	}
+	if r := k.Sections[1].Cases[0].Ratio("purerbd", "krbd"); r != 0.7 {
+		t.Errorf("purerbd/krbd %v", r)
+	}
+	k = &KernelVM{}
+	k.parse(strings.Join([]string{rec("nbdkit", 500), rec("krbd", 1000)}, "\n"))
+	if len(k.Sections) != 1 || k.Sections[0].ID != "vm-floor-nbd" {
+		t.Fatalf("without ublk: sections %+v", k.Sections)
+	}
+}
+
+// TestKernelVMBounds checks the table that sets each device path beside
+// its crossing's floor and the clients with no device.
+func TestKernelVMBounds(t *testing.T) {
+	sec := func(id, first string, v, krbd float64) *Section {
+		c := krbdCase(v, krbd, 1)
+		if first != "purerbd" {
+			c.Samples[first] = c.Samples["purerbd"]
+			delete(c.Samples, "purerbd")
+		}
+		return &Section{ID: id, Contenders: []string{first, "krbd"}, Cases: []*Case{c}}
+	}
+	k := &KernelVM{Sections: []*Section{
+		sec("vm-rbd", "purerbd", 400, 1000), sec("vm-rbd-ublk", "purerbd", 350, 1000),
+		sec("vm-rbd-client", "purerbd", 1200, 1000), sec("vm-rbd-librbd", "librbd", 600, 1000),
+		sec("vm-floor-nbd", "nbdkit", 500, 1000),
+	}}
+	var b bytes.Buffer
+	k.writeBounds(&b)
+	want := "| 4k randread QD1 | 0.40× | 0.50× | 0.35× | – | 1.20× | 0.60× |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("bounds table lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	(&KernelVM{Sections: k.Sections[:2]}).writeBounds(&b)
+	if b.Len() != 0 {
+		t.Errorf("a bounds table with nothing to bound:\n%s", b.String())
 	}
 }
 

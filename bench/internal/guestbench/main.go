@@ -163,6 +163,13 @@ func run(ctx context.Context, o options) error {
 			ran = true
 		}
 	}
+	if len(imgs) >= 2 && o.nbdkit != "" {
+		if err := floorGroup(o, key, imgs[1]).run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("floor: %w", err))
+		} else {
+			ran = true
+		}
+	}
 	if o.profile > 0 && len(imgs) >= 2 {
 		targets := []profileTarget{{name: "nbd", open: func(ctx context.Context, env []string) (device, error) {
 			return purerbdMapEnv(ctx, env, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring, o.pool+"/"+imgs[0])
@@ -226,6 +233,30 @@ func clientGroup(o options, key, krbdImage string) *group {
 	default:
 		g.contenders = append(g.contenders, contender{name: "librbd", open: func(ctx context.Context) (device, error) {
 			return newLibrbdFio(o, imgs[1])
+		}})
+	}
+	g.contenders = append(g.contenders, contender{name: "krbd", open: func(ctx context.Context) (device, error) {
+		return krbdMap(ctx, o.mon, o.user, key, o.pool, krbdImage)
+	}})
+	return g
+}
+
+// floorGroup is the floor group: memory disks served from userspace,
+// nbdkit's through nbd.ko and, where the kernel has ublk, purerbd's
+// through ublk, beside krbd on krbdImage. A memory disk costs its server
+// next to nothing, so its rate is the most a device served from
+// userspace through that kernel path reaches in this guest, whatever
+// the backend behind it.
+func floorGroup(o options, key, krbdImage string) *group {
+	g := &group{name: "floor", span: o.span, opts: o}
+	g.contenders = []contender{{name: "nbdkit", open: func(ctx context.Context) (device, error) {
+		return nbdkitMemory(ctx, o.nbdkit, o.memSize)
+	}}}
+	if err := guestio.LoadModules("ublk_drv"); err != nil {
+		note("floor: no ublk in this kernel (%v): nbd.ko's floor only", err)
+	} else {
+		g.contenders = append(g.contenders, contender{name: "purerbd", open: func(ctx context.Context) (device, error) {
+			return purerbdDeviceMap(ctx, o.purerbd, o.serverEnv, "-t", "ublk", "--memory", o.memSize)
 		}})
 	}
 	g.contenders = append(g.contenders, contender{name: "krbd", open: func(ctx context.Context) (device, error) {
