@@ -59,6 +59,11 @@ type Config struct {
 	// part in each request's cost. The report names it beside the
 	// figures it changed.
 	VMServerEnv []string
+	// VMKernelArgs are added to the kernel-vm guest's kernel command
+	// line (maxcpus=1, idle=poll...): for experiments on the guest's
+	// part in each request's cost. The report names them beside the
+	// figures they changed.
+	VMKernelArgs []string
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -40,7 +40,10 @@ type KernelVM struct {
 	// ServerEnv is what Config.VMServerEnv added to the environment of
 	// the guest's purerbd servers.
 	ServerEnv []string
-	Elapsed   time.Duration
+	// KernelArgs is what Config.VMKernelArgs added to the guest's kernel
+	// command line.
+	KernelArgs []string
+	Elapsed    time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -165,6 +168,13 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	default:
 		return fmt.Errorf("unknown guest clock %q (want %q or none)", s.cfg.VMClock, VMClockTSC)
 	}
+	for _, a := range s.cfg.VMKernelArgs {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"") {
+			return fmt.Errorf("guest kernel argument %q: want one word", a)
+		}
+	}
+	vmcfg.KernelArgs = append(vmcfg.KernelArgs, s.cfg.VMKernelArgs...)
+	k.KernelArgs = s.cfg.VMKernelArgs
 
 	// The cluster: in a network namespace, where the guest's tap is.
 	if t := haveTools("ceph-mon", "ceph-osd", "ceph", "rbd", "ip"); t != "" {

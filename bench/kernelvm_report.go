@@ -26,6 +26,11 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"(`-vm-server-env`), an experiment on the Go runtime; the shipped binaries run without it.\n\n",
 			strings.Join(k.ServerEnv, " "))
 	}
+	if len(k.KernelArgs) > 0 {
+		fmt.Fprintf(b, "**Tuned guest:** the guest's kernel booted with `%s` added to its command line "+
+			"(`-vm-kernel-args`), an experiment on the guest's part in each request's cost; the other sections "+
+			"boot with the kernel's defaults.\n\n", strings.Join(k.KernelArgs, " "))
+	}
 	switch {
 	case k.Skipped != "" && len(k.Sections) == 0 && k.Node == nil:
 		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)

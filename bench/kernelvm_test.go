@@ -279,4 +279,14 @@ func TestKernelVMServerEnv(t *testing.T) {
 			t.Errorf("%q: wrote %q, want it to hold %q", c.env, got, c.want)
 		}
 	}
+	// the same for the guest's kernel command line
+	for _, args := range [][]string{nil, {"maxcpus=1"}} {
+		k := &KernelVM{Kernel: "6.1", KernelArgs: args}
+		var b bytes.Buffer
+		k.write(&b)
+		want := "**Tuned guest:** the guest's kernel booted with `maxcpus=1`"
+		if got := b.String(); strings.Contains(got, "Tuned guest") != (args != nil) || (args != nil && !strings.Contains(got, want)) {
+			t.Errorf("%q: wrote %q", args, got)
+		}
+	}
 }
