@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/purerbd/purerbd/rados"
@@ -199,7 +199,12 @@ func (l *librbdFio) run(ctx context.Context, args ...string) (fioJob, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return fioJob{}, fmt.Errorf("fio %v: %w: %s", args, err, lastLines(stderr.String(), 5))
+		// the end of what fio said: its reason is last
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 400 {
+			msg = "…" + msg[len(msg)-400:]
+		}
+		return fioJob{}, fmt.Errorf("fio %v: %w: %s", args, err, msg)
 	}
 	// fio may print notes before its JSON
 	out := stdout.Bytes()
@@ -213,16 +218,7 @@ func (l *librbdFio) run(ctx context.Context, args ...string) (fioJob, error) {
 		return fioJob{}, fmt.Errorf("fio %v: output: %w", args, err)
 	}
 	if len(res.Jobs) != 1 {
-		return fioJob{}, fmt.Errorf("fio %v: %s jobs in its output", args, strconv.Itoa(len(res.Jobs)))
+		return fioJob{}, fmt.Errorf("fio %v: %d jobs in its output", args, len(res.Jobs))
 	}
 	return res.Jobs[0], nil
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := bytes.Split(bytes.TrimRight([]byte(s), "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte(" | ")))
 }
