@@ -345,8 +345,9 @@ func (k *KernelVM) parse(console string) {
 }
 
 // vmSectionsOf names the sections a guest record goes to: its group's,
-// except in the rbd-client group, whose two clients each get a section
-// against krbd, krbd's runs going to both.
+// except in the rbd-client and floor groups, whose two contenders other
+// than krbd (the clients; the memory disks over nbd.ko and ublk) each get
+// a section against krbd, krbd's runs going to both.
 func vmSectionsOf(r guestbench.SampleRecord) []string {
 	switch {
 	case r.Group == "rbd-client" && r.Contender == "librbd":

@@ -124,9 +124,7 @@ func run(ctx context.Context, o options) error {
 				return purerbdMapEnv(ctx, o.serverEnv, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
 					o.pool+"/"+imgs[0])
 			}},
-			{name: "krbd", open: func(ctx context.Context) (device, error) {
-				return krbdMap(ctx, o.mon, o.user, key, o.pool, imgs[1])
-			}},
+			krbdContender(o, key, imgs[1]),
 		}
 		if err := rbdGroup.run(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rbd: %w", err))
@@ -145,9 +143,7 @@ func run(ctx context.Context, o options) error {
 					return purerbdDeviceMap(ctx, o.purerbd, o.serverEnv, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
 						o.pool+"/"+imgs[2])
 				}},
-				{name: "krbd", open: func(ctx context.Context) (device, error) {
-					return krbdMap(ctx, o.mon, o.user, key, o.pool, imgs[1])
-				}},
+				krbdContender(o, key, imgs[1]),
 			}
 			if err := g.run(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("rbd-ublk: %w", err))
@@ -227,17 +223,14 @@ func clientGroup(o options, key, krbdImage string) *group {
 	g.contenders = []contender{{name: "purerbd", open: func(ctx context.Context) (device, error) {
 		return openPurerbdClient(ctx, o, imgs[0])
 	}}}
-	switch {
-	case o.fio == "" || len(imgs) < 2:
-		note("rbd-client: no fio or no image for librbd: librbd not measured")
-	default:
+	if o.fio != "" && len(imgs) >= 2 {
 		g.contenders = append(g.contenders, contender{name: "librbd", open: func(ctx context.Context) (device, error) {
 			return newLibrbdFio(o, imgs[1])
 		}})
+	} else {
+		note("rbd-client: no fio or no image for librbd: librbd not measured")
 	}
-	g.contenders = append(g.contenders, contender{name: "krbd", open: func(ctx context.Context) (device, error) {
-		return krbdMap(ctx, o.mon, o.user, key, o.pool, krbdImage)
-	}})
+	g.contenders = append(g.contenders, krbdContender(o, key, krbdImage))
 	return g
 }
 
@@ -259,8 +252,14 @@ func floorGroup(o options, key, krbdImage string) *group {
 			return purerbdDeviceMap(ctx, o.purerbd, o.serverEnv, "-t", "ublk", "--memory", o.memSize)
 		}})
 	}
-	g.contenders = append(g.contenders, contender{name: "krbd", open: func(ctx context.Context) (device, error) {
-		return krbdMap(ctx, o.mon, o.user, key, o.pool, krbdImage)
-	}})
+	g.contenders = append(g.contenders, krbdContender(o, key, krbdImage))
 	return g
+}
+
+// krbdContender is krbd's device on image, the reference every RBD
+// group measures beside its own contenders.
+func krbdContender(o options, key, image string) contender {
+	return contender{name: "krbd", open: func(ctx context.Context) (device, error) {
+		return krbdMap(ctx, o.mon, o.user, key, o.pool, image)
+	}}
 }
