@@ -42,10 +42,14 @@ type Config struct {
 	// first as often as the other (see interleave).
 	Reps int
 	// VMProfile, when set, has the kernel-vm guest profile each purerbd
-	// RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case after
-	// the measured runs; the CPU profiles and their `go tool pprof -top`
-	// land in WorkDir/vm beside the VM's console log.
+	// server (nbd.ko and ublk, behind Ceph and on a memory disk) and the
+	// rbd package alone this long per 4 KiB case of depth VMProfileQD
+	// after the measured runs; the CPU profiles and their `go tool pprof
+	// -top` land in WorkDir/vm beside the VM's console log.
 	VMProfile time.Duration
+	// VMProfileQD is the queue depth of the profiled cases: 1 or 32
+	// (0: 32).
+	VMProfileQD int
 	// VMClock chooses the kernel-vm guest's clocksource: "" leaves it to
 	// the kernel, which under TCG marks the TSC unstable and falls back
 	// to the emulated HPET, where every clock read is a system call and

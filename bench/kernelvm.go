@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -134,8 +135,12 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	if fio != "" {
 		args = append(args, "-fio", fio)
 	}
+	profileQD := cmp.Or(s.cfg.VMProfileQD, 32)
 	if s.cfg.VMProfile > 0 {
-		args = append(args, "-profile", s.cfg.VMProfile.String())
+		if profileQD != 1 && profileQD != 32 {
+			return fmt.Errorf("profile queue depth %d: want 1 or 32", profileQD)
+		}
+		args = append(args, "-profile", s.cfg.VMProfile.String(), "-profile-qd", fmt.Sprint(profileQD))
 	}
 	for _, e := range s.cfg.VMServerEnv {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsAny(e, ", ") {
@@ -200,7 +205,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	}
 	k.Boot, k.Wall = res.Boot, res.Wall
 	k.parse(res.Console)
-	k.saveProfiles(ctx, dir, res.Console)
+	k.saveProfiles(ctx, dir, res.Console, profileQD)
 	if r := res.Lines(guestbench.PrefixResult); err != nil || res.ExitCode != 0 || len(r) != 1 || r[0] != "ok" {
 		return fmt.Errorf("guest failed (err %v, exit %d, result %q); console in %s", err, res.ExitCode, r, log.Name())
 	}

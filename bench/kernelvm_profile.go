@@ -16,10 +16,10 @@ import (
 
 // saveProfiles reassembles the profiles the guest printed
 // (guestbench.PrefixProfile lines: the CPU profiles of Config.VMProfile,
-// the node plugin's heap) into
+// taken at queue depth qd, and the node plugin's heap) into
 // dir/NAME.pprof, with `go tool pprof -top` beside each as NAME.top, and
 // notes where they are.
-func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string) {
+func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string, qd int) {
 	chunks := map[string][]string{}
 	for _, l := range strings.Split(console, "\n") {
 		rest, ok := strings.CutPrefix(l, guestbench.PrefixProfile)
@@ -51,9 +51,12 @@ func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string) {
 			k.Notes = append(k.Notes, fmt.Sprintf("profile of the guest's %s server: %v", name, err))
 			continue
 		}
-		what := fmt.Sprintf("CPU profile of the guest's %s server (4K QD32 reads and writes)", name)
-		if name == guestbench.ProfileNodeHeap {
+		what := fmt.Sprintf("CPU profile of the guest's %s server (4K QD%d reads and writes)", name, qd)
+		switch name {
+		case guestbench.ProfileNodeHeap:
 			what = "heap profile of the guest's node plugin after the writes through its volumes"
+		case guestbench.ProfileClient:
+			what = fmt.Sprintf("CPU profile of the guest program running purerbd's rbd package with no device (4K QD%d reads and writes)", qd)
 		}
 		k.Notes = append(k.Notes, fmt.Sprintf("%s: %s", what, filepath.Join(dir, name+".pprof")))
 	}

@@ -34,7 +34,7 @@ func TestSaveProfiles(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var k KernelVM
-	k.saveProfiles(context.Background(), dir, console.String())
+	k.saveProfiles(context.Background(), dir, console.String(), 1)
 	got, err := os.ReadFile(filepath.Join(dir, "ublk.pprof"))
 	if err != nil || !bytes.Equal(got, prof.Bytes()) {
 		t.Fatalf("ublk.pprof: %d bytes, %v; want the %d bytes printed", len(got), err, prof.Len())
@@ -46,7 +46,7 @@ func TestSaveProfiles(t *testing.T) {
 		t.Fatal("nbd.pprof saved with a part missing")
 	}
 	notes := strings.Join(k.Notes, "\n")
-	if !strings.Contains(notes, "nbd server: part 2 of 3 lost") || !strings.Contains(notes, "ublk.pprof") {
+	if !strings.Contains(notes, "nbd server: part 2 of 3 lost") || !strings.Contains(notes, "ublk.pprof") || !strings.Contains(notes, "4K QD1 reads") {
 		t.Fatalf("notes %q", notes)
 	}
 }

@@ -68,7 +68,8 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("purerbd-bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", os.Getenv("BENCH_QUICK") == "1", "run everything small (harness check: about 7 min, half of it the kernel-vm section's VM)")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(bench.Sections(), ","))
-	vmProfile := fs.Duration("vm-profile", 0, "kernel-vm: after the measured runs, CPU-profile the guest's purerbd servers (nbd.ko, ublk) this long per 4K QD32 case; the profiles land in the work directory")
+	vmProfile := fs.Duration("vm-profile", 0, "kernel-vm: after the measured runs, CPU-profile the guest's purerbd servers (nbd.ko, ublk, behind Ceph and on a memory disk) and the rbd package alone this long per 4K case; the profiles land in the work directory")
+	vmProfileQD := fs.Int("vm-profile-qd", 32, "kernel-vm: the queue depth of the profiled 4K cases: 1 or 32")
 	vmClock := fs.String("vm-clock", "", "kernel-vm: the guest's clocksource: empty leaves it to the kernel (hpet under TCG, where clock reads are system calls), "+
 		bench.VMClockTSC+" keeps the TSC (tsc=reliable) so that clock reads go through the vDSO as on hardware")
 	vmKernelArgs := fs.String("vm-kernel-args", "", "kernel-vm: space-separated arguments added to the guest kernel's command line (an experiment on the guest, e.g. maxcpus=1; the report says so)")
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	cfg := bench.Config{
-		Root: *root, ReportDir: *report, WorkDir: *work, Quick: *quick, Reps: *reps, Runtime: *runtime, VMProfile: *vmProfile, VMClock: *vmClock,
+		Root: *root, ReportDir: *report, WorkDir: *work, Quick: *quick, Reps: *reps, Runtime: *runtime, VMProfile: *vmProfile, VMProfileQD: *vmProfileQD, VMClock: *vmClock,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}
 	if *vmServerEnv != "" {

@@ -30,9 +30,11 @@ type options struct {
 	clientImages string
 	fio          string
 	nodeSize     int64
-	// profile, when set, is how long each purerbd RBD server is
-	// profiled per 4 KiB QD32 case after the measured runs
-	profile time.Duration
+	// profile, when set, is how long each purerbd server (and the rbd
+	// package alone) is profiled per 4 KiB case of depth profileQD
+	// after the measured runs
+	profile   time.Duration
+	profileQD int
 	// serverEnv is added to the environment of every purerbd server
 	serverEnv []string
 }
@@ -61,10 +63,14 @@ func Main(ctx context.Context, args []string) error {
 	fs.StringVar(&o.clientImages, "client-images", "", "images for the clients with no block device, beside krbd: purerbd's rbd package's and librbd's: IMG1[,IMG2]")
 	fs.StringVar(&o.fio, "fio", "", "fio binary with the rbd engine (empty: librbd not measured)")
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
-	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd RBD server (nbd.ko and ublk) this long per 4 KiB QD32 case and print the profiles (0: none)")
+	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd server (nbd.ko and ublk, behind Ceph and on a memory disk) and the rbd package alone this long per 4 KiB case of depth -profile-qd and print the profiles (0: none)")
+	fs.IntVar(&o.profileQD, "profile-qd", 32, "the queue depth of the profiled cases: 1 or 32")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.profileQD != 1 && o.profileQD != 32 {
+		return fmt.Errorf("-profile-qd %d: the cases have depth 1 or 32", o.profileQD)
 	}
 	if *serverEnv != "" {
 		o.serverEnv = strings.Split(*serverEnv, ",")
@@ -88,6 +94,12 @@ func run(ctx context.Context, o options) error {
 	// server: a vDSO read (tsc) or a system call (hpet, acpi_pm)
 	if b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource"); err == nil {
 		fmt.Printf("%s%s\n", PrefixClock, strings.TrimSpace(string(b)))
+	}
+	// what a system call costs the servers depends on the mitigations
+	// the guest's kernel chose for the emulated CPU (page table
+	// isolation above all); krbd crosses into userspace not at all
+	if m := mitigations("/sys/devices/system/cpu/vulnerabilities"); m != "" {
+		note("guest CPU mitigations: %s", m)
 	}
 	var errs []error
 	ran := false
@@ -167,16 +179,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if o.profile > 0 && len(imgs) >= 2 {
-		targets := []profileTarget{{name: "nbd", open: func(ctx context.Context, env []string) (device, error) {
-			return purerbdMapEnv(ctx, env, o.purerbd, "-m", o.mon, "--id", o.user, "--keyring", o.keyring, o.pool+"/"+imgs[0])
-		}}}
-		if len(imgs) == 3 && guestio.LoadModules("ublk_drv") == nil {
-			targets = append(targets, profileTarget{name: "ublk", open: func(ctx context.Context, env []string) (device, error) {
-				return purerbdDeviceMap(ctx, o.purerbd, env, "-t", "ublk", "-m", o.mon, "--id", o.user, "--keyring", o.keyring,
-					o.pool+"/"+imgs[2])
-			}})
-		}
-		profileServers(ctx, o, targets, o.profile)
+		profileServers(ctx, o, profileTargets(o, imgs), o.profile)
 	}
 	if o.nodeImages != "" {
 		if err := nodePlugin(ctx, o, key); err != nil {
@@ -262,4 +265,19 @@ func krbdContender(o options, key, image string) contender {
 	return contender{name: "krbd", open: func(ctx context.Context) (device, error) {
 		return krbdMap(ctx, o.mon, o.user, key, o.pool, image)
 	}}
+}
+
+// mitigations summarizes the kernel's vulnerabilities directory (dir):
+// "NAME: STATE; ..." for the ones that cost a system call or a context
+// switch, empty when there is no such directory.
+func mitigations(dir string) string {
+	var parts []string
+	for _, n := range []string{"meltdown", "spectre_v2", "mds", "retbleed", "spec_rstack_overflow", "its"} {
+		b, err := os.ReadFile(dir + "/" + n)
+		if err != nil {
+			continue
+		}
+		parts = append(parts, n+": "+strings.TrimSpace(string(b)))
+	}
+	return strings.Join(parts, "; ")
 }

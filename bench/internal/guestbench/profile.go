@@ -1,11 +1,16 @@
 package guestbench
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"time"
+
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest/guestio"
 )
 
 // PrefixProfile starts the lines that carry a profile of a purerbd
@@ -18,18 +23,63 @@ const PrefixProfile = "PROFILE "
 // profileChunk is the base64 bytes per PROFILE line.
 const profileChunk = 2048
 
+// The profile names of the CPU profiles: the purerbd servers behind
+// Ceph and on a memory disk, and the guest program running purerbd's
+// rbd package with no device. Set side by side, they say where a
+// request's cost grows when the crossing and the client come together.
+const (
+	ProfileNBD        = "nbd"
+	ProfileNBDMemory  = "nbd-memory"
+	ProfileUblk       = "ublk"
+	ProfileUblkMemory = "ublk-memory"
+	ProfileClient     = "client"
+)
+
 // profileTarget is a purerbd server to profile: how to map its device
-// with the environment given.
+// with the environment given. A device that is a selfLoaded client is
+// this process: its profile is taken here, with runtime/pprof.
 type profileTarget struct {
 	name string
 	open func(ctx context.Context, env []string) (device, error)
 }
 
+// profileTargets are what -profile profiles: the purerbd servers of the
+// rbd and rbd-ublk groups (imgs[0], imgs[2]) and of the memory disks,
+// and the rbd-client group's client.
+func profileTargets(o options, imgs []string) []profileTarget {
+	cluster := []string{"-m", o.mon, "--id", o.user, "--keyring", o.keyring}
+	targets := []profileTarget{
+		{name: ProfileNBD, open: func(ctx context.Context, env []string) (device, error) {
+			return purerbdMapEnv(ctx, env, o.purerbd, append(cluster, o.pool+"/"+imgs[0])...)
+		}},
+		{name: ProfileNBDMemory, open: func(ctx context.Context, env []string) (device, error) {
+			return purerbdMapEnv(ctx, env, o.purerbd, "--memory", o.memSize)
+		}},
+	}
+	if guestio.LoadModules("ublk_drv") == nil {
+		if len(imgs) == 3 {
+			targets = append(targets, profileTarget{name: ProfileUblk, open: func(ctx context.Context, env []string) (device, error) {
+				return purerbdDeviceMap(ctx, o.purerbd, env, append([]string{"-t", "ublk"}, append(cluster, o.pool+"/"+imgs[2])...)...)
+			}})
+		}
+		targets = append(targets, profileTarget{name: ProfileUblkMemory, open: func(ctx context.Context, env []string) (device, error) {
+			return purerbdDeviceMap(ctx, o.purerbd, env, "-t", "ublk", "--memory", o.memSize)
+		}})
+	}
+	if o.clientImages != "" {
+		img, _, _ := strings.Cut(o.clientImages, ",")
+		targets = append(targets, profileTarget{name: ProfileClient, open: func(ctx context.Context, _ []string) (device, error) {
+			return openPurerbdClient(ctx, o, img)
+		}})
+	}
+	return targets
+}
+
 // profileServers maps each target's device with PURERBD_CPUPROFILE set,
-// runs the 4 KiB QD32 random read and write cases on it for d each,
-// unmaps it (the server writes the profile as it exits) and prints the
-// profile. They run after the measured groups, so profiling costs those
-// nothing.
+// runs the 4 KiB random read and write cases of depth o.profileQD on it
+// for d each, unmaps it (the server writes the profile as it exits) and
+// prints the profile. They run after the measured groups, so profiling
+// costs those nothing.
 func profileServers(ctx context.Context, o options, targets []profileTarget, d time.Duration) {
 	for _, t := range targets {
 		if err := profileServer(ctx, o, t, d); err != nil {
@@ -44,21 +94,46 @@ func profileServer(ctx context.Context, o options, t profileTarget, d time.Durat
 	if err != nil {
 		return err
 	}
+	self, inProcess := dev.(selfLoaded)
+	var own bytes.Buffer
+	if inProcess {
+		if err := pprof.StartCPUProfile(&own); err != nil {
+			_ = dev.Close(ctx)
+			return err
+		}
+	}
 	for _, c := range ioCases(false) {
-		if c.BS != 4096 || c.QD != 32 {
+		if c.BS != 4096 || c.QD != o.profileQD {
 			continue
 		}
-		if _, err := runIO(ctx, dev.Path(), o.span, c, d); err != nil {
-			_ = dev.Close(ctx)
-			return fmt.Errorf("%s: %w", c.Name, err)
+		var r ioResult
+		if inProcess {
+			r, err = self.runCase(ctx, c, o.span, d)
+		} else {
+			r, err = runIO(ctx, dev.Path(), o.span, c, d)
 		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", c.Name, err)
+			break
+		}
+		// the profile's samples per op need the ops
+		note("profile of %s: %s: %d ops in %.2f s", t.name, c.Name, r.ops, r.seconds)
+	}
+	if inProcess {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		_ = dev.Close(ctx)
+		return err
 	}
 	if err := dev.Close(ctx); err != nil {
 		return fmt.Errorf("unmap: %w", err)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
+	b := own.Bytes()
+	if !inProcess {
+		if b, err = os.ReadFile(path); err != nil {
+			return err
+		}
 	}
 	printProfile(t.name, b)
 	return nil
