@@ -20,6 +20,8 @@ import (
 // OSD on loopback): what they measure is the client's overhead on the
 // path, not storage.
 
+func BenchmarkWrite4KQD1(b *testing.B)  { benchObjects(b, 4<<10, 1, false) }
+func BenchmarkRead4KQD1(b *testing.B)   { benchObjects(b, 4<<10, 1, true) }
 func BenchmarkWrite4KQD32(b *testing.B) { benchObjects(b, 4<<10, 32, false) }
 func BenchmarkRead4KQD32(b *testing.B)  { benchObjects(b, 4<<10, 32, true) }
 func BenchmarkWrite4MQD16(b *testing.B) { benchObjects(b, 4<<20, 16, false) }
