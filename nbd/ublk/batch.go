@@ -294,9 +294,12 @@ func (q *queue) sendCommits(ctx context.Context, batch []completion) error {
 	if err := c.ring.URingCmdAddr(q.charFD, ioOp(ioCommitIOCmds, true), cmd[:], 0, c.buf[:n*batchElemSize]); err != nil {
 		return err
 	}
-	// the kernel completes a commit while it is submitted; waiting for
-	// the completion keeps the elements' buffer until it is read also
-	// if it did not
+	// the kernel completes a commit while it is submitted, so Enter
+	// finds its completion there and makes no call; waiting for it
+	// keeps the elements' buffer until it is read also if it did not
+	if err := c.ring.Submit(); err != nil {
+		return err
+	}
 	if err := c.ring.Enter(true); err != nil {
 		return err
 	}

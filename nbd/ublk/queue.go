@@ -124,9 +124,9 @@ func (q *queue) copyData(tag int, buf []byte, write bool) error {
 		var n int
 		var err error
 		if write {
-			n, err = unix.Pread(q.charFD, buf[done:], pos+int64(done))
+			n, err = rawPread(q.charFD, buf[done:], pos+int64(done))
 		} else {
-			n, err = unix.Pwrite(q.charFD, buf[done:], pos+int64(done))
+			n, err = rawPwrite(q.charFD, buf[done:], pos+int64(done))
 		}
 		if err == unix.EINTR {
 			continue
@@ -140,6 +140,28 @@ func (q *queue) copyData(tag int, buf []byte, write bool) error {
 		done += n
 	}
 	return nil
+}
+
+// rawPread and rawPwrite are pread(2) and pwrite(2) on the character
+// device without the runtime's syscall bookkeeping: a user copy moves a
+// request's data between its pages and buf and never blocks, and
+// entering a system call the usual way wakes the runtime's monitor
+// thread when it sleeps, a thread's wake-up per request (as the
+// sockets' raw system calls in internal/rawsock spare).
+func rawPread(fd int, buf []byte, off int64) (int, error) {
+	return rawIO(unix.SYS_PREAD64, fd, buf, off)
+}
+
+func rawPwrite(fd int, buf []byte, off int64) (int, error) {
+	return rawIO(unix.SYS_PWRITE64, fd, buf, off)
+}
+
+func rawIO(trap uintptr, fd int, buf []byte, off int64) (int, error) {
+	n, _, errno := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)), uintptr(off), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // run serves the queue until every tag has been aborted by the kernel
@@ -198,7 +220,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 		// io_uring_enter would keep its P, and the goroutines serving
 		// the requests it just handed out could wait for the runtime to
 		// take that P back
-		if err := ring.Enter(false); err != nil {
+		if err := ring.Submit(); err != nil {
 			return fmt.Errorf("ublk queue %d: %w", q.id, err)
 		}
 		if err := ring.Wait(); err != nil {
