@@ -277,7 +277,9 @@ func (r *Ring) Wake() {
 	r.wakeMu.RLock()
 	defer r.wakeMu.RUnlock()
 	if r.wakeFD >= 0 {
-		_, _ = unix.Write(r.wakeFD, one[:])
+		// raw, as Submit: an eventfd write never blocks, and the legacy
+		// queues wake their thread this way per batch of results
+		_, _, _ = unix.RawSyscall(unix.SYS_WRITE, uintptr(r.wakeFD), uintptr(unsafe.Pointer(&one[0])), uintptr(len(one)))
 	}
 }
 

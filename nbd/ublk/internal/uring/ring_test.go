@@ -78,6 +78,44 @@ func TestURingCmdOnPlainFile(t *testing.T) {
 	}
 }
 
+// TestSubmit checks that Submit hands every queued entry to the kernel
+// without waiting: commands the kernel completes while they are
+// submitted are there to reap, and Enter then makes no call.
+func TestSubmit(t *testing.T) {
+	r := newRing(t)
+	if err := r.Submit(); err != nil {
+		t.Fatalf("Submit with nothing queued: %v", err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 3 {
+		if err := r.URingCmd(int(f.Fd()), 1, make([]byte, CmdSize), uint64(10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if r.toSubmit != 0 {
+		t.Fatalf("%d entries left unsubmitted", r.toSubmit)
+	}
+	if err := r.Enter(true); err != nil {
+		t.Fatal(err)
+	}
+	cqes := r.Reap(nil)
+	if len(cqes) != 3 {
+		t.Fatalf("completions %+v, want three", cqes)
+	}
+	for i, c := range cqes {
+		if c.UserData != uint64(10+i) || c.Res != -int32(unix.EOPNOTSUPP) {
+			t.Fatalf("completion %d: %+v, want user data %d with -EOPNOTSUPP", i, c, 10+i)
+		}
+	}
+}
+
 // TestFull checks that a full submission queue is reported, not
 // overwritten.
 func TestFull(t *testing.T) {
