@@ -337,7 +337,7 @@ func (r *Ring) Submit() error {
 
 // Wait blocks until at least one completion is there, parking the
 // goroutine in Go's poller (no thread or P is held meanwhile). Submit
-// with Enter(false) first.
+// with Enter(false) or Submit first.
 func (r *Ring) Wait() error {
 	if r.ready() > 0 {
 		return nil
