@@ -118,50 +118,34 @@ func userCopyPos(qid uint16, tag int) int64 {
 
 // copyData moves a user-copy request's n bytes between buf and the
 // kernel's request: from it for a write, to it for a read.
+//
+// The copies are raw pread(2) and pwrite(2) on the character device,
+// without the runtime's syscall bookkeeping: a user copy moves data
+// between the request's pages and buf and never blocks, and entering a
+// system call the usual way wakes the runtime's monitor thread when it
+// sleeps, a thread's wake-up per request (as the sockets' raw system
+// calls in internal/rawsock spare).
 func (q *queue) copyData(tag int, buf []byte, write bool) error {
+	trap := uintptr(unix.SYS_PWRITE64)
+	if write {
+		trap = unix.SYS_PREAD64
+	}
 	pos := userCopyPos(q.id, tag)
 	for done := 0; done < len(buf); {
-		var n int
-		var err error
-		if write {
-			n, err = rawPread(q.charFD, buf[done:], pos+int64(done))
-		} else {
-			n, err = rawPwrite(q.charFD, buf[done:], pos+int64(done))
-		}
-		if err == unix.EINTR {
+		p := buf[done:]
+		n, _, errno := unix.RawSyscall6(trap, uintptr(q.charFD), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), uintptr(pos+int64(done)), 0, 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("ublk queue %d tag %d: copying request data: %w", q.id, tag, err)
+		if errno != 0 {
+			return fmt.Errorf("ublk queue %d tag %d: copying request data: %w", q.id, tag, errno)
 		}
 		if n == 0 {
 			return fmt.Errorf("ublk queue %d tag %d: copying request data: %w", q.id, tag, io.ErrUnexpectedEOF)
 		}
-		done += n
+		done += int(n)
 	}
 	return nil
-}
-
-// rawPread and rawPwrite are pread(2) and pwrite(2) on the character
-// device without the runtime's syscall bookkeeping: a user copy moves a
-// request's data between its pages and buf and never blocks, and
-// entering a system call the usual way wakes the runtime's monitor
-// thread when it sleeps, a thread's wake-up per request (as the
-// sockets' raw system calls in internal/rawsock spare).
-func rawPread(fd int, buf []byte, off int64) (int, error) {
-	return rawIO(unix.SYS_PREAD64, fd, buf, off)
-}
-
-func rawPwrite(fd int, buf []byte, off int64) (int, error) {
-	return rawIO(unix.SYS_PWRITE64, fd, buf, off)
-}
-
-func rawIO(trap uintptr, fd int, buf []byte, off int64) (int, error) {
-	n, _, errno := unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))), uintptr(len(buf)), uintptr(off), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
 }
 
 // run serves the queue until every tag has been aborted by the kernel
