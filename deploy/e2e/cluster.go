@@ -111,6 +111,10 @@ func Start(ctx context.Context, tb testing.TB, s Setup) (*Cluster, error) {
 	}
 	c.console = console
 	cfg.Output = console
+	// a node whose kernel locks up under TCG before it is Ready is
+	// booted again (vmtest.Config.Ready); once Ready, a lockup fails
+	ready := make(chan struct{})
+	cfg.Ready = ready
 	vmCtx, stopVM := context.WithCancel(context.WithoutCancel(ctx))
 	tb.Cleanup(func() {
 		stopVM()
@@ -122,11 +126,24 @@ func Start(ctx context.Context, tb testing.TB, s Setup) (*Cluster, error) {
 		defer close(c.vmDone)
 		_, c.vmErr = vmtest.Run(vmCtx, tb, host, cfg)
 	}()
-	if err := c.waitNodeReady(ctx, 15*time.Minute); err != nil {
+	if err := c.waitNodeReady(ctx, nodeReadyLimit); err != nil {
 		return nil, err
 	}
+	close(ready)
 	fmt.Fprintf(s.Log, "e2e: node %s Ready %v after boot\n", c.Node, time.Since(t2).Round(time.Millisecond))
 	return c, nil
+}
+
+// nodeReadyLimit bounds the node's way to Ready, from its first boot: a
+// few minutes each for up to three boots (the first two stopped by a
+// lockup).
+const nodeReadyLimit = 25 * time.Minute
+
+// LockedUpBoots counts the node's boots stopped because its kernel
+// locked up, from what vmtest wrote on the console.
+func (c *Cluster) LockedUpBoots() int {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, "console.log"))
+	return strings.Count(string(b), vmtest.LockupMark)
 }
 
 // waitNodeReady waits for the node's Ready condition, failing early when

@@ -54,7 +54,11 @@ func TestKubernetes(t *testing.T) {
 			}
 		}
 	})
-	report(t, "cluster", "ok", "node Ready in %v", time.Since(t1).Round(time.Second))
+	ready := fmt.Sprintf("node Ready in %v", time.Since(t1).Round(time.Second))
+	if n := c.LockedUpBoots(); n > 0 {
+		ready += fmt.Sprintf(", booted %d more time(s) after its kernel locked up", n)
+	}
+	report(t, "cluster", "ok", "%s", ready)
 	t2 := time.Now()
 	if err := c.Deploy(ctx, e2e.Addons{SnapshotCRDs: built.SnapshotCRDs, SnapshotController: built.SnapshotController,
 		SnapshotMetadataCRD: built.SnapshotMetadataCRD, SnapshotMetadataClientRole: built.SnapshotMetadataClientRole,

@@ -11,7 +11,8 @@ import (
 
 // fakeQEMU writes a stand-in for qemu-system-x86_64 into dir: boot k
 // (counted in dir/boots) prints consoles[k-1], or the last one beyond;
-// a console of stallBoot prints nothing and waits to be killed.
+// a console of stallBoot prints nothing and waits to be killed, one
+// ending in hangAfter prints the rest and then waits.
 func fakeQEMU(t *testing.T, dir string, consoles ...string) string {
 	t.Helper()
 	var script strings.Builder
@@ -25,7 +26,11 @@ func fakeQEMU(t *testing.T, dir string, consoles ...string) string {
 			script.WriteString("if " + cond + "; then exec sleep 600; fi\n")
 			continue
 		}
-		script.WriteString("if " + cond + "; then printf '%s\\n' '" + strings.ReplaceAll(c, "\n", "' '") + "'; exit 0; fi\n")
+		end := "exit 0"
+		if rest, ok := strings.CutSuffix(c, "\n"+hangAfter); ok {
+			c, end = rest, "exec sleep 600"
+		}
+		script.WriteString("if " + cond + "; then printf '%s\\n' '" + strings.ReplaceAll(c, "\n", "' '") + "'; " + end + "; fi\n")
 	}
 	p := filepath.Join(dir, "qemu")
 	if err := os.WriteFile(p, []byte(script.String()), 0o755); err != nil {
@@ -51,6 +56,7 @@ const (
 	bootedAndExited = markInit + "2.10\n" + markExit + "0"
 	panicAfterInit  = markInit + "2.10\n[    3.00] Kernel panic - not syncing: oops"
 	stallBoot       = "(stall)"
+	hangAfter       = "(hang)"
 )
 
 // TestRunBootsAgainAfterEarlyPanic: a guest kernel that panics before

@@ -22,5 +22,8 @@
 // that panics before init, or shows no init within its limit
 // (Config.BootTimeout), is booted again, up to three times in all; a
 // stopped boot first has its vCPUs' registers read, paused, through
-// qemu's monitor and written to the console (stall.go).
+// qemu's monitor and written to the console (stall.go). A guest kernel
+// that reports a CPU stuck for a minute is stopped the same way at once
+// (lockup.go): booted again when the lockup came before init or before
+// the caller's Config.Ready, the run's error after.
 package vmtest

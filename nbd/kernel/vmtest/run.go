@@ -57,6 +57,13 @@ type Config struct {
 	TmpfsRoot bool
 	// KernelArgs are added to the guest kernel's command line.
 	KernelArgs []string
+	// Ready, when set, is closed by the caller once the command has got
+	// far enough that its boot is worth keeping (the e2e node is Ready).
+	// A guest kernel that locks up (lockup.go) before then is stopped
+	// and booted again, as one that stalls before init is; a lockup after
+	// it ends the run with an error at once. Without Ready, init's
+	// marker is that point.
+	Ready <-chan struct{}
 }
 
 // Network attaches the guest to a tap device in a network namespace:
@@ -90,10 +97,13 @@ type Result struct {
 	// without a network).
 	NetUp time.Duration
 	// Boots counts the boots the run took; Stalls those of them stopped
-	// for not reaching init within the boot limit.
-	Boots, Stalls int
+	// for not reaching init within the boot limit, Lockups those stopped
+	// because the guest kernel locked up.
+	Boots, Stalls, Lockups int
 
-	stalled bool // this boot was stopped before init by the watchdog
+	stalled bool   // this boot was stopped before init by the watchdog
+	lockup  string // the console line that stopped this boot as locked up
+	late    bool   // the lockup came after Config.Ready (or init)
 }
 
 // Lines returns the console lines that start with prefix, prefix removed.
@@ -173,10 +183,10 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests"}, cfg.KernelArgs...), " "),
 	}
 	var (
-		res          *Result
-		err          error
-		boot, stalls int
-		timedOut     bool
+		res                   *Result
+		err                   error
+		boot, stalls, lockups int
+		timedOut              bool
 	)
 	for boot = 1; ; boot++ {
 		bootCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -189,25 +199,36 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		if res.stalled {
 			stalls++
 		}
+		if res.lockup != "" {
+			lockups++
+		}
 		// a guest kernel that panics before init starts ran none of the
 		// command: under TCG, Debian's newer kernels now and then die
 		// while they patch their own text at boot (an int3 Oops in the
 		// timer interrupt), or stop without a word; that is the
-		// emulator's, not the test's, and the boot is tried again
-		early := res.stalled || (!strings.Contains(res.Console, markInit) && strings.Contains(res.Console, "Kernel panic"))
+		// emulator's, not the test's, and the boot is tried again; so is
+		// one that locks up before the caller's Ready
+		early := res.stalled || (!strings.Contains(res.Console, markInit) && strings.Contains(res.Console, "Kernel panic")) ||
+			(res.lockup != "" && !res.late)
 		if boot == maxBoots || ctx.Err() != nil || !early {
 			break
 		}
 		what := "panicked"
-		if res.stalled {
+		switch {
+		case res.stalled:
 			what = fmt.Sprintf("did not reach init within %v", watch.limit)
+		case res.lockup != "":
+			what = "locked up (" + res.lockup + ")"
 		}
 		tb.Logf("vmtest: the guest kernel %s (boot %d of %d); booting again:\n%s",
 			what, boot, maxBoots, lastConsoleLines(res.Console, 20))
 	}
-	res.Boots, res.Stalls = boot, stalls
+	res.Boots, res.Stalls, res.Lockups = boot, stalls, lockups
 	if res.stalled {
 		return res, fmt.Errorf("vmtest: the guest kernel did not reach init within %v in %d boots", watch.limit, boot)
+	}
+	if res.lockup != "" {
+		return res, fmt.Errorf("vmtest: the guest kernel locked up (%s) in boot %d", res.lockup, boot)
 	}
 	if timedOut {
 		return res, fmt.Errorf("vmtest: the VM did not finish within %v", cfg.Timeout)
@@ -272,17 +293,29 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string, watch bootW
 	}
 	readDone := make(chan struct{})
 	sawInit := make(chan struct{})
+	// lockup is closed when a console line shows the guest locked up;
+	// lockupLine is that line, lockupLate whether it came after Ready
+	// (or init)
+	lockup := make(chan struct{})
+	var lockupLine string
+	var lockupLate bool
 	go func() {
 		defer close(readDone)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		initSeen := false
+		initSeen, lockupSeen := false, false
 		for sc.Scan() {
 			line := strings.TrimRight(sc.Text(), "\r") + "\n"
 			writeLine(line)
 			if !initSeen && strings.Contains(line, markInit) {
 				initSeen = true
 				close(sawInit)
+			}
+			if !lockupSeen && lockedUp(line) {
+				lockupSeen = true
+				lockupLine = strings.TrimSpace(line)
+				lockupLate = isClosed(cfg.Ready) || (cfg.Ready == nil && initSeen)
+				close(lockup)
 			}
 		}
 		io.Copy(io.Discard, pr)
@@ -295,6 +328,17 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string, watch bootW
 		return nil, fmt.Errorf("vmtest: start qemu: %w", err)
 	}
 	exited := make(chan struct{})
+	lockupDone := make(chan bool, 1)
+	go func() {
+		select {
+		case <-lockup:
+			lockupReport(ctx, watch.sock, lockupLine, func(l string) { writeLine(l + "\n") })
+			cmd.Process.Kill()
+			lockupDone <- true
+		case <-exited:
+			lockupDone <- false
+		}
+	}()
 	watchDone := make(chan bool, 1)
 	go func() {
 		t := time.NewTimer(watch.limit)
@@ -324,9 +368,13 @@ func runQEMU(ctx context.Context, h Host, cfg Config, args []string, watch bootW
 	err = cmd.Wait()
 	close(exited)
 	stalled := <-watchDone
+	lockupStopped := <-lockupDone
 	pw.Close()
 	<-readDone
 	res := &Result{Console: console.String(), ExitCode: -1, Wall: time.Since(start), stalled: stalled}
+	if lockupStopped && !stalled {
+		res.lockup, res.late = lockupLine, lockupLate
+	}
 	for _, l := range strings.Split(res.Console, "\n") {
 		if _, rest, ok := strings.Cut(l, markInit); ok {
 			if f, perr := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64); perr == nil {

@@ -70,6 +70,19 @@ func stallCheck(ctx context.Context, sock string, limit time.Duration, initSeen 
 		return false
 	}
 	say(fmt.Sprintf("vmtest: no init after %v: the guest's vCPUs, paused for each sample", limit))
+	sampleVCPUs(ctx, m, say)
+	if initSeen() {
+		say("vmtest: init came while the vCPUs were read: the boot goes on")
+		m.do("cont")
+		return false
+	}
+	return true
+}
+
+// sampleVCPUs reads the paused guest's vCPUs vcpuSamples times, letting
+// it run a second between, and writes their RIPs through say; the guest
+// is left paused.
+func sampleVCPUs(ctx context.Context, m *monitor, say func(string)) {
 	for i := range vcpuSamples {
 		if i > 0 {
 			if _, err := m.do("cont"); err != nil {
@@ -90,12 +103,6 @@ func stallCheck(ctx context.Context, sock string, limit time.Duration, initSeen 
 			say(fmt.Sprintf("vmtest: sample %d vcpu %d rip=%016x hlt=%d", i+1, c.cpu, c.rip, c.hlt))
 		}
 	}
-	if initSeen() {
-		say("vmtest: init came while the vCPUs were read: the boot goes on")
-		m.do("cont")
-		return false
-	}
-	return true
 }
 
 // monitor is a connection to qemu's human monitor.
