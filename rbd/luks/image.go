@@ -60,8 +60,9 @@ type Image struct {
 	// from the same old contents.
 	edges [64]sync.Mutex
 	zeros sync.Pool
-	// bufs holds the ciphertext of writes while they are written: a
-	// buffer the size of each write, which the device does not keep.
+	// bufs holds the ciphertext of writes while they are written (a
+	// buffer the size of each write, which the device does not keep),
+	// and the whole sectors of reads that begin or end inside one.
 	bufs bufpool.Pool
 	// objectSize is the raw image's object size when whole objects can
 	// be discarded for zeroes (see Discard); 0 when they cannot.
@@ -222,16 +223,20 @@ func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, 
 	}
 	ss := int64(img.hdr.SectorSize)
 	start, end := off/ss*ss, roundUp(off+int64(len(p)), ss)
-	buf := p
-	if start != off || end != off+int64(len(p)) {
-		buf = make([]byte, end-start)
+	if start == off && end == off+int64(len(p)) {
+		if err := img.readSectors(ctx, p, start); err != nil {
+			return 0, err
+		}
+		return len(p), eof
 	}
-	if err := img.readSectors(ctx, buf, start); err != nil {
+	// a read of part of a sector decrypts the whole sector in a pooled
+	// buffer, as a write's edges are
+	bp := img.bufs.Get(int(end - start))
+	defer img.bufs.Put(bp)
+	if err := img.readSectors(ctx, *bp, start); err != nil {
 		return 0, err
 	}
-	if &buf[0] != &p[0] {
-		copy(p, buf[off-start:])
-	}
+	copy(p, (*bp)[off-start:])
 	return len(p), eof
 }
 

@@ -344,6 +344,23 @@ func TestImageReadWrite(t *testing.T) {
 			if !bytes.Equal(got, model) {
 				t.Fatal("read back differs from what was written")
 			}
+			// reads that begin or end inside a sector
+			for i := range 100 {
+				off := rng.Int64N(img.Size() - 1)
+				n := rng.Int64N(min(3*4096, img.Size()-off)) + 1
+				part := got[:n]
+				if _, err := img.ReadAtContext(ctx, part, off); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(part, model[off:off+n]) {
+					t.Fatalf("read %d of %d bytes at %d differs from what was written", i, n, off)
+				}
+			}
+			// and they decrypt in pooled buffers: a 4K read's sectors
+			// need one of 8K
+			if a := testing.AllocsPerRun(100, func() { img.ReadAtContext(ctx, got[:4096], 100) }); a >= 1 {
+				t.Errorf("a read within two sectors allocates %.1f times", a)
+			}
 			if !bytes.Equal(dev.b[:len(hdr)], hdr) {
 				t.Fatal("the header area changed")
 			}
