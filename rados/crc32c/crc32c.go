@@ -12,6 +12,9 @@ func Update(crc uint32, p []byte) uint32 {
 		crc = fold(crc, p[:n])
 		p = p[n:]
 	}
+	if len(p) > 0 && tablesFaster() {
+		return updateSlicing8(crc, p)
+	}
 	return ^crc32.Update(^crc, castagnoli, p)
 }
 

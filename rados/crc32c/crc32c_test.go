@@ -4,6 +4,9 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/cpu"
 )
 
 // reference is ceph_crc32c by hash/crc32 alone.
@@ -58,6 +61,55 @@ func TestUpdateIsIncremental(t *testing.T) {
 	}
 }
 
+// TestSlicing8 checks the tables against hash/crc32 over lengths around
+// the 8-byte step and seeds at random.
+func TestSlicing8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	buf := make([]byte, 70000)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	lengths := []int{0, 1, 7, 8, 9, 15, 16, 17, 4096, 65536, 70000}
+	for range 300 {
+		lengths = append(lengths, rng.IntN(len(buf)))
+	}
+	for _, n := range lengths {
+		off := rng.IntN(len(buf) - n + 1)
+		seed := rng.Uint32()
+		p := buf[off : off+n]
+		if got, want := updateSlicing8(seed, p), reference(seed, p); got != want {
+			t.Fatalf("updateSlicing8(%#x, %d bytes at +%d) = %#x, want %#x", seed, n, off, got, want)
+		}
+	}
+}
+
+func TestClearlyFaster(t *testing.T) {
+	for _, c := range []struct {
+		a, b time.Duration
+		want bool
+	}{
+		{time.Microsecond, 10 * time.Microsecond, true},  // an emulator's CRC32
+		{10 * time.Microsecond, time.Microsecond, false}, // hardware
+		{9 * time.Microsecond, 10 * time.Microsecond, false},
+		{0, time.Microsecond, false}, // a clock too coarse to tell
+	} {
+		if got := clearlyFaster(c.a, c.b); got != c.want {
+			t.Errorf("clearlyFaster(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestHardwareKeepsInstruction: on a CPU with SSE 4.2 that runs these
+// tests natively, hash/crc32's instruction must win the calibration.
+func TestHardwareKeepsInstruction(t *testing.T) {
+	if !cpu.X86.HasSSE42 {
+		t.Skip("no SSE 4.2: hash/crc32 uses tables itself")
+	}
+	if tablesFaster() {
+		t.Fatal("the calibration chose tables over the CRC32 instruction on this CPU")
+	}
+}
+
 func benchmarkUpdate(b *testing.B, n int, f func(uint32, []byte) uint32) {
 	p := make([]byte, n)
 	b.SetBytes(int64(n))
@@ -73,5 +125,6 @@ func BenchmarkUpdate(b *testing.B) {
 	}{{"4K", 4096}, {"64K", 65536}, {"4M", 4 << 20}} {
 		b.Run(n.name, func(b *testing.B) { benchmarkUpdate(b, n.size, Update) })
 		b.Run(n.name+"/hash-crc32", func(b *testing.B) { benchmarkUpdate(b, n.size, reference) })
+		b.Run(n.name+"/tables", func(b *testing.B) { benchmarkUpdate(b, n.size, updateSlicing8) })
 	}
 }
