@@ -10,10 +10,10 @@ import (
 // hash/crc32 computes CRC-32C with the CPU's CRC32 instruction where
 // there is one (SSE 4.2, ARMv8), many times faster than tables on
 // hardware. Under an emulator the instruction may cost far more than
-// the loads and xors of a table: qemu's TCG computes it bit by bit in a
-// helper, and there a megabyte's crc took 12.7 ms where tables take a
-// fraction of that. So the first Update of a process times both on the
-// same input and keeps hash/crc32 unless the tables are clearly faster.
+// the loads and xors of a table (qemu's TCG runs it in a helper, much
+// slower than the tables it translates). So the first Update of a
+// process times both on the same input and keeps hash/crc32 unless the
+// tables are clearly faster.
 
 // tablesFaster reports, once per process, whether the tables beat
 // hash/crc32 here; it is the package's only state, set once and only
