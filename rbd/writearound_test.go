@@ -67,7 +67,6 @@ func TestWriteAroundModel(t *testing.T) {
 	resumed := make(chan error, 1)
 	for i := range 3000 {
 		if i == 700 {
-			radostest.SkipShort(t)
 			if err := cluster.Pause("osd.0"); err != nil {
 				t.Fatal(err)
 			}

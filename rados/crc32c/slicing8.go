@@ -2,26 +2,15 @@ package crc32c
 
 import "encoding/binary"
 
-// poly is CRC-32C's polynomial, bit-reversed.
-const poly = 0x82f63b78
-
 // slicing8Tables are the tables of the slicing-by-8 algorithm for CRC-32C,
 // built once and only read after.
 var slicing8Tables = makeSlicing8Tables()
 
+// makeSlicing8Tables extends hash/crc32's Castagnoli table (the first of
+// the eight) to the seven that take a byte 1 to 7 places further on.
 func makeSlicing8Tables() *[8][256]uint32 {
 	var t [8][256]uint32
-	for i := range 256 {
-		crc := uint32(i)
-		for range 8 {
-			if crc&1 == 1 {
-				crc = crc>>1 ^ poly
-			} else {
-				crc >>= 1
-			}
-		}
-		t[0][i] = crc
-	}
+	t[0] = *castagnoli
 	for i := range 256 {
 		crc := t[0][i]
 		for j := 1; j < 8; j++ {
