@@ -52,6 +52,7 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 	}
 	k.writeDevicePaths(b)
 	k.writeBounds(b)
+	k.writeCeilings(b)
 	if n := k.Node; n != nil {
 		k.writeNode(b, n)
 	}
