@@ -182,10 +182,12 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	k.KernelArgs = s.cfg.VMKernelArgs
 
 	// The cluster: in a network namespace, where the guest's tap is.
+	var osd func() (float64, error)
 	if t := haveTools("ceph-mon", "ceph-osd", "ceph", "rbd", "ip"); t != "" {
 		k.Notes = append(k.Notes, fmt.Sprintf("no cluster for the guest (%s is not installed): RBD and node plugin not measured", t))
 	} else {
-		cleanup, err := s.vmCluster(ctx, dir, k, &vmcfg, &args)
+		var cleanup func()
+		cleanup, osd, err = s.vmCluster(ctx, dir, k, &vmcfg, &args)
 		defer cleanup()
 		if err != nil {
 			k.Notes = append(k.Notes, "no cluster for the guest: RBD and node plugin not measured: "+err.Error())
@@ -197,14 +199,15 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		return err
 	}
 	defer log.Close()
-	vmcfg.Output = log
+	watch := newHostWatch(log, osd)
+	vmcfg.Output = watch
 	s.log.Info("bench: booting the VM", "console", log.Name())
 	res, err := vmtest.Run(ctx, tb, host, vmcfg)
 	if res == nil {
 		return err
 	}
 	k.Boot, k.Wall = res.Boot, res.Wall
-	k.parse(res.Console)
+	k.parseWith(res.Console, watch.results())
 	k.saveProfiles(ctx, dir, res.Console, profileQD)
 	if r := res.Lines(guestbench.PrefixResult); err != nil || res.ExitCode != 0 || len(r) != 1 || r[0] != "ok" {
 		return fmt.Errorf("guest failed (err %v, exit %d, result %q); console in %s", err, res.ExitCode, r, log.Name())
@@ -215,12 +218,13 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 // vmCluster starts a memstore cluster in a network namespace, makes the
 // images the guest uses and adds the network and the cluster's flags to
 // the VM's configuration. cleanup stops the cluster and removes the
-// namespace; it is never nil.
-func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), err error) {
+// namespace; it is never nil. osd reads the cluster's OSD CPU (nil when
+// the cluster did not start).
+func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), osd func() (float64, error), err error) {
 	cleanup = func() {}
 	ns, err := netns.Create(ctx, netns.Options{})
 	if err != nil {
-		return cleanup, err
+		return cleanup, osd, err
 	}
 	c, err := cephcluster.Start(ctx, cephcluster.Options{
 		Netns: ns.Name, BindAddr: ns.HostIP, ObjectStore: "memstore", Pool: "rbd", PGNum: 32,
@@ -230,7 +234,7 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 		if cerr := ns.Close(); cerr != nil {
 			s.log.Warn("bench: netns close", "err", cerr)
 		}
-		return cleanup, err
+		return cleanup, osd, err
 	}
 	cleanup = func() {
 		if err := c.Close(); err != nil {
@@ -240,6 +244,7 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 			s.log.Warn("bench: netns close", "err", err)
 		}
 	}
+	osd = (&cluster{Cluster: c}).osdCPU
 	k.Cluster = fmt.Sprintf("one mon and one memstore OSD at %s, in network namespace %s", c.MonHost(), ns.Name)
 	feat := "layering,exclusive-lock,object-map,fast-diff,deep-flatten"
 	// purerbd over nbd.ko, krbd, purerbd over ublk (where the guest's
@@ -253,24 +258,24 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	}
 	for _, img := range append(ioImages, clientImages...) {
 		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "--image-feature", feat, "rbd/"+img); err != nil {
-			return cleanup, err
+			return cleanup, osd, err
 		}
 	}
 	for _, img := range nodeImages {
 		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmNodeVolSize>>20), "--image-feature", feat, "rbd/"+img); err != nil {
-			return cleanup, err
+			return cleanup, osd, err
 		}
 	}
 	out, err := c.Ceph(ctx, "osd", "pool", "ls", "detail", "-f", "json")
 	if err != nil {
-		return cleanup, err
+		return cleanup, osd, err
 	}
 	var pools []struct {
 		ID   int64  `json:"pool_id"`
 		Name string `json:"pool_name"`
 	}
 	if err := json.Unmarshal(out, &pools); err != nil {
-		return cleanup, fmt.Errorf("pool ls: %w", err)
+		return cleanup, osd, fmt.Errorf("pool ls: %w", err)
 	}
 	var poolID int64
 	for _, p := range pools {
@@ -279,20 +284,20 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 		}
 	}
 	if poolID == 0 {
-		return cleanup, fmt.Errorf("pool %s not found", c.Pool)
+		return cleanup, osd, fmt.Errorf("pool %s not found", c.Pool)
 	}
 	// the key reaches the guest in its initramfs, never on the kernel's
 	// command line
 	keyring := filepath.Join(dir, "keyring")
 	if err := os.WriteFile(keyring, []byte("[client.admin]\n\tkey = "+c.AdminKey+"\n"), 0o600); err != nil {
-		return cleanup, err
+		return cleanup, osd, err
 	}
 	vmcfg.Files["/etc/ceph/keyring"] = keyring
 	vmcfg.Network = &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP}
 	*args = append(*args, "-mon", c.MonAddrs[0], "-pool", c.Pool, "-pool-id", fmt.Sprint(poolID),
 		"-keyring", "/etc/ceph/keyring", "-images", strings.Join(ioImages, ","), "-client-images", strings.Join(clientImages, ","),
 		"-node-images", strings.Join(nodeImages, ","), "-node-size", fmt.Sprint(vmNodeVolSize))
-	return cleanup, nil
+	return cleanup, osd, nil
 }
 
 // kernelBlockMsg matches the guest kernel's console messages about its
@@ -301,6 +306,12 @@ var kernelBlockMsg = regexp.MustCompile(`^\[\s*[0-9.]+\] (block (nbd|rbd)[0-9]+|
 
 // parse reads the guest's records; a line it cannot read becomes a note.
 func (k *KernelVM) parse(console string) {
+	k.parseWith(console, nil)
+}
+
+// parseWith is parse with the host's account of each run, by
+// guestbench.RunKey (nil when the host did not watch).
+func (k *KernelVM) parseWith(console string, host map[string]hostRun) {
 	groups := map[string]*Section{}
 	var order []string
 	for _, l := range strings.Split(console, "\n") {
@@ -319,7 +330,7 @@ func (k *KernelVM) parse(console string) {
 					groups[g] = sec
 					order = append(order, g)
 				}
-				addVMSample(sec, r)
+				addVMSample(sec, r, host[guestbench.RunKey(r.Group, r.Case, r.Contender, r.Rep)])
 			}
 		case strings.HasPrefix(l, guestbench.PrefixNode):
 			var n guestbench.NodeRecord
@@ -475,7 +486,7 @@ func vmSection(group string) *Section {
 }
 
 // addVMSample files one guest record under its case.
-func addVMSample(sec *Section, r guestbench.SampleRecord) {
+func addVMSample(sec *Section, r guestbench.SampleRecord, host hostRun) {
 	var c *Case
 	for _, x := range sec.Cases {
 		if x.Name == r.Case {
@@ -508,8 +519,12 @@ func addVMSample(sec *Section, r guestbench.SampleRecord) {
 		Value: r.Value, Ops: r.Ops, Bytes: r.Bytes, Seconds: r.Seconds, CPU: cpu, RSS: r.RSS, MeanLat: r.MeanNs,
 		GuestCPU: guestCPU, Switches: switches, ServerSwitches: serverSwitches,
 		ServerVoluntary: voluntary, ServerBusiestThread: busiest, ServerThreads: threads,
-		Lat: &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
+		Lat:         &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
+		HostSeconds: host.seconds, HostBusy: host.busy, HostVM: host.vm, HostOSD: host.osd,
 	})
+	if host.seconds > 0 {
+		sec.HostOf = hostCPUOf
+	}
 }
 
 // kernelVM is the report's first kernel-path section that measured

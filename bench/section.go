@@ -83,8 +83,12 @@ type Section struct {
 	// switches per op were taken (every sample's GuestCPU and
 	// Switches); set by the kernel-path sections only.
 	GuestOf string
-	Cases   []*Case
-	Notes   []string // Markdown lines added under the tables
+	// HostOf, when set, says how the host's CPU around each run was
+	// taken (every sample's Host fields); set by the kernel-path
+	// sections whose runs the host watched.
+	HostOf string
+	Cases  []*Case
+	Notes  []string // Markdown lines added under the tables
 
 	// Base is ID without the cluster kind's suffix (set only when the
 	// run has several kinds): the ID the headline's rows name.

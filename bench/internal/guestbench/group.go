@@ -82,6 +82,12 @@ func (g *group) run(ctx context.Context) (err error) {
 func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep int) (SampleRecord, error) {
 	rec := SampleRecord{Group: g.name, Case: c.Name, Unit: c.Unit, Contender: who, Rep: rep, CPU: -1,
 		GuestCPU: -1, Switches: -1, ServerSwitches: -1, ServerVoluntary: -1, ServerBusiestThread: -1, ServerThreads: -1}
+	mark := MarkRecord{Event: MarkStart, Group: g.name, Case: c.Name, Contender: who, Rep: rep}
+	emit(PrefixMark, mark)
+	defer func() {
+		mark.Event = MarkEnd
+		emit(PrefixMark, mark)
+	}()
 	pid := d.PID()
 	var cpu0 float64
 	var sw0 map[string]switchCount

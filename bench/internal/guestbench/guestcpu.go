@@ -30,6 +30,14 @@ func readGuestStat() (guestStat, error) {
 	return parseGuestStat(bufio.NewScanner(f))
 }
 
+// ReadStat reads this machine's /proc/stat as readGuestStat does: the
+// busy seconds of all its CPUs and the context switches they made. The
+// bench reads the host's with it around each of the guest's runs.
+func ReadStat() (busy float64, switches int64, err error) {
+	st, err := readGuestStat()
+	return st.busy, st.switches, err
+}
+
 // switchCount is one thread's context switches: voluntary (it waited)
 // and nonvoluntary (it was preempted).
 type switchCount struct{ vol, invol int64 }

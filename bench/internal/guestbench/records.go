@@ -13,7 +13,31 @@ const (
 	PrefixNote   = "NOTE "
 	PrefixResult = "RESULT "
 	PrefixClock  = "CLOCK "
+	PrefixMark   = "MARK "
 )
+
+// MarkRecord brackets one run on the console, before its first reading
+// and after its last, so that the host can read its own CPU around it
+// as the console brings the marks.
+type MarkRecord struct {
+	Event     string `json:"event"` // MarkStart or MarkEnd
+	Group     string `json:"group"`
+	Case      string `json:"case"`
+	Contender string `json:"contender"`
+	Rep       int    `json:"rep"`
+}
+
+// MarkRecord events.
+const (
+	MarkStart = "start"
+	MarkEnd   = "end"
+)
+
+// RunKey names one run of one contender on one case: the key that ties
+// a SampleRecord to its MarkRecords.
+func RunKey(group, caseName, contender string, rep int) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%d", group, caseName, contender, rep)
+}
 
 // SampleRecord is one run of one contender on one I/O case.
 type SampleRecord struct {

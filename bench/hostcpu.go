@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purerbd/purerbd/bench/internal/guestbench"
+)
+
+// hostCPUOf says how the kernel-path sections take the host's CPU.
+const hostCPUOf = "read on the host at the marks the guest prints on its console before and after each run " +
+	"(so each window also holds the marks' own trip over the serial console, a few milliseconds): the host's " +
+	"busy time (/proc/stat: all its CPUs, everything but idle, iowait and steal), the CPU time of the VM's qemu " +
+	"process (its vCPU threads and its device emulation) and of the cluster's OSD, each over the window's " +
+	"length, in cores; and the OSD's CPU per operation. Under TCG a vCPU costs the host a core whenever the " +
+	"guest runs on it, and the OSD shares the same cores"
+
+// hostRun is what the host did during one of the guest's runs.
+type hostRun struct {
+	seconds float64 // the window between the run's marks
+	busy    float64 // the host's busy CPU seconds
+	vm      float64 // the qemu process's CPU seconds (NaN unknown)
+	osd     float64 // the OSDs' CPU seconds (NaN unknown)
+}
+
+// hostSnap is the host's account at one mark.
+type hostSnap struct {
+	at           time.Time
+	busy, vm, os float64
+}
+
+// hostWatch reads the host's CPU around each of the guest's runs. It is
+// the VM's console output: it passes everything on to out, and at each
+// guestbench.MarkRecord line it reads the host's /proc/stat, the qemu
+// process's and the OSDs' CPU.
+type hostWatch struct {
+	out io.Writer
+	// busy, vm and osd read the host's busy seconds, the VM's and the
+	// OSDs' CPU seconds; vm and osd may be nil (not measured)
+	busy    func() (float64, error)
+	vm, osd func() (float64, error)
+	now     func() time.Time
+
+	mu   sync.Mutex
+	line []byte
+	open map[string]hostSnap
+	runs map[string]hostRun
+}
+
+// newHostWatch watches the host, with osd (nil without a cluster)
+// reading the OSDs' CPU, and passes the console on to out.
+func newHostWatch(out io.Writer, osd func() (float64, error)) *hostWatch {
+	return &hostWatch{out: out, osd: osd, vm: qemuCPU, now: time.Now,
+		busy: func() (float64, error) {
+			b, _, err := guestbench.ReadStat()
+			return b, err
+		}}
+}
+
+// Write passes p on and acts on every whole MARK line in it.
+func (w *hostWatch) Write(p []byte) (int, error) {
+	n, err := w.out.Write(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.line = append(w.line, p...)
+	for {
+		i := bytes.IndexByte(w.line, '\n')
+		if i < 0 {
+			break
+		}
+		l := string(w.line[:i])
+		w.line = w.line[i+1:]
+		// a console line may carry the kernel's output before the record
+		if j := strings.Index(l, guestbench.PrefixMark); j >= 0 {
+			w.mark(l[j+len(guestbench.PrefixMark):])
+		}
+	}
+	if len(w.line) == 0 {
+		w.line = nil // no backing array kept between lines
+	}
+	return n, err
+}
+
+// mark takes the host's account at one of the guest's marks.
+func (w *hostWatch) mark(record string) {
+	var m guestbench.MarkRecord
+	if json.Unmarshal([]byte(record), &m) != nil {
+		return // a cut line: that run has no host figures
+	}
+	snap := hostSnap{at: w.now(), busy: math.NaN(), vm: math.NaN(), os: math.NaN()}
+	read := func(f func() (float64, error)) float64 {
+		if f == nil {
+			return math.NaN()
+		}
+		v, err := f()
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	snap.busy, snap.vm, snap.os = read(w.busy), read(w.vm), read(w.osd)
+	key := guestbench.RunKey(m.Group, m.Case, m.Contender, m.Rep)
+	switch m.Event {
+	case guestbench.MarkStart:
+		if w.open == nil {
+			w.open = map[string]hostSnap{}
+		}
+		w.open[key] = snap
+	case guestbench.MarkEnd:
+		s0, ok := w.open[key]
+		if !ok {
+			return
+		}
+		delete(w.open, key)
+		if w.runs == nil {
+			w.runs = map[string]hostRun{}
+		}
+		w.runs[key] = hostRun{seconds: snap.at.Sub(s0.at).Seconds(), busy: snap.busy - s0.busy,
+			vm: snap.vm - s0.vm, osd: snap.os - s0.os}
+	}
+}
+
+// results returns the runs seen so far, by guestbench.RunKey.
+func (w *hostWatch) results() map[string]hostRun {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := make(map[string]hostRun, len(w.runs))
+	for k, v := range w.runs {
+		m[k] = v
+	}
+	return m
+}
+
+// qemuCPU is the CPU time (user + system seconds) of the host's qemu
+// system emulators: the bench runs one VM at a time, and finding it by
+// name survives the reboots vmtest makes after a stall.
+func qemuCPU() (float64, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	found := false
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || !strings.HasPrefix(string(comm), "qemu-system") {
+			continue
+		}
+		cpu, err := procCPU(pid)
+		if err != nil {
+			continue // it ended
+		}
+		total, found = total+cpu, true
+	}
+	if !found {
+		return 0, fmt.Errorf("bench: no qemu process on the host")
+	}
+	return total, nil
+}
+
+// Host figures of a run, in cores over its window (NaN when not
+// measured), and the OSD's CPU per operation in µs.
+func (s Sample) hostCores(v float64) float64 {
+	if !(s.HostSeconds > 0) {
+		return math.NaN()
+	}
+	return v / s.HostSeconds
+}
+
+func (s Sample) hostBusyCores() float64 { return s.hostCores(s.HostBusy) }
+func (s Sample) hostVMCores() float64   { return s.hostCores(s.HostVM) }
+func (s Sample) hostOSDCores() float64  { return s.hostCores(s.HostOSD) }
+func (s Sample) hostOSDPerOp() float64 {
+	if !(s.HostSeconds > 0) {
+		return math.NaN()
+	}
+	return perOp(s.HostOSD, s.Ops) * 1e6
+}
+
+// writeHostCPU is the table of what the host's cores did during each
+// contender's runs: whether the VM and the OSD had the cores to
+// themselves or competed for them.
+func writeHostCPU(b *bytes.Buffer, sec *Section) {
+	fmt.Fprintf(b, "\nThe host during the runs: %s. Medians over runs.\n\n", sec.HostOf)
+	b.WriteString("| case | contender | host busy, cores | qemu (the VM), cores | OSD, cores | OSD CPU µs/op |\n" +
+		"|---|---|---|---|---|---|\n")
+	for _, c := range sec.Cases {
+		for _, who := range sec.Contenders {
+			if len(c.Samples[who]) == 0 {
+				continue
+			}
+			med := func(f func(Sample) float64) string { return num(spreadOf(c.values(who, f)).Median) }
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", c.Name, who, med(Sample.hostBusyCores),
+				med(Sample.hostVMCores), med(Sample.hostOSDCores), med(Sample.hostOSDPerOp))
+		}
+	}
+}
