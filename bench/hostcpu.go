@@ -33,8 +33,8 @@ type hostRun struct {
 
 // hostSnap is the host's account at one mark.
 type hostSnap struct {
-	at           time.Time
-	busy, vm, os float64
+	at            time.Time
+	busy, vm, osd float64
 }
 
 // hostWatch reads the host's CPU around each of the guest's runs. It is
@@ -95,7 +95,7 @@ func (w *hostWatch) mark(record string) {
 	if json.Unmarshal([]byte(record), &m) != nil {
 		return // a cut line: that run has no host figures
 	}
-	snap := hostSnap{at: w.now(), busy: math.NaN(), vm: math.NaN(), os: math.NaN()}
+	snap := hostSnap{at: w.now(), busy: math.NaN(), vm: math.NaN(), osd: math.NaN()}
 	read := func(f func() (float64, error)) float64 {
 		if f == nil {
 			return math.NaN()
@@ -106,7 +106,7 @@ func (w *hostWatch) mark(record string) {
 		}
 		return v
 	}
-	snap.busy, snap.vm, snap.os = read(w.busy), read(w.vm), read(w.osd)
+	snap.busy, snap.vm, snap.osd = read(w.busy), read(w.vm), read(w.osd)
 	key := guestbench.RunKey(m.Group, m.Case, m.Contender, m.Rep)
 	switch m.Event {
 	case guestbench.MarkStart:
@@ -124,7 +124,7 @@ func (w *hostWatch) mark(record string) {
 			w.runs = map[string]hostRun{}
 		}
 		w.runs[key] = hostRun{seconds: snap.at.Sub(s0.at).Seconds(), busy: snap.busy - s0.busy,
-			vm: snap.vm - s0.vm, osd: snap.os - s0.os}
+			vm: snap.vm - s0.vm, osd: snap.osd - s0.osd}
 	}
 }
 
