@@ -487,12 +487,7 @@ func vmSection(group string) *Section {
 
 // addVMSample files one guest record under its case.
 func addVMSample(sec *Section, r guestbench.SampleRecord, host hostRun) {
-	var c *Case
-	for _, x := range sec.Cases {
-		if x.Name == r.Case {
-			c = x
-		}
-	}
+	c := caseNamed(sec, r.Case)
 	if c == nil {
 		c = newCase(r.Case, r.Unit, "", 0)
 		sec.Cases = append(sec.Cases, c)

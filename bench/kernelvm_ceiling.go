@@ -118,35 +118,18 @@ func ceilingVerdict(ceiling, target float64) string {
 	return "above the target"
 }
 
-// caseNamed is sec's case called name, or nil.
-func caseNamed(sec *Section, name string) *Case {
-	if sec == nil {
-		return nil
-	}
-	for _, c := range sec.Cases {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // meanLatUs is the median over runs of contender's mean latency in µs,
 // or NaN when c is nil or the runs have none.
 func meanLatUs(c *Case, contender string) float64 {
 	if c == nil {
 		return math.NaN()
 	}
-	var v []float64
-	for _, s := range c.Samples[contender] {
+	return spreadOf(c.values(contender, func(s Sample) float64 {
 		if s.MeanLat > 0 {
-			v = append(v, s.MeanLat/1e3)
+			return s.MeanLat / 1e3
 		}
-	}
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	return spreadOf(v).Median
+		return math.NaN() // not measured: spreadOf leaves it out
+	})).Median
 }
 
 // nanMin is the smaller of a and b, ignoring either when it is NaN.

@@ -98,12 +98,7 @@ func (k *KernelVM) writeDevicePaths(b *bytes.Buffer) {
 	b.WriteString("| case | ublk / krbd | nbd.ko / krbd | ublk / nbd.ko | CPU per op ublk / nbd.ko | " +
 		"guest CPU per op ublk / krbd | nbd.ko / krbd | targets |\n|---|---|---|---|---|---|---|---|\n")
 	for _, uc := range ublk.Cases {
-		var nc *Case
-		for _, c := range nbd.Cases {
-			if c.Name == uc.Name {
-				nc = c
-			}
-		}
+		nc := caseNamed(nbd, uc.Name)
 		if nc == nil {
 			continue
 		}
@@ -135,13 +130,11 @@ func (k *KernelVM) writeBounds(b *bytes.Buffer) {
 		return
 	}
 	cell := func(sec *Section, name string, target float64) string {
-		if sec == nil || sec.Skipped != "" {
+		if !measuredSection(sec) {
 			return "–"
 		}
-		for _, c := range sec.Cases {
-			if c.Name == name {
-				return ratioText(c.Ratio(sec.Contenders[0], "krbd"), target)
-			}
+		if c := caseNamed(sec, name); c != nil {
+			return ratioText(c.Ratio(sec.Contenders[0], "krbd"), target)
 		}
 		return "–"
 	}

@@ -35,6 +35,19 @@ func (c *Case) values(contender string, f func(Sample) float64) []float64 {
 	return v
 }
 
+// caseNamed is sec's case called name, or nil.
+func caseNamed(sec *Section, name string) *Case {
+	if sec == nil {
+		return nil
+	}
+	for _, c := range sec.Cases {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
 // spread of the headline values of one contender.
 func (c *Case) spread(contender string) Spread {
 	return spreadOf(c.values(contender, func(s Sample) float64 { return s.Value }))
