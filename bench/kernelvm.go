@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ type KernelVM struct {
 	Kernel   string   // guest kernel release
 	CPUs     int
 	MemoryMB int
+	// HostCPUs is how many CPUs the host had for the VM, its qemu and
+	// the cluster together (0 in runs older than the field).
+	HostCPUs int
 	Boot     time.Duration // guest uptime at init
 	Wall     time.Duration // the whole VM run
 	Cluster  string        // the cluster the guest reached
@@ -78,7 +82,7 @@ const (
 // cluster listens, and turns the guest's records into sections.
 func (s *suite) kernelVM(ctx context.Context) *KernelVM {
 	t0 := time.Now()
-	k := &KernelVM{CPUs: vmCPUs, MemoryMB: vmMemoryMB}
+	k := &KernelVM{CPUs: vmCPUs, MemoryMB: vmMemoryMB, HostCPUs: goruntime.NumCPU()}
 	dir := filepath.Join(s.work, "vm")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		k.Skipped = err.Error()
