@@ -34,7 +34,7 @@ func TestHostWatch(t *testing.T) {
 	}
 	sample := line(guestbench.PrefixSample, guestbench.SampleRecord{Group: "rbd", Case: "4k randread QD1",
 		Unit: "IOPS", Contender: "purerbd", Rep: 1, Value: 500, Ops: 1000, Seconds: 2, CPU: 1,
-		GuestCPU: -1, Switches: -1, ServerSwitches: -1, ServerVoluntary: -1})
+		GuestCPU: 3, Switches: 4000, ServerSwitches: -1, ServerVoluntary: -1})
 
 	start := mark(guestbench.MarkStart, 1)
 	w.Write([]byte(start[:10]))
@@ -64,7 +64,7 @@ func TestHostWatch(t *testing.T) {
 	}
 	var b bytes.Buffer
 	writeHostCPU(&b, k.Sections[0])
-	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 0.25 | 500 |"; !strings.Contains(b.String(), want) {
+	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 1.50 | 0.25 | 500 |"; !strings.Contains(b.String(), want) {
 		t.Errorf("host table lacks %q:\n%s", want, b.String())
 	}
 	// a console without marks leaves the section without the table
