@@ -29,6 +29,8 @@ type ceilingMeasure struct {
 	// krbd is krbd's time per operation in c, in cost's unit: a CPU cost
 	// over it is the cores the part needs at krbd's rate.
 	krbd func(c *Case) float64
+	// text prints a part: a multiple of krbd's latency, or cores
+	text func(v float64) string
 }
 
 // latencyMeasure: each part's mean latency against krbd's. At depth 1 a
@@ -37,6 +39,7 @@ func latencyMeasure() ceilingMeasure {
 	return ceilingMeasure{
 		cost: func(c *Case, who string, _ bool) float64 { return meanLatUs(c, who) },
 		krbd: func(c *Case) float64 { return meanLatUs(c, "krbd") },
+		text: func(v float64) string { return ratioText(v, 0) },
 	}
 }
 
@@ -56,6 +59,7 @@ func hostCPUMeasure() ceilingMeasure {
 			})
 		},
 		krbd: func(c *Case) float64 { return medianOf(c, "krbd", secondsPerOp) },
+		text: coresText,
 	}
 }
 
@@ -122,8 +126,7 @@ func (k *KernelVM) ceilingRows(m ceilingMeasure, capacity float64, cases func(na
 			}
 			ceiling := capacity / sum
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", p.name, c.Name,
-				ratioText(alone, 0), ratioText(crossing, 0), ratioText(sum, 0),
-				ratioText(m.part(p.device, c.Name, p.device.Contenders[0], false), 0),
+				m.text(alone), m.text(crossing), m.text(sum), m.text(m.part(p.device, c.Name, p.device.Contenders[0], false)),
 				ratioText(ceiling, p.target), ratioText(c.Ratio(p.device.Contenders[0], "krbd"), p.target),
 				ceilingVerdict(ceiling, p.target)))
 		}
@@ -202,6 +205,14 @@ func writeCeilingTable(b *bytes.Buffer, first, ceiling string, rows []string) {
 
 // measuredSection reports whether sec is there and was not skipped.
 func measuredSection(sec *Section) bool { return sec != nil && sec.Skipped == "" }
+
+// coresText prints a number of cores with two decimals.
+func coresText(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
 
 // ceilingVerdict says whether a ceiling leaves room for the target.
 func ceilingVerdict(ceiling, target float64) string {

@@ -114,17 +114,17 @@ func TestKernelVMHostCeilings(t *testing.T) {
 	}
 	// 0.5 + 0.5 cores at krbd's rate on 2 CPUs: ceiling 2.00
 	check("on the host's 2 CPUs",
-		"| nbd.ko | 4k randread QD32 | 0.50× | 0.50× | 1.00× | 3.00× | 2.00× | 0.60× | above the target |",
-		"| ublk | 4k randread QD32 | 0.50× | 0.50× | 1.00× | 2.50× | 2.00× | 0.80× | above the target |")
+		"| nbd.ko | 4k randread QD32 | 0.50 | 0.50 | 1.00 | 3.00 | 2.00× | 0.60× | above the target |",
+		"| ublk | 4k randread QD32 | 0.50 | 0.50 | 1.00 | 2.50 | 2.00× | 0.80× | above the target |")
 	// purerbd's memory disk at 0.8 of nbdkit's cores: crossing 0.40
 	k.Sections[0] = mem(0.8)
-	check("| nbd.ko | 4k randread QD32 | 0.50× | 0.40× | 0.90× | 3.00× | 2.22× | 0.60× | above the target |")
+	check("| nbd.ko | 4k randread QD32 | 0.50 | 0.40 | 0.90 | 3.00 | 2.22× | 0.60× | above the target |")
 	// one CPU and a dearer client: 0.7 + 0.5, ceiling 0.83
 	k.Sections[0] = mem(1.2)
 	k.HostCPUs = 1
 	k.Sections[3] = sec("vm-rbd-client", map[string]Sample{"purerbd": run(2000, 1.2, 0.2), "krbd": krbd})
-	check("| nbd.ko | 4k randread QD32 | 0.70× | 0.50× | 1.20× | 3.00× | 0.83× | 0.60× | above the target |",
-		"| ublk | 4k randread QD32 | 0.70× | 0.50× | 1.20× | 2.50× | 0.83× | 0.80× | **below the target** |")
+	check("| nbd.ko | 4k randread QD32 | 0.70 | 0.50 | 1.20 | 3.00 | 0.83× | 0.60× | above the target |",
+		"| ublk | 4k randread QD32 | 0.70 | 0.50 | 1.20 | 2.50 | 0.83× | 0.80× | **below the target** |")
 	// no depth-32 table without the host's CPU count or its figures
 	for _, k := range []*KernelVM{
 		{Sections: k.Sections},
