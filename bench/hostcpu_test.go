@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,12 @@ import (
 func TestHostWatch(t *testing.T) {
 	var out bytes.Buffer
 	clock := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	var busy, vm, osd float64
-	w := newHostWatch(&out, func() (float64, error) { return osd, nil })
+	var busy, vm, vcpu, osd, packets float64
+	w := newHostWatch(&out, func() (float64, error) { return osd, nil }, func() (float64, error) { return packets, nil })
 	w.now = func() time.Time { return clock }
 	w.busy = func() (float64, error) { return busy, nil }
 	w.vm = func() (float64, error) { return vm, nil }
+	w.vcpu = func() (float64, error) { return vcpu, nil }
 	line := func(prefix string, v any) string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -39,8 +41,9 @@ func TestHostWatch(t *testing.T) {
 	start := mark(guestbench.MarkStart, 1)
 	w.Write([]byte(start[:10]))
 	w.Write([]byte(start[10:]))
-	// 2 s later the host was busy 3.6 s, qemu 2 s, the OSD 0.5 s
-	clock, busy, vm, osd = clock.Add(2*time.Second), 3.6, 2, 0.5
+	// 2 s later the host was busy 3.6 s, qemu 2 s (its vCPUs 1.6 s), the
+	// OSD 0.5 s, and 4500 packets went through the NIC
+	clock, busy, vm, vcpu, osd, packets = clock.Add(2*time.Second), 3.6, 2, 1.6, 0.5, 4500
 	w.Write([]byte("[   12.5] some kernel line\n" + sample + "[   12.6] x " + mark(guestbench.MarkEnd, 1)))
 	// a run whose end never came, and an end with no start
 	w.Write([]byte(mark(guestbench.MarkStart, 2) + mark(guestbench.MarkEnd, 3)))
@@ -58,13 +61,14 @@ func TestHostWatch(t *testing.T) {
 		t.Fatalf("sections %+v", k.Sections)
 	}
 	s := k.Sections[0].Cases[0].Samples["purerbd"][0]
-	if s.hostBusyCores() != 1.8 || s.hostVMCores() != 1 || s.hostOSDCores() != 0.25 || s.hostOSDPerOp() != 500 {
-		t.Errorf("host figures: busy %v, qemu %v, OSD %v cores, %v µs per op", s.hostBusyCores(),
-			s.hostVMCores(), s.hostOSDCores(), s.hostOSDPerOp())
+	if s.hostBusyCores() != 1.8 || s.hostVMCores() != 1 || s.hostVCPUCores() != 0.8 || s.hostOSDCores() != 0.25 ||
+		s.hostOSDPerOp() != 500 || s.hostPacketsPerOp() != 4.5 {
+		t.Errorf("host figures: busy %v, qemu %v, vCPUs %v, OSD %v cores, %v µs per op, %v packets per op",
+			s.hostBusyCores(), s.hostVMCores(), s.hostVCPUCores(), s.hostOSDCores(), s.hostOSDPerOp(), s.hostPacketsPerOp())
 	}
 	var b bytes.Buffer
 	writeHostCPU(&b, k.Sections[0])
-	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 1.50 | 0.25 | 500 |"; !strings.Contains(b.String(), want) {
+	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 0.8 | 1.50 | 0.25 | 500 | 4.50 |"; !strings.Contains(b.String(), want) {
 		t.Errorf("host table lacks %q:\n%s", want, b.String())
 	}
 	// a console without marks leaves the section without the table
@@ -72,5 +76,24 @@ func TestHostWatch(t *testing.T) {
 	k.parse(sample)
 	if k.Sections[0].HostOf != "" {
 		t.Error("HostOf set without host figures")
+	}
+}
+
+// TestParseNetDevPackets reads an interface's packets both ways from
+// /proc/net/dev as Linux writes it, and refuses a missing interface.
+func TestParseNetDevPackets(t *testing.T) {
+	dev := []byte(`Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    1200      12    0    0    0     0          0         0     1200      12    0    0    0     0       0          0
+purerbd-t0: 98765432  120345    0    0    0     0          0         0 87654321   98766    0    0    0     0       0          0
+`)
+	if n, err := parseNetDevPackets(dev, "purerbd-t0"); err != nil || n != 120345+98766 {
+		t.Errorf("packets %v, %v; want %d", n, err, 120345+98766)
+	}
+	if _, err := parseNetDevPackets(dev, "tap9"); err == nil {
+		t.Error("no error for an interface not there")
+	}
+	if n, err := netnsPackets(os.Getpid(), "lo"); err != nil || n < 0 {
+		t.Errorf("this process's loopback: %v, %v", n, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -186,12 +187,12 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	k.KernelArgs = s.cfg.VMKernelArgs
 
 	// The cluster: in a network namespace, where the guest's tap is.
-	var osd func() (float64, error)
+	var probes clusterProbes
 	if t := haveTools("ceph-mon", "ceph-osd", "ceph", "rbd", "ip"); t != "" {
 		k.Notes = append(k.Notes, fmt.Sprintf("no cluster for the guest (%s is not installed): RBD and node plugin not measured", t))
 	} else {
 		var cleanup func()
-		cleanup, osd, err = s.vmCluster(ctx, dir, k, &vmcfg, &args)
+		cleanup, probes, err = s.vmCluster(ctx, dir, k, &vmcfg, &args)
 		defer cleanup()
 		if err != nil {
 			k.Notes = append(k.Notes, "no cluster for the guest: RBD and node plugin not measured: "+err.Error())
@@ -203,7 +204,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		return err
 	}
 	defer log.Close()
-	watch := newHostWatch(log, osd)
+	watch := newHostWatch(log, probes.osd, probes.packets)
 	vmcfg.Output = watch
 	s.log.Info("bench: booting the VM", "console", log.Name())
 	res, err := vmtest.Run(ctx, tb, host, vmcfg)
@@ -219,16 +220,23 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	return nil
 }
 
+// clusterProbes read what the host watch takes from the guest's
+// cluster: the OSDs' CPU seconds, and the packets through the VM's NIC.
+type clusterProbes struct {
+	osd, packets func() (float64, error)
+}
+
 // vmCluster starts a memstore cluster in a network namespace, makes the
 // images the guest uses and adds the network and the cluster's flags to
 // the VM's configuration. cleanup stops the cluster and removes the
-// namespace; it is never nil. osd reads the cluster's OSD CPU (nil when
+// namespace; it is never nil. probes read the cluster's OSD CPU and the
+// packets through the VM's NIC (nil when
 // the cluster did not start).
-func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), osd func() (float64, error), err error) {
+func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), probes clusterProbes, err error) {
 	cleanup = func() {}
 	ns, err := netns.Create(ctx, netns.Options{})
 	if err != nil {
-		return cleanup, osd, err
+		return cleanup, probes, err
 	}
 	c, err := cephcluster.Start(ctx, cephcluster.Options{
 		Netns: ns.Name, BindAddr: ns.HostIP, ObjectStore: "memstore", Pool: "rbd", PGNum: 32,
@@ -238,7 +246,7 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 		if cerr := ns.Close(); cerr != nil {
 			s.log.Warn("bench: netns close", "err", cerr)
 		}
-		return cleanup, osd, err
+		return cleanup, probes, err
 	}
 	cleanup = func() {
 		if err := c.Close(); err != nil {
@@ -248,7 +256,16 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 			s.log.Warn("bench: netns close", "err", err)
 		}
 	}
-	osd = (&cluster{Cluster: c}).osdCPU
+	probes.osd = (&cluster{Cluster: c}).osdCPU
+	// the tap is in the cluster's namespace: the OSD's view of it
+	tap := ns.Taps[0]
+	probes.packets = func() (float64, error) {
+		pid := c.PID("osd.0")
+		if pid == 0 {
+			return 0, errors.New("bench: osd.0 is not running")
+		}
+		return netnsPackets(pid, tap)
+	}
 	k.Cluster = fmt.Sprintf("one mon and one memstore OSD at %s, in network namespace %s", c.MonHost(), ns.Name)
 	feat := "layering,exclusive-lock,object-map,fast-diff,deep-flatten"
 	// purerbd over nbd.ko, krbd, purerbd over ublk (where the guest's
@@ -262,24 +279,24 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 	}
 	for _, img := range append(ioImages, clientImages...) {
 		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmIOImageBytes>>20), "--image-feature", feat, "rbd/"+img); err != nil {
-			return cleanup, osd, err
+			return cleanup, probes, err
 		}
 	}
 	for _, img := range nodeImages {
 		if _, err := c.Rbd(ctx, "create", "--size", fmt.Sprintf("%dM", vmNodeVolSize>>20), "--image-feature", feat, "rbd/"+img); err != nil {
-			return cleanup, osd, err
+			return cleanup, probes, err
 		}
 	}
 	out, err := c.Ceph(ctx, "osd", "pool", "ls", "detail", "-f", "json")
 	if err != nil {
-		return cleanup, osd, err
+		return cleanup, probes, err
 	}
 	var pools []struct {
 		ID   int64  `json:"pool_id"`
 		Name string `json:"pool_name"`
 	}
 	if err := json.Unmarshal(out, &pools); err != nil {
-		return cleanup, osd, fmt.Errorf("pool ls: %w", err)
+		return cleanup, probes, fmt.Errorf("pool ls: %w", err)
 	}
 	var poolID int64
 	for _, p := range pools {
@@ -288,20 +305,20 @@ func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *v
 		}
 	}
 	if poolID == 0 {
-		return cleanup, osd, fmt.Errorf("pool %s not found", c.Pool)
+		return cleanup, probes, fmt.Errorf("pool %s not found", c.Pool)
 	}
 	// the key reaches the guest in its initramfs, never on the kernel's
 	// command line
 	keyring := filepath.Join(dir, "keyring")
 	if err := os.WriteFile(keyring, []byte("[client.admin]\n\tkey = "+c.AdminKey+"\n"), 0o600); err != nil {
-		return cleanup, osd, err
+		return cleanup, probes, err
 	}
 	vmcfg.Files["/etc/ceph/keyring"] = keyring
 	vmcfg.Network = &vmtest.Network{Netns: ns.Name, Tap: ns.Taps[0], GuestCIDR: ns.GuestCIDR(0), HostIP: ns.HostIP}
 	*args = append(*args, "-mon", c.MonAddrs[0], "-pool", c.Pool, "-pool-id", fmt.Sprint(poolID),
 		"-keyring", "/etc/ceph/keyring", "-images", strings.Join(ioImages, ","), "-client-images", strings.Join(clientImages, ","),
 		"-node-images", strings.Join(nodeImages, ","), "-node-size", fmt.Sprint(vmNodeVolSize))
-	return cleanup, osd, nil
+	return cleanup, probes, nil
 }
 
 // kernelBlockMsg matches the guest kernel's console messages about its
@@ -519,7 +536,8 @@ func addVMSample(sec *Section, r guestbench.SampleRecord, host hostRun) {
 		GuestCPU: guestCPU, Switches: switches, ServerSwitches: serverSwitches,
 		ServerVoluntary: voluntary, ServerBusiestThread: busiest, ServerThreads: threads,
 		Lat:         &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
-		HostSeconds: host.seconds, HostBusy: host.busy, HostVM: host.vm, HostOSD: host.osd,
+		HostSeconds: host.seconds, HostBusy: host.busy, HostVM: host.vm, HostVCPU: host.vcpu, HostOSD: host.osd,
+		HostPackets: host.packets,
 	})
 	if host.seconds > 0 {
 		sec.HostOf = hostCPUOf

@@ -33,9 +33,11 @@ type Sample struct {
 	ServerThreads       float64
 	// HostSeconds is the window over which the host read its own CPU
 	// around a kernel-path run (0 when not measured); HostBusy is the
-	// host's busy CPU seconds in it, HostVM the VM's qemu process's and
-	// HostOSD the cluster's OSDs' (NaN when unknown).
-	HostSeconds, HostBusy, HostVM, HostOSD float64
+	// host's busy CPU seconds in it, HostVM the VM's qemu process's,
+	// HostVCPU the part of HostVM its vCPU threads spent and HostOSD the
+	// cluster's OSDs' (NaN when unknown); HostPackets is the packets
+	// through the VM's NIC in it (NaN when unknown).
+	HostSeconds, HostBusy, HostVM, HostVCPU, HostOSD, HostPackets float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64
