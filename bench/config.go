@@ -68,6 +68,10 @@ type Config struct {
 	// part in each request's cost. The report names them beside the
 	// figures they changed.
 	VMKernelArgs []string
+	// VMPin pins the kernel-vm guest program to one vCPU and its servers
+	// to the other: an experiment on the emulator's TLB flushes when a
+	// vCPU switches processes. The report says so.
+	VMPin bool
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -49,7 +49,10 @@ type KernelVM struct {
 	// KernelArgs is what Config.VMKernelArgs added to the guest's kernel
 	// command line.
 	KernelArgs []string
-	Elapsed    time.Duration
+	// Pinned says the guest program and the servers ran pinned to
+	// separate vCPUs (Config.VMPin).
+	Pinned  bool
+	Elapsed time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -151,6 +154,10 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsAny(e, ", ") {
 			return fmt.Errorf("server environment %q: want KEY=VALUE", e)
 		}
+	}
+	if s.cfg.VMPin {
+		args = append(args, "-pin")
+		k.Pinned = true
 	}
 	if len(s.cfg.VMServerEnv) > 0 {
 		args = append(args, "-server-env", strings.Join(s.cfg.VMServerEnv, ","))

@@ -31,6 +31,11 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"(`-vm-kernel-args`), an experiment on the guest's part in each request's cost; the other sections "+
 			"boot with the kernel's defaults.\n\n", strings.Join(k.KernelArgs, " "))
 	}
+	if k.Pinned {
+		b.WriteString("**Pinned:** the guest program ran on the first vCPU and every server on the second " +
+			"(`-vm-pin`), an experiment on the emulator: under TCG a vCPU that switches processes flushes its " +
+			"software TLB. The other sections leave placement to the guest's scheduler.\n\n")
+	}
 	switch {
 	case k.Skipped != "" && len(k.Sections) == 0 && k.Node == nil:
 		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)

@@ -289,4 +289,13 @@ func TestKernelVMServerEnv(t *testing.T) {
 			t.Errorf("%q: wrote %q", args, got)
 		}
 	}
+	// and for the pinned placement
+	for _, pinned := range []bool{false, true} {
+		k := &KernelVM{Kernel: "6.1", Pinned: pinned}
+		var b bytes.Buffer
+		k.write(&b)
+		if got := b.String(); strings.Contains(got, "**Pinned:** the guest program ran on the first vCPU") != pinned {
+			t.Errorf("pinned %v: wrote %q", pinned, got)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // contender opens the device one contender serves.
@@ -89,6 +90,11 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		emit(PrefixMark, mark)
 	}()
 	pid := d.PID()
+	if g.opts.pin && pid > 0 && pid != os.Getpid() {
+		if err := pinProcess(pid, serverCPU); err != nil {
+			return rec, err
+		}
+	}
 	var cpu0 float64
 	var sw0 map[string]switchCount
 	var swErr error

@@ -37,6 +37,9 @@ type options struct {
 	profileQD int
 	// serverEnv is added to the environment of every purerbd server
 	serverEnv []string
+	// pin puts the guest program on one vCPU and the servers on the
+	// other (pin.go): an experiment on the emulator
+	pin bool
 }
 
 // Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
@@ -65,6 +68,7 @@ func Main(ctx context.Context, args []string) error {
 	fs.Int64Var(&o.nodeSize, "node-size", 64<<20, "size of the node images")
 	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd server (nbd.ko and ublk, behind Ceph and on a memory disk) and the rbd package alone this long per 4 KiB case of depth -profile-qd and print the profiles (0: none)")
 	fs.IntVar(&o.profileQD, "profile-qd", 32, "the queue depth of the profiled cases: 1 or 32")
+	fs.BoolVar(&o.pin, "pin", false, "pin the guest program to the first vCPU and every server to the second (an experiment on the emulator's TLB flushes)")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,6 +89,11 @@ func Main(ctx context.Context, args []string) error {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.pin {
+		if err := pinProcess(os.Getpid(), guestCPU); err != nil {
+			return err
+		}
+	}
 	// crc32c first: ext4 mounts and libcrc32c (under rbd.ko) need a
 	// crc32c driver, which nothing in the guest would load on demand
 	if err := guestio.LoadModules("crc32c", "nbd", "ext4"); err != nil {
