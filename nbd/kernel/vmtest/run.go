@@ -175,6 +175,9 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 	}
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max",
+		// names qemu's threads ("CPU 0/TCG"), so that the host can tell
+		// the vCPUs' CPU from the device emulation's
+		"-name", "vmtest,debug-threads=on",
 		"-m", strconv.Itoa(cfg.Memory), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nographic", "-no-reboot", "-nic", nic, "-no-user-config",
 		"-monitor", "unix:" + watch.sock + ",server=on,wait=off",
