@@ -264,13 +264,20 @@ func (s Sample) hostVCPUCores() float64 {
 }
 func (s Sample) hostOSDCores() float64 { return s.hostCores(s.HostOSD) }
 
+func (s Sample) hostOSDPerOp() float64 {
+	if !(s.HostSeconds > 0) {
+		return math.NaN()
+	}
+	return perOp(s.HostOSD, s.Ops) * 1e6
+}
+
 // hostPacketsPerOp is the packets through the VM's NIC per operation
 // (NaN when not measured, or 0 in a run older than the field).
 func (s Sample) hostPacketsPerOp() float64 {
-	if !(s.HostSeconds > 0) || s.Ops <= 0 || s.HostPackets == 0 {
+	if !(s.HostSeconds > 0) {
 		return math.NaN()
 	}
-	return s.HostPackets / float64(s.Ops)
+	return perOp(s.HostPackets, s.Ops)
 }
 
 // guestBusyVCPUs is the guest's own count of its busy CPUs over the run
@@ -283,12 +290,6 @@ func (s Sample) guestBusyVCPUs() float64 {
 		return math.NaN()
 	}
 	return s.GuestCPU / s.Seconds
-}
-func (s Sample) hostOSDPerOp() float64 {
-	if !(s.HostSeconds > 0) {
-		return math.NaN()
-	}
-	return perOp(s.HostOSD, s.Ops) * 1e6
 }
 
 // writeHostCPU is the table of what the host's cores did during each

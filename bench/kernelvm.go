@@ -237,8 +237,7 @@ type clusterProbes struct {
 // images the guest uses and adds the network and the cluster's flags to
 // the VM's configuration. cleanup stops the cluster and removes the
 // namespace; it is never nil. probes read the cluster's OSD CPU and the
-// packets through the VM's NIC (nil when
-// the cluster did not start).
+// packets through the VM's NIC (nil when the cluster did not start).
 func (s *suite) vmCluster(ctx context.Context, dir string, k *KernelVM, vmcfg *vmtest.Config, args *[]string) (cleanup func(), probes clusterProbes, err error) {
 	cleanup = func() {}
 	ns, err := netns.Create(ctx, netns.Options{})
