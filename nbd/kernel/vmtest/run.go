@@ -64,6 +64,9 @@ type Config struct {
 	// it ends the run with an error at once. Without Ready, init's
 	// marker is that point.
 	Ready <-chan struct{}
+	// OnMonitor, when set, is given the run's qemu monitor before the
+	// first boot; the same Monitor reaches every boot's qemu.
+	OnMonitor func(Monitor)
 }
 
 // Network attaches the guest to a tap device in a network namespace:
@@ -184,6 +187,9 @@ func Run(ctx context.Context, tb testing.TB, h Host, cfg Config) (*Result, error
 		"-kernel", kernel, "-initrd", initrd,
 		// Nothing secret goes on the command line: it ends up in dmesg.
 		"-append", strings.Join(append([]string{"console=ttyS0 panic=-1 quiet loglevel=4 cryptomgr.notests"}, cfg.KernelArgs...), " "),
+	}
+	if cfg.OnMonitor != nil {
+		cfg.OnMonitor(Monitor{sock: watch.sock})
 	}
 	var (
 		res                   *Result
