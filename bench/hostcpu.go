@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/purerbd/purerbd/bench/internal/guestbench"
+	"github.com/purerbd/purerbd/nbd/kernel/vmtest"
 )
 
 // hostCPUOf says how the kernel-path sections take the host's CPU.
@@ -23,7 +25,9 @@ const hostCPUOf = "read on the host at the marks the guest prints on its console
 	"busy time (/proc/stat: all its CPUs, everything but idle, iowait and steal), the CPU time of the VM's qemu " +
 	"process (its vCPU threads and its device emulation), of its vCPU threads alone and of the cluster's OSD, " +
 	"each over the window's length, in cores; the OSD's CPU per operation; and the packets through the VM's " +
-	"NIC (its tap, both ways) per operation. Beside them, the guest's own count of its busy vCPUs over the run " +
+	"NIC (its tap, both ways) per operation; and the emulator's software-TLB flushes per operation (qemu's info jit, " +
+	"read through its monitor: full flushes and each MMU index a partial flush cleans, over all vCPUs; under TCG a " +
+	"vCPU that switches between processes flushes its TLB and refills it page by page). Beside them, the guest's own count of its busy vCPUs over the run " +
 	"(from its /proc/stat). Under TCG a vCPU costs the host a core whenever the guest runs on it, and the OSD " +
 	"shares the same cores"
 
@@ -35,26 +39,28 @@ type hostRun struct {
 	vcpu    float64 // the part of vm its vCPU threads spent (NaN unknown)
 	osd     float64 // the OSDs' CPU seconds (NaN unknown)
 	packets float64 // packets through the VM's NIC, both ways (NaN unknown)
+	tlb     float64 // the emulator's software-TLB flushes (NaN unknown)
 }
 
 // hostSnap is the host's account at one mark.
 type hostSnap struct {
-	at                           time.Time
-	busy, vm, vcpu, osd, packets float64
+	at                                time.Time
+	busy, vm, vcpu, osd, packets, tlb float64
 }
 
 // hostWatch reads the host's CPU around each of the guest's runs. It is
 // the VM's console output: it passes everything on to out, and at each
 // guestbench.MarkRecord line it reads the host's /proc/stat, the qemu
-// process's and the OSDs' CPU.
+// process's and the OSDs' CPU, and the emulator's counters.
 type hostWatch struct {
 	out io.Writer
 	// busy, vm, vcpu and osd read the host's busy seconds, the VM's, its
 	// vCPU threads' and the OSDs' CPU seconds, packets the packets
-	// through the VM's NIC; all but busy may be nil (not measured)
-	busy                   func() (float64, error)
-	vm, vcpu, osd, packets func() (float64, error)
-	now                    func() time.Time
+	// through the VM's NIC, tlb the emulator's software-TLB flushes; all
+	// but busy may be nil (not measured)
+	busy                        func() (float64, error)
+	vm, vcpu, osd, packets, tlb func() (float64, error)
+	now                         func() time.Time
 
 	mu   sync.Mutex
 	line []byte
@@ -71,6 +77,14 @@ func newHostWatch(out io.Writer, osd, packets func() (float64, error)) *hostWatc
 			b, _, err := guestbench.ReadStat()
 			return b, err
 		}}
+}
+
+// useMonitor has the watch read the emulator's TLB flushes through the
+// VM's qemu monitor m, each read bounded by ctx and monitorTimeout.
+func (w *hostWatch) useMonitor(ctx context.Context, m vmtest.Monitor) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tlb = func() (float64, error) { return tcgTLBFlushes(ctx, m) }
 }
 
 // Write passes p on and acts on every whole MARK line in it.
@@ -115,6 +129,7 @@ func (w *hostWatch) mark(record string) {
 		return v
 	}
 	snap.busy, snap.vm, snap.vcpu, snap.osd, snap.packets = read(w.busy), read(w.vm), read(w.vcpu), read(w.osd), read(w.packets)
+	snap.tlb = read(w.tlb)
 	key := guestbench.RunKey(m.Group, m.Case, m.Contender, m.Rep)
 	switch m.Event {
 	case guestbench.MarkStart:
@@ -132,7 +147,8 @@ func (w *hostWatch) mark(record string) {
 			w.runs = map[string]hostRun{}
 		}
 		w.runs[key] = hostRun{seconds: snap.at.Sub(s0.at).Seconds(), busy: snap.busy - s0.busy,
-			vm: snap.vm - s0.vm, vcpu: snap.vcpu - s0.vcpu, osd: snap.osd - s0.osd, packets: snap.packets - s0.packets}
+			vm: snap.vm - s0.vm, vcpu: snap.vcpu - s0.vcpu, osd: snap.osd - s0.osd, packets: snap.packets - s0.packets,
+			tlb: snap.tlb - s0.tlb}
 	}
 }
 
@@ -280,6 +296,15 @@ func (s Sample) hostPacketsPerOp() float64 {
 	return perOp(s.HostPackets, s.Ops)
 }
 
+// hostTLBFlushesPerOp is the emulator's software-TLB flushes per
+// operation (NaN when not measured; 0 in a run older than the field).
+func (s Sample) hostTLBFlushesPerOp() float64 {
+	if !(s.HostSeconds > 0) || s.HostTLBFlushes == 0 {
+		return math.NaN()
+	}
+	return perOp(s.HostTLBFlushes, s.Ops)
+}
+
 // guestBusyVCPUs is the guest's own count of its busy CPUs over the run
 // (NaN when not measured). Beside the vCPU threads' CPU on the host it
 // tells time the guest counted as running that the host did not spend
@@ -298,17 +323,18 @@ func (s Sample) guestBusyVCPUs() float64 {
 func writeHostCPU(b *bytes.Buffer, sec *Section) {
 	fmt.Fprintf(b, "\nThe host during the runs: %s. Medians over runs.\n\n", sec.HostOf)
 	b.WriteString("| case | contender | host busy, cores | qemu (the VM), cores | its vCPU threads, cores | " +
-		"the guest's own count of its busy vCPUs | OSD, cores | OSD CPU µs/op | packets through the VM's NIC per op |\n" +
-		"|---|---|---|---|---|---|---|---|---|\n")
+		"the guest's own count of its busy vCPUs | OSD, cores | OSD CPU µs/op | packets through the VM's NIC per op | " +
+		"the emulator's TLB flushes per op |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range sec.Cases {
 		for _, who := range sec.Contenders {
 			if len(c.Samples[who]) == 0 {
 				continue
 			}
 			med := func(f func(Sample) float64) string { return num(spreadOf(c.values(who, f)).Median) }
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, who, med(Sample.hostBusyCores),
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, who, med(Sample.hostBusyCores),
 				med(Sample.hostVMCores), med(Sample.hostVCPUCores), med(Sample.guestBusyVCPUs), med(Sample.hostOSDCores),
-				med(Sample.hostOSDPerOp), med(Sample.hostPacketsPerOp))
+				med(Sample.hostOSDPerOp), med(Sample.hostPacketsPerOp), med(Sample.hostTLBFlushesPerOp))
 		}
 	}
 }

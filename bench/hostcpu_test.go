@@ -17,12 +17,13 @@ import (
 func TestHostWatch(t *testing.T) {
 	var out bytes.Buffer
 	clock := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	var busy, vm, vcpu, osd, packets float64
+	var busy, vm, vcpu, osd, packets, tlb float64
 	w := newHostWatch(&out, func() (float64, error) { return osd, nil }, func() (float64, error) { return packets, nil })
 	w.now = func() time.Time { return clock }
 	w.busy = func() (float64, error) { return busy, nil }
 	w.vm = func() (float64, error) { return vm, nil }
 	w.vcpu = func() (float64, error) { return vcpu, nil }
+	w.tlb = func() (float64, error) { return tlb, nil }
 	line := func(prefix string, v any) string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -42,8 +43,9 @@ func TestHostWatch(t *testing.T) {
 	w.Write([]byte(start[:10]))
 	w.Write([]byte(start[10:]))
 	// 2 s later the host was busy 3.6 s, qemu 2 s (its vCPUs 1.6 s), the
-	// OSD 0.5 s, and 4500 packets went through the NIC
-	clock, busy, vm, vcpu, osd, packets = clock.Add(2*time.Second), 3.6, 2, 1.6, 0.5, 4500
+	// OSD 0.5 s, 4500 packets went through the NIC and the emulator
+	// flushed its TLB 9500 times
+	clock, busy, vm, vcpu, osd, packets, tlb = clock.Add(2*time.Second), 3.6, 2, 1.6, 0.5, 4500, 9500
 	w.Write([]byte("[   12.5] some kernel line\n" + sample + "[   12.6] x " + mark(guestbench.MarkEnd, 1)))
 	// a run whose end never came, and an end with no start
 	w.Write([]byte(mark(guestbench.MarkStart, 2) + mark(guestbench.MarkEnd, 3)))
@@ -62,13 +64,14 @@ func TestHostWatch(t *testing.T) {
 	}
 	s := k.Sections[0].Cases[0].Samples["purerbd"][0]
 	if s.hostBusyCores() != 1.8 || s.hostVMCores() != 1 || s.hostVCPUCores() != 0.8 || s.hostOSDCores() != 0.25 ||
-		s.hostOSDPerOp() != 500 || s.hostPacketsPerOp() != 4.5 {
-		t.Errorf("host figures: busy %v, qemu %v, vCPUs %v, OSD %v cores, %v µs per op, %v packets per op",
-			s.hostBusyCores(), s.hostVMCores(), s.hostVCPUCores(), s.hostOSDCores(), s.hostOSDPerOp(), s.hostPacketsPerOp())
+		s.hostOSDPerOp() != 500 || s.hostPacketsPerOp() != 4.5 || s.hostTLBFlushesPerOp() != 9.5 {
+		t.Errorf("host figures: busy %v, qemu %v, vCPUs %v, OSD %v cores, %v µs per op, %v packets, %v TLB flushes per op",
+			s.hostBusyCores(), s.hostVMCores(), s.hostVCPUCores(), s.hostOSDCores(), s.hostOSDPerOp(), s.hostPacketsPerOp(),
+			s.hostTLBFlushesPerOp())
 	}
 	var b bytes.Buffer
 	writeHostCPU(&b, k.Sections[0])
-	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 0.8 | 1.50 | 0.25 | 500 | 4.50 |"; !strings.Contains(b.String(), want) {
+	if want := "| 4k randread QD1 | purerbd | 1.80 | 1.00 | 0.8 | 1.50 | 0.25 | 500 | 4.50 | 9.50 |"; !strings.Contains(b.String(), want) {
 		t.Errorf("host table lacks %q:\n%s", want, b.String())
 	}
 	// a console without marks leaves the section without the table

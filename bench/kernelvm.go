@@ -213,6 +213,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	defer log.Close()
 	watch := newHostWatch(log, probes.osd, probes.packets)
 	vmcfg.Output = watch
+	vmcfg.OnMonitor = func(m vmtest.Monitor) { watch.useMonitor(ctx, m) }
 	s.log.Info("bench: booting the VM", "console", log.Name())
 	res, err := vmtest.Run(ctx, tb, host, vmcfg)
 	if res == nil {
@@ -543,7 +544,7 @@ func addVMSample(sec *Section, r guestbench.SampleRecord, host hostRun) {
 		ServerVoluntary: voluntary, ServerBusiestThread: busiest, ServerThreads: threads,
 		Lat:         &Latency{Percentiles: []float64{50, 99, 99.9}, Nanos: []float64{r.P50Ns, r.P99Ns, r.P999Ns}},
 		HostSeconds: host.seconds, HostBusy: host.busy, HostVM: host.vm, HostVCPU: host.vcpu, HostOSD: host.osd,
-		HostPackets: host.packets,
+		HostPackets: host.packets, HostTLBFlushes: host.tlb,
 	})
 	if host.seconds > 0 {
 		sec.HostOf = hostCPUOf

@@ -332,7 +332,8 @@ func (r *Report) writeCSV(path string) error {
 	_ = w.Write([]string{"section", "case", "unit", "contender", "run", "value", "ops", "bytes", "seconds",
 		"cpu_s", "peak_rss_bytes", "p50_ns", "p99_ns", "p99.9_ns", "osd_cpu_s", "cluster",
 		"guest_cpu_s", "guest_ctxt", "server_ctxt", "server_ctxt_vol", "server_ctxt_busiest", "server_threads",
-		"host_window_s", "host_busy_s", "host_qemu_cpu_s", "host_osd_cpu_s", "host_qemu_vcpu_s", "host_nic_packets"})
+		"host_window_s", "host_busy_s", "host_qemu_cpu_s", "host_osd_cpu_s", "host_qemu_vcpu_s", "host_nic_packets",
+		"host_tcg_tlb_flushes"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	secs := slices.Clone(r.Sections)
 	for _, k := range r.KernelVMs {
@@ -356,15 +357,19 @@ func (r *Report) writeCSV(path string) error {
 					if sec.GuestOf != "" && s.ServerThreads > 0 {
 						svol, sbusy, sthreads = g(s.ServerVoluntary), g(s.ServerBusiestThread), g(s.ServerThreads)
 					}
-					hwin, hbusy, hvm, hosd, hvcpu, hpkts := "", "", "", "", "", ""
+					hwin, hbusy, hvm, hosd, hvcpu, hpkts, htlb := "", "", "", "", "", "", ""
 					if s.HostSeconds > 0 {
 						hwin, hbusy, hvm, hosd = g(s.HostSeconds), g(s.HostBusy), g(s.HostVM), g(s.HostOSD)
 						hvcpu, hpkts = g(s.HostVCPU), g(s.HostPackets)
+						if s.HostTLBFlushes != 0 { // 0: a run older than the field
+							htlb = g(s.HostTLBFlushes)
+						}
 					}
 					_ = w.Write([]string{sec.ID, c.Name, c.Unit, who, strconv.Itoa(i + 1), g(s.Value),
 						strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Bytes, 10), g(s.Seconds), g(s.CPU),
 						strconv.FormatInt(s.RSS, 10), g(s.Lat.At(50)), g(s.Lat.At(99)), g(s.Lat.At(99.9)), osd,
-						sec.Cluster, guest, ctxt, sctxt, svol, sbusy, sthreads, hwin, hbusy, hvm, hosd, hvcpu, hpkts})
+						sec.Cluster, guest, ctxt, sctxt, svol, sbusy, sthreads, hwin, hbusy, hvm, hosd, hvcpu, hpkts,
+						htlb})
 				}
 			}
 		}

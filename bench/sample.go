@@ -36,8 +36,9 @@ type Sample struct {
 	// host's busy CPU seconds in it, HostVM the VM's qemu process's,
 	// HostVCPU the part of HostVM its vCPU threads spent and HostOSD the
 	// cluster's OSDs' (NaN when unknown); HostPackets is the packets
-	// through the VM's NIC in it (NaN when unknown).
-	HostSeconds, HostBusy, HostVM, HostVCPU, HostOSD, HostPackets float64
+	// through the VM's NIC in it and HostTLBFlushes the emulator's
+	// software-TLB flushes (NaN when unknown).
+	HostSeconds, HostBusy, HostVM, HostVCPU, HostOSD, HostPackets, HostTLBFlushes float64
 	// RSS is the peak resident set of the contender's process in bytes;
 	// 0 when unknown.
 	RSS int64
