@@ -72,6 +72,11 @@ type Config struct {
 	// to the other: an experiment on the emulator's TLB flushes when a
 	// vCPU switches processes. The report says so.
 	VMPin bool
+	// VMTraceMM traces the kernel-vm guest's context switches in each run
+	// and prints on its console how often a vCPU changed address space,
+	// by process pair: whose switches the emulator's TLB flushes are.
+	// Tracing slows every switch; the report says so.
+	VMTraceMM bool
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

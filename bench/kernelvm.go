@@ -51,7 +51,10 @@ type KernelVM struct {
 	KernelArgs []string
 	// Pinned says the guest program and the servers ran pinned to
 	// separate vCPUs (Config.VMPin).
-	Pinned  bool
+	Pinned bool
+	// Traced says the guest traced its context switches in every run
+	// (Config.VMTraceMM).
+	Traced  bool
 	Elapsed time.Duration
 }
 
@@ -158,6 +161,10 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	if s.cfg.VMPin {
 		args = append(args, "-pin")
 		k.Pinned = true
+	}
+	if s.cfg.VMTraceMM {
+		args = append(args, "-trace-mm")
+		k.Traced = true
 	}
 	if len(s.cfg.VMServerEnv) > 0 {
 		args = append(args, "-server-env", strings.Join(s.cfg.VMServerEnv, ","))

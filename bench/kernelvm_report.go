@@ -36,6 +36,11 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"(`-vm-pin`), an experiment on the emulator: under TCG a vCPU that switches processes flushes its " +
 			"software TLB. The other sections leave placement to the guest's scheduler.\n\n")
 	}
+	if k.Traced {
+		b.WriteString("**Traced:** the guest traced its context switches in every run (`-vm-trace-mm`, the " +
+			"kernel's sched_switch event), an experiment on whose address-space switches the emulator's TLB " +
+			"flushes are; tracing slows every switch, so these runs are slower than untraced ones.\n\n")
+	}
 	switch {
 	case k.Skipped != "" && len(k.Sections) == 0 && k.Node == nil:
 		fmt.Fprintf(b, "**Not measured:** %s\n\n", k.Skipped)

@@ -298,4 +298,13 @@ func TestKernelVMServerEnv(t *testing.T) {
 			t.Errorf("pinned %v: wrote %q", pinned, got)
 		}
 	}
+	// and for the traced runs
+	for _, traced := range []bool{false, true} {
+		k := &KernelVM{Kernel: "6.1", Traced: traced}
+		var b bytes.Buffer
+		k.write(&b)
+		if got := b.String(); strings.Contains(got, "**Traced:** the guest traced its context switches") != traced {
+			t.Errorf("traced %v: wrote %q", traced, got)
+		}
+	}
 }

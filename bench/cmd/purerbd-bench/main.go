@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string) error {
 		bench.VMClockTSC+" keeps the TSC (tsc=reliable) so that clock reads go through the vDSO as on hardware")
 	vmKernelArgs := fs.String("vm-kernel-args", "", "kernel-vm: space-separated arguments added to the guest kernel's command line (an experiment on the guest, e.g. maxcpus=1; the report says so)")
 	vmPin := fs.Bool("vm-pin", false, "kernel-vm: pin the guest program to the first vCPU and the servers to the second (an experiment on the emulator's TLB flushes; the report says so)")
+	vmTraceMM := fs.Bool("vm-trace-mm", false, "kernel-vm: trace the guest's context switches in each run and print on its console how often a vCPU changed address space, by process pair (an experiment on the emulator's TLB flushes; tracing slows the runs, and the report says so)")
 	vmServerEnv := fs.String("vm-server-env", "", "kernel-vm: comma-separated KEY=VALUE added to the environment of the guest's purerbd servers (an experiment on the Go runtime, e.g. GOMAXPROCS=1; the report says so)")
 	reps := fs.Int("reps", 0, "repetitions per contender and case (default 6, 2 with -quick; an odd number is rounded up, so that each contender runs first as often as the other)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
@@ -107,6 +108,7 @@ func run(ctx context.Context, args []string) error {
 		cfg.VMKernelArgs = strings.Fields(*vmKernelArgs)
 	}
 	cfg.VMPin = *vmPin
+	cfg.VMTraceMM = *vmTraceMM
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

@@ -103,12 +103,26 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		sw0, swErr = threadSwitches(pid)
 	}
 	st0, stErr := readGuestStat()
+	if g.opts.traceMM {
+		if err := startMMTrace(); err != nil {
+			return rec, err
+		}
+	}
 	var r ioResult
 	var err error
 	if sl, ok := d.(selfLoaded); ok {
 		r, err = sl.runCase(ctx, c, g.span, g.opts.runtime)
 	} else {
 		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
+	}
+	if g.opts.traceMM {
+		sw, terr := stopMMTrace()
+		if terr != nil {
+			return rec, terr
+		}
+		if err == nil {
+			fmt.Printf("%s%s %s %s rep %d: %s\n", PrefixMMTrace, g.name, c.Name, who, rep, sw.summary(r.ops))
+		}
 	}
 	if err != nil {
 		return rec, err
