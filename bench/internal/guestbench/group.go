@@ -73,10 +73,26 @@ func (g *group) run(ctx context.Context) (err error) {
 					continue
 				}
 				emit(PrefixSample, rec)
+				if g.opts.traceMM {
+					// counted after the run's end mark: reading the
+					// trace is work the run did not do
+					g.printMMTrace(d.name, c, rep, rec.Ops)
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// printMMTrace counts the address-space switches of the run just
+// measured and prints them.
+func (g *group) printMMTrace(who string, c ioCase, rep int, ops int64) {
+	sw, err := countMMTrace()
+	if err != nil {
+		note("%s: %s %s rep %d: %v", g.name, who, c.Name, rep, err)
+		return
+	}
+	fmt.Printf("%s%s %s %s rep %d: %s\n", PrefixMMTrace, g.name, c.Name, who, rep, sw.summary(ops))
 }
 
 // measure runs one case on one device and returns its record.
@@ -116,12 +132,8 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
 	}
 	if g.opts.traceMM {
-		sw, terr := stopMMTrace()
-		if terr != nil {
-			return rec, terr
-		}
-		if err == nil {
-			fmt.Printf("%s%s %s %s rep %d: %s\n", PrefixMMTrace, g.name, c.Name, who, rep, sw.summary(r.ops))
+		if err := pauseMMTrace(); err != nil {
+			return rec, err
 		}
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package guestbench
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,16 +25,23 @@ import (
 // idle task keep the last process's page tables, so they do not count.
 // Tracing costs the guest time at every switch, so a traced run's own
 // figures are not comparable with an untraced one's.
+//
+// The event must be enabled on the kernel's command line
+// (MMTraceKernelArgs): enabling it at run time patches the scheduler's
+// text through int3 breakpoints, which under TCG the other vCPU now and
+// then executes half-patched (an int3 Oops in __schedule). A run only
+// turns the ring buffer on and off, which patches nothing.
 
 // PrefixMMTrace starts the console line of a traced run's switches.
 const PrefixMMTrace = "purerbd-bench mmtrace: "
 
+// MMTraceKernelArgs enable the sched_switch event from boot, with each
+// CPU's buffer large enough for a run (some ten thousand switches a
+// second, a few dozen bytes each).
+var MMTraceKernelArgs = []string{"trace_event=sched:sched_switch", "trace_buf_size=32M"}
+
 // tracefs is where the guest mounts the kernel's tracing directory.
 const tracefs = "/sys/kernel/tracing"
-
-// mmTraceBufferKB is each CPU's trace buffer: a sched_switch event takes
-// a few dozen bytes, and a run switches some ten thousand times a second.
-const mmTraceBufferKB = 32 << 10
 
 // mmSwitches is what one traced run showed.
 type mmSwitches struct {
@@ -45,17 +51,21 @@ type mmSwitches struct {
 }
 
 // startMMTrace clears the trace and records sched_switch until
-// stopMMTrace.
+// pauseMMTrace.
 func startMMTrace() error {
 	if _, err := os.Stat(filepath.Join(tracefs, "events")); err != nil {
 		if err := unix.Mount("tracefs", tracefs, "tracefs", 0, ""); err != nil {
 			return fmt.Errorf("mount tracefs: %w", err)
 		}
 	}
-	for _, w := range []struct{ file, val string }{
-		{"tracing_on", "0"}, {"buffer_size_kb", strconv.Itoa(mmTraceBufferKB)}, {"trace", ""},
-		{"events/sched/sched_switch/enable", "1"}, {"tracing_on", "1"},
-	} {
+	on, err := os.ReadFile(filepath.Join(tracefs, "events/sched/sched_switch/enable"))
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if strings.TrimSpace(string(on)) != "1" {
+		return fmt.Errorf("trace: sched_switch is not enabled: boot with %s", strings.Join(MMTraceKernelArgs, " "))
+	}
+	for _, w := range []struct{ file, val string }{{"tracing_on", "0"}, {"trace", ""}, {"tracing_on", "1"}} {
 		if err := os.WriteFile(filepath.Join(tracefs, w.file), []byte(w.val), 0); err != nil {
 			return fmt.Errorf("trace: %w", err)
 		}
@@ -63,17 +73,17 @@ func startMMTrace() error {
 	return nil
 }
 
-// stopMMTrace stops the trace and counts its address-space switches.
-func stopMMTrace() (mmSwitches, error) {
-	var errs []error
-	for _, f := range []string{"tracing_on", "events/sched/sched_switch/enable"} {
-		if err := os.WriteFile(filepath.Join(tracefs, f), []byte("0"), 0); err != nil {
-			errs = append(errs, err)
-		}
+// pauseMMTrace stops recording.
+func pauseMMTrace() error {
+	if err := os.WriteFile(filepath.Join(tracefs, "tracing_on"), []byte("0"), 0); err != nil {
+		return fmt.Errorf("trace: %w", err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return mmSwitches{}, fmt.Errorf("trace: %w", err)
-	}
+	return nil
+}
+
+// countMMTrace counts the address-space switches of the trace recorded
+// between startMMTrace and pauseMMTrace.
+func countMMTrace() (mmSwitches, error) {
 	f, err := os.Open(filepath.Join(tracefs, "trace"))
 	if err != nil {
 		return mmSwitches{}, fmt.Errorf("trace: %w", err)
