@@ -77,6 +77,12 @@ type Config struct {
 	// by process pair: whose switches the emulator's TLB flushes are.
 	// Tracing slows every switch; the report says so.
 	VMTraceMM bool
+	// VMFioLoad has the kernel-vm guest run its block-device cases
+	// through fio's libaio engine instead of the guest program's Go
+	// goroutines: an experiment on the load's own part in each request's
+	// cost (a Go program wakes runtime threads beside the one doing the
+	// I/O). The report says so.
+	VMFioLoad bool
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).
 	Runtime time.Duration

@@ -54,8 +54,11 @@ type KernelVM struct {
 	Pinned bool
 	// Traced says the guest traced its context switches in every run
 	// (Config.VMTraceMM).
-	Traced  bool
-	Elapsed time.Duration
+	Traced bool
+	// FioLoaded says the block-device cases ran through fio
+	// (Config.VMFioLoad).
+	FioLoaded bool
+	Elapsed   time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -161,6 +164,13 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	if s.cfg.VMPin {
 		args = append(args, "-pin")
 		k.Pinned = true
+	}
+	if s.cfg.VMFioLoad {
+		if fio == "" {
+			return errors.New("-vm-fio-load: fio is not installed")
+		}
+		args = append(args, "-fio-load")
+		k.FioLoaded = true
 	}
 	if s.cfg.VMTraceMM {
 		args = append(args, "-trace-mm")

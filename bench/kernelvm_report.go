@@ -36,6 +36,12 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"(`-vm-pin`), an experiment on the emulator: under TCG a vCPU that switches processes flushes its " +
 			"software TLB. The other sections leave placement to the guest's scheduler.\n\n")
 	}
+	if k.FioLoaded {
+		b.WriteString("**Loaded by fio:** the block-device cases ran through fio's libaio engine (`-vm-fio-load`) " +
+			"instead of the guest program's goroutines, an experiment on the load's own part in each request's " +
+			"cost; the guest's CPU and switches per op are not taken for fio's runs. The other sections use the " +
+			"guest program.\n\n")
+	}
 	if k.Traced {
 		b.WriteString("**Traced:** the guest traced its context switches in every run (`-vm-trace-mm`, the " +
 			"kernel's sched_switch event), an experiment on whose address-space switches the emulator's TLB " +

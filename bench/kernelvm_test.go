@@ -298,6 +298,15 @@ func TestKernelVMServerEnv(t *testing.T) {
 			t.Errorf("pinned %v: wrote %q", pinned, got)
 		}
 	}
+	// and for fio's load
+	for _, fio := range []bool{false, true} {
+		k := &KernelVM{Kernel: "6.1", FioLoaded: fio}
+		var b bytes.Buffer
+		k.write(&b)
+		if got := b.String(); strings.Contains(got, "**Loaded by fio:** the block-device cases ran through fio") != fio {
+			t.Errorf("fio load %v: wrote %q", fio, got)
+		}
+	}
 	// and for the traced runs
 	for _, traced := range []bool{false, true} {
 		k := &KernelVM{Kernel: "6.1", Traced: traced}

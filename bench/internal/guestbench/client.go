@@ -140,6 +140,15 @@ func (l *librbdFio) fill(ctx context.Context, span int64) error {
 }
 
 func (l *librbdFio) runCase(ctx context.Context, c ioCase, span int64, d time.Duration) (ioResult, error) {
+	job, err := l.run(ctx, fioCaseArgs(c, span, d)...)
+	if err != nil {
+		return ioResult{}, err
+	}
+	return fioResult(job, c, l.image)
+}
+
+// fioCaseArgs are the fio options of case c over span bytes for d.
+func fioCaseArgs(c ioCase, span int64, d time.Duration) []string {
 	rw := "read"
 	switch {
 	case c.Write && c.Rand:
@@ -150,18 +159,19 @@ func (l *librbdFio) runCase(ctx context.Context, c ioCase, span int64, d time.Du
 		rw = "randread"
 	}
 	secs := max(int(d.Round(time.Second)/time.Second), 1)
-	job, err := l.run(ctx, "--rw="+rw, fmt.Sprintf("--bs=%d", c.BS), fmt.Sprintf("--iodepth=%d", c.QD),
+	return []string{"--rw=" + rw, fmt.Sprintf("--bs=%d", c.BS), fmt.Sprintf("--iodepth=%d", c.QD),
 		fmt.Sprintf("--size=%d", span), "--time_based=1", fmt.Sprintf("--runtime=%d", secs),
-		"--norandommap=1", "--randrepeat=0")
-	if err != nil {
-		return ioResult{}, err
-	}
+		"--norandommap=1", "--randrepeat=0"}
+}
+
+// fioResult is the run's figures from fio's job on target.
+func fioResult(job fioJob, c ioCase, target string) (ioResult, error) {
 	dir := job.Read
 	if c.Write {
 		dir = job.Write
 	}
 	if dir.TotalIOs == 0 || dir.RuntimeMs <= 0 {
-		return ioResult{}, fmt.Errorf("fio %s on %s: no I/O completed", c.Name, l.image)
+		return ioResult{}, fmt.Errorf("fio %s on %s: no I/O completed", c.Name, target)
 	}
 	seconds := float64(dir.RuntimeMs) / 1000
 	return ioResult{
@@ -192,10 +202,29 @@ type fioDir struct {
 
 // run runs one fio job on the image with args and returns its figures.
 func (l *librbdFio) run(ctx context.Context, args ...string) (fioJob, error) {
-	all := append([]string{"--name=librbd", "--ioengine=rbd", "--clientname=" + l.user, "--pool=" + l.pool,
-		"--rbdname=" + l.image, "--direct=1", "--output-format=json", "--percentile_list=50:99:99.9"}, args...)
-	cmd := exec.CommandContext(ctx, l.fio, all...)
-	cmd.Env = append(os.Environ(), "CEPH_CONF="+l.conf)
+	return runFio(ctx, l.fio, []string{"CEPH_CONF=" + l.conf}, append([]string{"--name=librbd", "--ioengine=rbd",
+		"--clientname=" + l.user, "--pool=" + l.pool, "--rbdname=" + l.image}, args...)...)
+}
+
+// fioOnDevice runs case c on the block device dev through fio's libaio
+// engine (-load fio): the guest program's own load is a Go process,
+// whose runtime threads wake beside the one issuing the I/O.
+func fioOnDevice(ctx context.Context, fio, dev string, c ioCase, span int64, d time.Duration) (ioResult, error) {
+	job, err := runFio(ctx, fio, nil, append([]string{"--name=device", "--ioengine=libaio", "--filename=" + dev,
+		"--allow_file_create=0"},
+		fioCaseArgs(c, span, d)...)...)
+	if err != nil {
+		return ioResult{}, err
+	}
+	return fioResult(job, c, dev)
+}
+
+// runFio runs one fio job with args, env added to its environment, and
+// returns its figures.
+func runFio(ctx context.Context, fio string, env []string, args ...string) (fioJob, error) {
+	all := append([]string{"--direct=1", "--output-format=json", "--percentile_list=50:99:99.9"}, args...)
+	cmd := exec.CommandContext(ctx, fio, all...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

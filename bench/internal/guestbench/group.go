@@ -128,6 +128,8 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 	var err error
 	if sl, ok := d.(selfLoaded); ok {
 		r, err = sl.runCase(ctx, c, g.span, g.opts.runtime)
+	} else if g.opts.fioLoad {
+		r, err = fioOnDevice(ctx, g.opts.fio, d.Path(), c, g.span, g.opts.runtime)
 	} else {
 		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
 	}

@@ -44,6 +44,10 @@ type options struct {
 	// kernel's scheduler trace (mmtrace.go): an experiment on the
 	// emulator
 	traceMM bool
+	// fioLoad runs the device cases through fio's libaio engine rather
+	// than the guest program's own goroutines: an experiment on the
+	// guest program's part in each request's cost
+	fioLoad bool
 }
 
 // Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
@@ -74,9 +78,13 @@ func Main(ctx context.Context, args []string) error {
 	fs.IntVar(&o.profileQD, "profile-qd", 32, "the queue depth of the profiled cases: 1 or 32")
 	fs.BoolVar(&o.pin, "pin", false, "pin the guest program to the first vCPU and every server to the second (an experiment on the emulator's TLB flushes)")
 	fs.BoolVar(&o.traceMM, "trace-mm", false, "trace each run's context switches and print, on "+PrefixMMTrace+" lines, how often a CPU changed address space (an experiment on the emulator's TLB flushes)")
+	fs.BoolVar(&o.fioLoad, "fio-load", false, "run the block-device cases through fio's libaio engine (-fio) instead of this program's goroutines")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.fioLoad && o.fio == "" {
+		return errors.New("-fio-load needs -fio")
 	}
 	if o.profileQD != 1 && o.profileQD != 32 {
 		return fmt.Errorf("-profile-qd %d: the cases have depth 1 or 32", o.profileQD)
