@@ -210,7 +210,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 	vmcfg.KernelArgs = append(vmcfg.KernelArgs, s.cfg.VMKernelArgs...)
 	if s.cfg.VMTraceMM {
 		// the event is enabled from boot: see guestbench.MMTraceKernelArgs
-		vmcfg.KernelArgs = append(vmcfg.KernelArgs, guestbench.MMTraceKernelArgs...)
+		vmcfg.KernelArgs = append(vmcfg.KernelArgs, guestbench.MMTraceKernelArgs()...)
 	}
 	k.KernelArgs = s.cfg.VMKernelArgs
 

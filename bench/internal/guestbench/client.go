@@ -207,7 +207,7 @@ func (l *librbdFio) run(ctx context.Context, args ...string) (fioJob, error) {
 }
 
 // fioOnDevice runs case c on the block device dev through fio's libaio
-// engine (-load fio): the guest program's own load is a Go process,
+// engine (-fio-load): the guest program's own load is a Go process,
 // whose runtime threads wake beside the one issuing the I/O.
 func fioOnDevice(ctx context.Context, fio, dev string, c ioCase, span int64, d time.Duration) (ioResult, error) {
 	job, err := runFio(ctx, fio, nil, append([]string{"--name=device", "--ioengine=libaio", "--filename=" + dev,

@@ -38,7 +38,9 @@ const PrefixMMTrace = "purerbd-bench mmtrace: "
 // MMTraceKernelArgs enable the sched_switch event from boot, with each
 // CPU's buffer large enough for a run (some ten thousand switches a
 // second, a few dozen bytes each).
-var MMTraceKernelArgs = []string{"trace_event=sched:sched_switch", "trace_buf_size=32M"}
+func MMTraceKernelArgs() []string {
+	return []string{"trace_event=sched:sched_switch", "trace_buf_size=32M"}
+}
 
 // tracefs is where the guest mounts the kernel's tracing directory.
 const tracefs = "/sys/kernel/tracing"
@@ -63,7 +65,7 @@ func startMMTrace() error {
 		return fmt.Errorf("trace: %w", err)
 	}
 	if strings.TrimSpace(string(on)) != "1" {
-		return fmt.Errorf("trace: sched_switch is not enabled: boot with %s", strings.Join(MMTraceKernelArgs, " "))
+		return fmt.Errorf("trace: sched_switch is not enabled: boot with %s", strings.Join(MMTraceKernelArgs(), " "))
 	}
 	for _, w := range []struct{ file, val string }{{"tracing_on", "0"}, {"trace", ""}, {"tracing_on", "1"}} {
 		if err := os.WriteFile(filepath.Join(tracefs, w.file), []byte(w.val), 0); err != nil {
