@@ -289,31 +289,27 @@ func TestKernelVMServerEnv(t *testing.T) {
 			t.Errorf("%q: wrote %q", args, got)
 		}
 	}
-	// and for the pinned placement
-	for _, pinned := range []bool{false, true} {
-		k := &KernelVM{Kernel: "6.1", Pinned: pinned}
-		var b bytes.Buffer
-		k.write(&b)
-		if got := b.String(); strings.Contains(got, "**Pinned:** the guest program ran on the first vCPU") != pinned {
-			t.Errorf("pinned %v: wrote %q", pinned, got)
-		}
-	}
-	// and for fio's load
-	for _, fio := range []bool{false, true} {
-		k := &KernelVM{Kernel: "6.1", FioLoaded: fio}
-		var b bytes.Buffer
-		k.write(&b)
-		if got := b.String(); strings.Contains(got, "**Loaded by fio:** the block-device cases ran through fio") != fio {
-			t.Errorf("fio load %v: wrote %q", fio, got)
-		}
-	}
-	// and for the traced runs
-	for _, traced := range []bool{false, true} {
-		k := &KernelVM{Kernel: "6.1", Traced: traced}
-		var b bytes.Buffer
-		k.write(&b)
-		if got := b.String(); strings.Contains(got, "**Traced:** the guest traced its context switches") != traced {
-			t.Errorf("traced %v: wrote %q", traced, got)
+	// and for the experiments that are flags of their own: each banner
+	// shows only with its flag
+	for _, e := range []struct {
+		name   string
+		set    func(*KernelVM)
+		banner string
+	}{
+		{"pinned", func(k *KernelVM) { k.Pinned = true }, "**Pinned:** the guest program ran on the first vCPU"},
+		{"fio load", func(k *KernelVM) { k.FioLoaded = true }, "**Loaded by fio:** the block-device cases ran through fio"},
+		{"traced", func(k *KernelVM) { k.Traced = true }, "**Traced:** the guest traced its context switches"},
+	} {
+		for _, on := range []bool{false, true} {
+			k := &KernelVM{Kernel: "6.1"}
+			if on {
+				e.set(k)
+			}
+			var b bytes.Buffer
+			k.write(&b)
+			if got := b.String(); strings.Contains(got, e.banner) != on {
+				t.Errorf("%s %v: wrote %q", e.name, on, got)
+			}
 		}
 	}
 }
