@@ -27,8 +27,8 @@ const hostCPUOf = "read on the host at the marks the guest prints on its console
 	"each over the window's length, in cores; the OSD's CPU per operation; and the packets through the VM's " +
 	"NIC (its tap, both ways) per operation; and the emulator's software-TLB flushes per operation (qemu's info jit, " +
 	"read through its monitor: full flushes and each MMU index a partial flush cleans, over all vCPUs; under TCG a " +
-	"vCPU that switches between processes flushes its TLB and refills it page by page). Beside them, the guest's own count of its busy vCPUs over the run " +
-	"(from its /proc/stat). Under TCG a vCPU costs the host a core whenever the guest runs on it, and the OSD " +
+	"vCPU that switches between processes flushes its TLB and refills it page by page). Beside them, the guest's " +
+	"own count of its busy vCPUs over the run (from its /proc/stat). Under TCG a vCPU costs the host a core whenever the guest runs on it, and the OSD " +
 	"shares the same cores"
 
 // hostRun is what the host did during one of the guest's runs.

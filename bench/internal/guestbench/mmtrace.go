@@ -2,7 +2,6 @@ package guestbench
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -144,13 +143,9 @@ func (procTasks) task(pid int) task {
 		}
 	}
 	t := task{}
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-			if f := strings.Fields(string(stat[i+1:])); len(f) > 6 {
-				flags, _ := strconv.ParseUint(f[6], 10, 64)
-				t.kernel = flags&pfKthread != 0
-			}
-		}
+	if f, err := procStat(pid); err == nil && len(f) > 6 {
+		flags, _ := strconv.ParseUint(f[6], 10, 64)
+		t.kernel = flags&pfKthread != 0
 	}
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tgid))
 	if err != nil {

@@ -15,26 +15,35 @@ import (
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat.
 const clockTicks = 100
 
-// procCPU is the CPU seconds (user + system) pid has used.
-func procCPU(pid int) (float64, error) {
+// procStat is the fields of /proc/PID/stat after the command, which
+// may itself hold spaces and parentheses: state(0) ppid(1) ... flags(6)
+// ... utime(11) stime(12) ...
+func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+		return nil, fmt.Errorf("/proc/%d/stat: %q", pid, s)
 	}
-	f := strings.Fields(s[i+1:])
-	// after the command: state(0) ... utime(11) stime(12)
+	return strings.Fields(s[i+1:]), nil
+}
+
+// procCPU is the CPU seconds (user + system) pid has used.
+func procCPU(pid int) (float64, error) {
+	f, err := procStat(pid)
+	if err != nil {
+		return 0, err
+	}
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, f)
 	}
 	u, err1 := strconv.ParseFloat(f[11], 64)
 	st, err2 := strconv.ParseFloat(f[12], 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, f)
 	}
 	return (u + st) / clockTicks, nil
 }
