@@ -72,6 +72,11 @@ type Config struct {
 	// to the other: an experiment on the emulator's TLB flushes when a
 	// vCPU switches processes. The report says so.
 	VMPin bool
+	// VMPinServer pins only the kernel-vm servers to one vCPU and leaves
+	// the guest program to the guest's scheduler: what a node plugin
+	// could do about the emulator's TLB flushes by itself, placing no
+	// thread but its own. The report says so.
+	VMPinServer bool
 	// VMTraceMM traces the kernel-vm guest's context switches in each run
 	// and prints on its console how often a vCPU changed address space,
 	// by process pair: whose switches the emulator's TLB flushes are.

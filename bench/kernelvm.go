@@ -52,6 +52,9 @@ type KernelVM struct {
 	// Pinned says the guest program and the servers ran pinned to
 	// separate vCPUs (Config.VMPin).
 	Pinned bool
+	// ServerPinned says only the servers ran pinned to one vCPU, the
+	// guest program where the scheduler put it (Config.VMPinServer).
+	ServerPinned bool
 	// Traced says the guest traced its context switches in every run
 	// (Config.VMTraceMM).
 	Traced bool
@@ -161,9 +164,15 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 			return fmt.Errorf("server environment %q: want KEY=VALUE", e)
 		}
 	}
-	if s.cfg.VMPin {
+	switch {
+	case s.cfg.VMPin && s.cfg.VMPinServer:
+		return errors.New("-vm-pin and -vm-pin-server: pin both apart, or only the servers")
+	case s.cfg.VMPin:
 		args = append(args, "-pin")
 		k.Pinned = true
+	case s.cfg.VMPinServer:
+		args = append(args, "-pin-server")
+		k.ServerPinned = true
 	}
 	if s.cfg.VMFioLoad {
 		if fio == "" {

@@ -36,6 +36,12 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"(`-vm-pin`), an experiment on the emulator: under TCG a vCPU that switches processes flushes its " +
 			"software TLB. The other sections leave placement to the guest's scheduler.\n\n")
 	}
+	if k.ServerPinned {
+		b.WriteString("**Servers pinned:** every server ran on the second vCPU (`-vm-pin-server`) and the guest " +
+			"program where the guest's scheduler put it, an experiment on what a server can do alone about the " +
+			"emulator's TLB flushes, placing no thread but its own. The other sections leave placement to the " +
+			"guest's scheduler.\n\n")
+	}
 	if k.FioLoaded {
 		b.WriteString("**Loaded by fio:** the block-device cases ran through fio's libaio engine (`-vm-fio-load`) " +
 			"instead of the guest program's goroutines, an experiment on the load's own part in each request's " +

@@ -297,6 +297,7 @@ func TestKernelVMServerEnv(t *testing.T) {
 		banner string
 	}{
 		{"pinned", func(k *KernelVM) { k.Pinned = true }, "**Pinned:** the guest program ran on the first vCPU"},
+		{"servers pinned", func(k *KernelVM) { k.ServerPinned = true }, "**Servers pinned:** every server ran on the second vCPU"},
 		{"fio load", func(k *KernelVM) { k.FioLoaded = true }, "**Loaded by fio:** the block-device cases ran through fio"},
 		{"traced", func(k *KernelVM) { k.Traced = true }, "**Traced:** the guest traced its context switches"},
 	} {

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string) error {
 		bench.VMClockTSC+" keeps the TSC (tsc=reliable) so that clock reads go through the vDSO as on hardware")
 	vmKernelArgs := fs.String("vm-kernel-args", "", "kernel-vm: space-separated arguments added to the guest kernel's command line (an experiment on the guest, e.g. maxcpus=1; the report says so)")
 	vmPin := fs.Bool("vm-pin", false, "kernel-vm: pin the guest program to the first vCPU and the servers to the second (an experiment on the emulator's TLB flushes; the report says so)")
+	vmPinServer := fs.Bool("vm-pin-server", false, "kernel-vm: pin only the servers to the second vCPU and leave the guest program to the guest's scheduler (an experiment on what a server can do alone about the emulator's TLB flushes; the report says so)")
 	vmTraceMM := fs.Bool("vm-trace-mm", false, "kernel-vm: trace the guest's context switches in each run and print on its console how often a vCPU changed address space, by process pair (an experiment on the emulator's TLB flushes; tracing slows the runs, and the report says so)")
 	vmFioLoad := fs.Bool("vm-fio-load", false, "kernel-vm: run the block-device cases through fio's libaio engine instead of the guest program's goroutines (an experiment on the load's part in each request's cost; the report says so)")
 	vmServerEnv := fs.String("vm-server-env", "", "kernel-vm: comma-separated KEY=VALUE added to the environment of the guest's purerbd servers (an experiment on the Go runtime, e.g. GOMAXPROCS=1; the report says so)")
@@ -109,6 +110,7 @@ func run(ctx context.Context, args []string) error {
 		cfg.VMKernelArgs = strings.Fields(*vmKernelArgs)
 	}
 	cfg.VMPin = *vmPin
+	cfg.VMPinServer = *vmPinServer
 	cfg.VMTraceMM = *vmTraceMM
 	cfg.VMFioLoad = *vmFioLoad
 	if *only != "" {

@@ -106,7 +106,7 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 		emit(PrefixMark, mark)
 	}()
 	pid := d.PID()
-	if g.opts.pin && pid > 0 && pid != os.Getpid() {
+	if (g.opts.pin || g.opts.pinServer) && pid > 0 && pid != os.Getpid() {
 		if err := pinProcess(pid, serverCPU); err != nil {
 			return rec, err
 		}

@@ -40,6 +40,9 @@ type options struct {
 	// pin puts the guest program on one vCPU and the servers on the
 	// other (pin.go): an experiment on the emulator
 	pin bool
+	// pinServer puts only the servers on the second vCPU and leaves
+	// this program to the scheduler: what a server can do alone
+	pinServer bool
 	// traceMM counts each run's address-space switches through the
 	// kernel's scheduler trace (mmtrace.go): an experiment on the
 	// emulator
@@ -77,11 +80,15 @@ func Main(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.profile, "profile", 0, "after the measured runs, profile each purerbd server (nbd.ko and ublk, behind Ceph and on a memory disk) and the rbd package alone this long per 4 KiB case of depth -profile-qd and print the profiles (0: none)")
 	fs.IntVar(&o.profileQD, "profile-qd", 32, "the queue depth of the profiled cases: 1 or 32")
 	fs.BoolVar(&o.pin, "pin", false, "pin the guest program to the first vCPU and every server to the second (an experiment on the emulator's TLB flushes)")
+	fs.BoolVar(&o.pinServer, "pin-server", false, "pin only every server to the second vCPU, this program where the scheduler puts it (an experiment on what a server can do alone about the emulator's TLB flushes)")
 	fs.BoolVar(&o.traceMM, "trace-mm", false, "trace each run's context switches and print, on "+PrefixMMTrace+" lines, how often a CPU changed address space (an experiment on the emulator's TLB flushes)")
 	fs.BoolVar(&o.fioLoad, "fio-load", false, "run the block-device cases through fio's libaio engine (-fio) instead of this program's goroutines")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.pin && o.pinServer {
+		return errors.New("-pin and -pin-server: pin both apart, or only the servers")
 	}
 	if o.fioLoad && o.fio == "" {
 		return errors.New("-fio-load needs -fio")
