@@ -17,6 +17,10 @@ import (
 // processes on a vCPU each way when the two share it; pinned apart, each
 // vCPU alternates between its one process and idle or kernel threads,
 // which keep the last process's page tables.
+//
+// -pin-server pins only the servers and leaves this program to the
+// scheduler: what a server, or a deployment that gives it a CPU of its
+// own, can do without placing the application's threads.
 
 // guestCPU and serverCPU are the vCPUs the guest program and the servers
 // are pinned to.

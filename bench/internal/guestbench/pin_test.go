@@ -3,6 +3,7 @@ package guestbench
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -50,5 +51,14 @@ func TestPinProcess(t *testing.T) {
 	}
 	if err := pinProcess(1<<30, cpu); err == nil {
 		t.Error("no error pinning a process that is not there")
+	}
+}
+
+// TestPinFlagsExclude checks that the guest refuses both pinning
+// experiments at once, before it runs anything.
+func TestPinFlagsExclude(t *testing.T) {
+	err := Main(t.Context(), []string{"-pin", "-pin-server"})
+	if err == nil || !strings.Contains(err.Error(), "-pin and -pin-server") {
+		t.Fatalf("Main(-pin -pin-server) = %v, want the flags refused", err)
 	}
 }
