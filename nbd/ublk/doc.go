@@ -25,6 +25,15 @@
 // elsewhere, or with Config.NoUserCopy, the kernel copies it into and out
 // of a buffer per tag that the queue keeps for the device's life.
 //
+// Zero copy (UBLK_F_SUPPORT_ZERO_COPY, Linux 6.15, and its automatic
+// form UBLK_F_AUTO_BUF_REG, 6.16) is not used. It lends a request's pages
+// to the server's io_uring as a fixed buffer that only io_uring
+// operations read or write, never the server's own code. The backends
+// served here must see the bytes: the Ceph messenger checksums each
+// message's data (crc mode) or encrypts it (secure mode), and an
+// encrypted image encrypts it first. So a request's data is copied once
+// each way, as through an NBD socket, and user copy is that one copy.
+//
 // Where the kernel also offers batch I/O (UBLK_F_BATCH_IO, Linux 7.0), a
 // device with user copy uses it unless Config.NoBatchIO says otherwise:
 // one multishot command fetches a queue's requests in batches of tags
