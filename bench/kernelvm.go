@@ -61,6 +61,10 @@ type KernelVM struct {
 	// FioLoaded says the block-device cases ran through fio
 	// (Config.VMFioLoad).
 	FioLoaded bool
+	// RawDepth1 says the guest program made its depth-1 block-device
+	// calls as raw system calls; false for Config.VMRuntimeSyscalls and
+	// for every run before it existed.
+	RawDepth1 bool
 	Elapsed   time.Duration
 }
 
@@ -180,6 +184,14 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		}
 		args = append(args, "-fio-load")
 		k.FioLoaded = true
+	}
+	switch {
+	case s.cfg.VMRuntimeSyscalls && s.cfg.VMFioLoad:
+		return errors.New("-vm-runtime-syscalls and -vm-fio-load: fio makes its own calls")
+	case s.cfg.VMRuntimeSyscalls:
+		args = append(args, "-runtime-syscalls")
+	default:
+		k.RawDepth1 = true
 	}
 	if s.cfg.VMTraceMM {
 		args = append(args, "-trace-mm")
@@ -466,7 +478,8 @@ func vmSection(group string) *Section {
 				"over one connection by the guest program (NBD handshake, then NBD_CMD_CONNECT: what nbd-client " +
 				"does). Both devices stay attached for the whole section and are filled first; the guest program " +
 				"(`purerbd-bench guest`) runs each case on each device in turn: QD goroutines with their own " +
-				"O_DIRECT descriptor issuing pread/pwrite back to back (random 4 KiB offsets; 1 MiB sequential)."}
+				"O_DIRECT descriptor issuing pread/pwrite back to back (random 4 KiB offsets; 1 MiB sequential); " +
+				"at depth 1 as raw system calls, whose thread waits in the kernel as a C program's does."}
 	case "rbd":
 		return &Section{ID: "vm-rbd", Short: "VM RBD",
 			Title:      "Kernel path in the VM (software-emulated): an RBD image as a block device, purerbd (nbd.ko) vs krbd (rbd.ko)",

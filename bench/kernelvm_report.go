@@ -48,6 +48,14 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"cost; the guest's CPU and switches per op are not taken for fio's runs. The other sections use the " +
 			"guest program.\n\n")
 	}
+	if !k.RawDepth1 && len(k.Sections) > 0 {
+		b.WriteString("**Depth 1 through the Go runtime:** the guest program's pread/pwrite at queue depth 1 went " +
+			"through the Go runtime's system calls, as in every run up to 2026-12-06 22:55 UTC (or with " +
+			"`-vm-runtime-syscalls`). Each blocking call let the runtime's monitor thread wake and poll: a second " +
+			"thread of the load per request, which under TCG trades vCPUs with a userspace server and costs the " +
+			"userspace paths TLB flushes that krbd does not pay. The sections since make those calls raw, as " +
+			"a C program's thread does.\n\n")
+	}
 	if k.Traced {
 		b.WriteString("**Traced:** the guest traced its context switches in every run (`-vm-trace-mm`, the " +
 			"kernel's sched_switch event), an experiment on whose address-space switches the emulator's TLB " +

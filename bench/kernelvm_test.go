@@ -313,4 +313,20 @@ func TestKernelVMServerEnv(t *testing.T) {
 			}
 		}
 	}
+	// the load's depth-1 calls: the banner shows for a section whose
+	// calls went through the runtime (every run before RawDepth1 was
+	// recorded), and not for one with no sections at all
+	for _, e := range []struct {
+		raw, sections, banner bool
+	}{{false, true, true}, {true, true, false}, {false, false, false}} {
+		k := &KernelVM{Kernel: "6.1", RawDepth1: e.raw}
+		if e.sections {
+			k.Sections = []*Section{{ID: "vm-rbd", Title: "t", Contenders: []string{"purerbd", "krbd"}}}
+		}
+		var b bytes.Buffer
+		k.write(&b)
+		if got := b.String(); strings.Contains(got, "**Depth 1 through the Go runtime:**") != e.banner {
+			t.Errorf("raw %v, sections %v: wrote %q", e.raw, e.sections, got)
+		}
+	}
 }

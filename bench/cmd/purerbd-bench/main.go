@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string) error {
 	vmPinServer := fs.Bool("vm-pin-server", false, "kernel-vm: pin only the servers to the second vCPU and leave the guest program to the guest's scheduler (an experiment on what a server can do alone about the emulator's TLB flushes; the report says so)")
 	vmTraceMM := fs.Bool("vm-trace-mm", false, "kernel-vm: trace the guest's context switches in each run and print on its console how often a vCPU changed address space, by process pair (an experiment on the emulator's TLB flushes; tracing slows the runs, and the report says so)")
 	vmFioLoad := fs.Bool("vm-fio-load", false, "kernel-vm: run the block-device cases through fio's libaio engine instead of the guest program's goroutines (an experiment on the load's part in each request's cost; the report says so)")
+	vmRuntimeSyscalls := fs.Bool("vm-runtime-syscalls", false, "kernel-vm: have the guest program read and write the block devices at queue depth 1 through the Go runtime's system calls, as runs up to 2026-12-06 22:55 UTC did, instead of raw ones (an experiment on the load's own runtime threads; the report says so)")
 	vmServerEnv := fs.String("vm-server-env", "", "kernel-vm: comma-separated KEY=VALUE added to the environment of the guest's purerbd servers (an experiment on the Go runtime, e.g. GOMAXPROCS=1; the report says so)")
 	reps := fs.Int("reps", 0, "repetitions per contender and case (default 6, 2 with -quick; an odd number is rounded up, so that each contender runs first as often as the other)")
 	runtime := fs.Duration("runtime", 0, "measured time per time-based run (default 2s, quick 1s; NBD jobs at most 2s)")
@@ -113,6 +114,7 @@ func run(ctx context.Context, args []string) error {
 	cfg.VMPinServer = *vmPinServer
 	cfg.VMTraceMM = *vmTraceMM
 	cfg.VMFioLoad = *vmFioLoad
+	cfg.VMRuntimeSyscalls = *vmRuntimeSyscalls
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}

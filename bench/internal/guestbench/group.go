@@ -131,7 +131,7 @@ func (g *group) measure(ctx context.Context, who string, d device, c ioCase, rep
 	} else if g.opts.fioLoad {
 		r, err = fioOnDevice(ctx, g.opts.fio, d.Path(), c, g.span, g.opts.runtime)
 	} else {
-		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime)
+		r, err = runIO(ctx, d.Path(), g.span, c, g.opts.runtime, g.opts.runtimeSyscalls)
 	}
 	if g.opts.traceMM {
 		if err := pauseMMTrace(); err != nil {

@@ -105,8 +105,9 @@ type ioTarget interface {
 
 // runIO runs c on dev for d over its first span bytes: QD goroutines, each
 // with its own O_DIRECT descriptor and buffer, issuing pread/pwrite back
-// to back; sequential workloads wrap around the span.
-func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration) (ioResult, error) {
+// to back; sequential workloads wrap around the span. At depth 1 the
+// calls are raw system calls (rawFile) unless runtimeSyscalls.
+func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration, runtimeSyscalls bool) (ioResult, error) {
 	flag := os.O_RDONLY
 	if c.Write {
 		flag = os.O_WRONLY
@@ -115,6 +116,9 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 		f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
 		if err != nil {
 			return nil, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+		}
+		if c.QD == 1 && !runtimeSyscalls {
+			return rawFile{f}, nil
 		}
 		return f, nil
 	})

@@ -51,6 +51,10 @@ type options struct {
 	// than the guest program's own goroutines: an experiment on the
 	// guest program's part in each request's cost
 	fioLoad bool
+	// runtimeSyscalls has the depth-1 block-device cases call pread and
+	// pwrite through the Go runtime, as before raw calls (rawFile): an
+	// experiment on the load's own runtime threads
+	runtimeSyscalls bool
 }
 
 // Main is `purerbd-bench guest ARGS`: it runs the I/O comparisons and the
@@ -83,12 +87,16 @@ func Main(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.pinServer, "pin-server", false, "pin only every server to the second vCPU, this program where the scheduler puts it (an experiment on what a server can do alone about the emulator's TLB flushes)")
 	fs.BoolVar(&o.traceMM, "trace-mm", false, "trace each run's context switches and print, on "+PrefixMMTrace+" lines, how often a CPU changed address space (an experiment on the emulator's TLB flushes)")
 	fs.BoolVar(&o.fioLoad, "fio-load", false, "run the block-device cases through fio's libaio engine (-fio) instead of this program's goroutines")
+	fs.BoolVar(&o.runtimeSyscalls, "runtime-syscalls", false, "at queue depth 1, read and write the block devices through the Go runtime's system calls instead of raw ones (an experiment on this program's own runtime threads)")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.pin && o.pinServer {
 		return errors.New("-pin and -pin-server: pin both apart, or only the servers")
+	}
+	if o.fioLoad && o.runtimeSyscalls {
+		return errors.New("-fio-load and -runtime-syscalls: fio makes its own calls")
 	}
 	if o.fioLoad && o.fio == "" {
 		return errors.New("-fio-load needs -fio")

@@ -110,7 +110,7 @@ func profileServer(ctx context.Context, o options, t profileTarget, d time.Durat
 		if inProcess {
 			r, err = self.runCase(ctx, c, o.span, d)
 		} else {
-			r, err = runIO(ctx, dev.Path(), o.span, c, d)
+			r, err = runIO(ctx, dev.Path(), o.span, c, d, o.runtimeSyscalls)
 		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", c.Name, err)
