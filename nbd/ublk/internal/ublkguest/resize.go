@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -74,19 +73,6 @@ func (s *scenario) resizeCheck(ctx context.Context, dev *ublk.Device, features u
 // one that never answers should fail the step with the stacks that show
 // where it waits rather than the whole VM's timeout.
 const resizeTimeout = time.Minute
-
-// dumpStacks prints the process's goroutines and its threads' kernel
-// stacks to the console.
-func dumpStacks() {
-	buf := make([]byte, 1<<20)
-	fmt.Fprintf(os.Stderr, "goroutines:\n%s\n", buf[:runtime.Stack(buf, true)])
-	tasks, _ := filepath.Glob("/proc/self/task/*/stack")
-	for _, t := range tasks {
-		if b, err := os.ReadFile(t); err == nil {
-			fmt.Fprintf(os.Stderr, "%s:\n%s\n", t, b)
-		}
-	}
-}
 
 // sysSize reads the block device's size from sysfs, in bytes.
 func sysSize(dev *ublk.Device) (int64, error) {

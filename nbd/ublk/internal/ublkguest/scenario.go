@@ -84,7 +84,7 @@ func (s *scenario) run(ctx context.Context) error {
 		return err
 	}
 	if err := s.Step("serve memory backend", func() error {
-		dev, err = ublk.Serve(ctx, ublk.Config{Backend: mem, Queues: 2, Logger: logger("inproc"), Tag: guestTag})
+		dev, err = serve(ctx, ublk.Config{Backend: mem, Queues: 2, Logger: logger("inproc"), Tag: guestTag})
 		if err != nil {
 			return err
 		}
@@ -405,7 +405,7 @@ func optionCheck(ctx context.Context, cfg ublk.Config, option string, off uint64
 		return err
 	}
 	cfg.Backend = mem
-	dev, err := ublk.Serve(ctx, cfg)
+	dev, err := serve(ctx, cfg)
 	if err != nil {
 		return err
 	}
