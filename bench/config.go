@@ -89,10 +89,11 @@ type Config struct {
 	// I/O). The report says so.
 	VMFioLoad bool
 	// VMRuntimeSyscalls has the kernel-vm guest program read and write
-	// the block devices at queue depth 1 through the Go runtime's system
-	// calls, as every run up to 2026-12-06 22:55 UTC did, instead of raw ones
-	// (guestbench's rawFile): an experiment on the load's own runtime
-	// threads. The report says so.
+	// the block devices through the Go runtime's system calls from a
+	// goroutine per request in flight, as every run up to 2026-12-06
+	// 22:55 UTC did, instead of raw calls at queue depth 1 (guestbench's
+	// rawFile) and Linux AIO from one goroutine at depth 32 (runAIO): an
+	// experiment on the load's own runtime threads. The report says so.
 	VMRuntimeSyscalls bool
 	// Runtime is the measured time of one run of a time-based job
 	// (default 2 s; 1 s in quick mode).

@@ -65,7 +65,12 @@ type KernelVM struct {
 	// calls as raw system calls; false for Config.VMRuntimeSyscalls and
 	// for every run before it existed.
 	RawDepth1 bool
-	Elapsed   time.Duration
+	// AIODepth32 says the guest program kept its depth-32 block-device
+	// requests in flight from one goroutine through Linux AIO; false for
+	// Config.VMRuntimeSyscalls and for every run before it existed, where
+	// a goroutine per request called pread/pwrite through the runtime.
+	AIODepth32 bool
+	Elapsed    time.Duration
 }
 
 // rssAt is the node plugin's largest VmRSS with n volumes attached (0
@@ -192,6 +197,7 @@ func (s *suite) runKernelVM(ctx context.Context, tb testing.TB, dir string, k *K
 		args = append(args, "-runtime-syscalls")
 	default:
 		k.RawDepth1 = true
+		k.AIODepth32 = true
 	}
 	if s.cfg.VMTraceMM {
 		args = append(args, "-trace-mm")

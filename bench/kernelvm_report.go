@@ -56,6 +56,14 @@ func (k *KernelVM) write(b *bytes.Buffer) {
 			"userspace paths TLB flushes that krbd does not pay. The sections since make those calls raw, as " +
 			"a C program's thread does.\n\n")
 	}
+	if k.RawDepth1 && !k.AIODepth32 && len(k.Sections) > 0 {
+		b.WriteString("**Depth 32 through goroutines:** the guest program kept 32 requests in flight with a " +
+			"goroutine each, calling pread/pwrite through the Go runtime, as in every run up to 2026-12-07 02:31 UTC. " +
+			"Each request held a thread of the load blocked in the kernel and each completion woke one, threads " +
+			"that under TCG trade vCPUs with a userspace server and cost the userspace paths TLB flushes that krbd " +
+			"does not pay. The sections since keep the requests in flight from one goroutine through Linux AIO, " +
+			"as fio's libaio engine does.\n\n")
+	}
 	if k.Traced {
 		b.WriteString("**Traced:** the guest traced its context switches in every run (`-vm-trace-mm`, the " +
 			"kernel's sched_switch event), an experiment on whose address-space switches the emulator's TLB " +

@@ -316,17 +316,29 @@ func TestKernelVMServerEnv(t *testing.T) {
 	// the load's depth-1 calls: the banner shows for a section whose
 	// calls went through the runtime (every run before RawDepth1 was
 	// recorded), and not for one with no sections at all
+	// and at depth 32: the banner shows for a section with raw depth-1
+	// calls whose depth-32 requests went through goroutines (the runs
+	// between the two changes); the depth-1 banner covers the runs
+	// before both
 	for _, e := range []struct {
-		raw, sections, banner bool
-	}{{false, true, true}, {true, true, false}, {false, false, false}} {
-		k := &KernelVM{Kernel: "6.1", RawDepth1: e.raw}
+		raw, aio, sections, banner1, banner32 bool
+	}{
+		{false, false, true, true, false},
+		{true, false, true, false, true},
+		{true, true, true, false, false},
+		{false, false, false, false, false},
+		{true, false, false, false, false},
+	} {
+		k := &KernelVM{Kernel: "6.1", RawDepth1: e.raw, AIODepth32: e.aio}
 		if e.sections {
 			k.Sections = []*Section{{ID: "vm-rbd", Title: "t", Contenders: []string{"purerbd", "krbd"}}}
 		}
 		var b bytes.Buffer
 		k.write(&b)
-		if got := b.String(); strings.Contains(got, "**Depth 1 through the Go runtime:**") != e.banner {
-			t.Errorf("raw %v, sections %v: wrote %q", e.raw, e.sections, got)
+		got := b.String()
+		if strings.Contains(got, "**Depth 1 through the Go runtime:**") != e.banner1 ||
+			strings.Contains(got, "**Depth 32 through goroutines:**") != e.banner32 {
+			t.Errorf("raw %v, aio %v, sections %v: wrote %q", e.raw, e.aio, e.sections, got)
 		}
 	}
 }

@@ -103,11 +103,17 @@ type ioTarget interface {
 	Close() error
 }
 
-// runIO runs c on dev for d over its first span bytes: QD goroutines, each
-// with its own O_DIRECT descriptor and buffer, issuing pread/pwrite back
-// to back; sequential workloads wrap around the span. At depth 1 the
-// calls are raw system calls (rawFile) unless runtimeSyscalls.
+// runIO runs c on dev for d over its first span bytes. At depth 1 one
+// goroutine issues raw pread/pwrite calls back to back (rawFile); deeper
+// cases keep their requests in flight from one goroutine through Linux
+// AIO (runAIO). With runtimeSyscalls, as runs before those did, QD
+// goroutines each issue pread/pwrite through the Go runtime with an
+// O_DIRECT descriptor and a buffer of their own. Sequential workloads
+// wrap around the span.
 func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration, runtimeSyscalls bool) (ioResult, error) {
+	if c.QD > 1 && !runtimeSyscalls {
+		return runAIO(ctx, dev, span, c, d)
+	}
 	flag := os.O_RDONLY
 	if c.Write {
 		flag = os.O_WRONLY

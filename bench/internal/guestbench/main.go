@@ -51,9 +51,10 @@ type options struct {
 	// than the guest program's own goroutines: an experiment on the
 	// guest program's part in each request's cost
 	fioLoad bool
-	// runtimeSyscalls has the depth-1 block-device cases call pread and
-	// pwrite through the Go runtime, as before raw calls (rawFile): an
-	// experiment on the load's own runtime threads
+	// runtimeSyscalls has the block-device cases call pread and pwrite
+	// through the Go runtime from a goroutine per request in flight, as
+	// before raw calls (rawFile) and Linux AIO (runAIO): an experiment on
+	// the load's own runtime threads
 	runtimeSyscalls bool
 }
 
@@ -87,7 +88,7 @@ func Main(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.pinServer, "pin-server", false, "pin only every server to the second vCPU, this program where the scheduler puts it (an experiment on what a server can do alone about the emulator's TLB flushes)")
 	fs.BoolVar(&o.traceMM, "trace-mm", false, "trace each run's context switches and print, on "+PrefixMMTrace+" lines, how often a CPU changed address space (an experiment on the emulator's TLB flushes)")
 	fs.BoolVar(&o.fioLoad, "fio-load", false, "run the block-device cases through fio's libaio engine (-fio) instead of this program's goroutines")
-	fs.BoolVar(&o.runtimeSyscalls, "runtime-syscalls", false, "at queue depth 1, read and write the block devices through the Go runtime's system calls instead of raw ones (an experiment on this program's own runtime threads)")
+	fs.BoolVar(&o.runtimeSyscalls, "runtime-syscalls", false, "read and write the block devices through the Go runtime's system calls, a goroutine per request in flight, instead of raw calls at depth 1 and Linux AIO from one goroutine deeper (an experiment on this program's own runtime threads)")
 	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE added to the environment of the purerbd servers")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -21,8 +21,8 @@ import (
 // and each trade flushes the emulator's software TLB: the load charged
 // the userspace paths for a thread that a C application does not have,
 // and krbd, which has no server to trade with, hardly at all.
-// At depth 32 the goroutines keep the runtime's path: a raw call holds
-// its P, and there are only as many Ps as vCPUs.
+// Deeper cases keep their requests in flight from one goroutine through
+// Linux AIO (aio.go), for the same reason.
 type rawFile struct{ f *os.File }
 
 func (r rawFile) ReadAt(p []byte, off int64) (int, error) {
