@@ -29,18 +29,16 @@ import (
 // to trade with, hardly pays for them. A raw io_getevents holds the
 // goroutine's P while it waits, which is the one P the load needs.
 
-// aioCtx is a Linux AIO context with room for depth requests.
-type aioCtx struct {
-	id    uintptr
-	depth int
-}
+// aioCtx is a Linux AIO context.
+type aioCtx struct{ id uintptr }
 
+// newAIOCtx sets up a context with room for depth requests in flight.
 func newAIOCtx(depth int) (*aioCtx, error) {
 	var id uintptr
 	if _, _, errno := unix.RawSyscall(unix.SYS_IO_SETUP, uintptr(depth), uintptr(unsafe.Pointer(&id)), 0); errno != 0 {
 		return nil, fmt.Errorf("io_setup(%d): %w", depth, errno)
 	}
-	return &aioCtx{id: id, depth: depth}, nil
+	return &aioCtx{id: id}, nil
 }
 
 func (a *aioCtx) close() {
