@@ -117,13 +117,9 @@ func runAIO(ctx context.Context, dev string, span int64, c ioCase, d time.Durati
 	if blocks < 1 {
 		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", dev, span)
 	}
-	flag := os.O_RDONLY
-	if c.Write {
-		flag = os.O_WRONLY
-	}
-	f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+	f, err := openDirect(dev, c)
 	if err != nil {
-		return ioResult{}, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+		return ioResult{}, err
 	}
 	defer f.Close()
 	bufs, err := alignedBuf(c.QD * c.BS)

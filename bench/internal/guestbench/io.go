@@ -114,20 +114,29 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 	if c.QD > 1 && !runtimeSyscalls {
 		return runAIO(ctx, dev, span, c, d)
 	}
-	flag := os.O_RDONLY
-	if c.Write {
-		flag = os.O_WRONLY
-	}
 	return runWorkers(ctx, dev, span, c, d, func() (ioTarget, error) {
-		f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+		f, err := openDirect(dev, c)
 		if err != nil {
-			return nil, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+			return nil, err
 		}
 		if c.QD == 1 && !runtimeSyscalls {
 			return rawFile{f}, nil
 		}
 		return f, nil
 	})
+}
+
+// openDirect opens dev with O_DIRECT for c's direction.
+func openDirect(dev string, c ioCase) (*os.File, error) {
+	flag := os.O_RDONLY
+	if c.Write {
+		flag = os.O_WRONLY
+	}
+	f, err := os.OpenFile(dev, flag|syscall.O_DIRECT, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s O_DIRECT: %w", dev, err)
+	}
+	return f, nil
 }
 
 // runWorkers runs c for d over the first span bytes of what open gives
