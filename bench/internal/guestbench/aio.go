@@ -7,7 +7,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"sort"
 	"syscall"
 	"time"
 	"unsafe"
@@ -113,9 +112,9 @@ func (a *aioCtx) wait(evs []aioEvent, timeout time.Duration) (int, error) {
 // descriptor and Linux AIO, each slot with a page-aligned buffer of its
 // own; sequential workloads wrap around the span.
 func runAIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duration) (ioResult, error) {
-	blocks := span / int64(c.BS)
-	if blocks < 1 {
-		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", dev, span)
+	blocks, err := spanBlocks(dev, span, c)
+	if err != nil {
+		return ioResult{}, err
 	}
 	f, err := openDirect(dev, c)
 	if err != nil {
@@ -203,10 +202,7 @@ func runAIO(ctx context.Context, dev string, span int64, c ioCase, d time.Durati
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r.lat = lat
-	r.ops = int64(len(lat))
-	r.bytes = r.ops * int64(c.BS)
+	r.setLatencies(lat, c.BS)
 	return r, nil
 }
 

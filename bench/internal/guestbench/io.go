@@ -126,6 +126,25 @@ func runIO(ctx context.Context, dev string, span int64, c ioCase, d time.Duratio
 	})
 }
 
+// spanBlocks is how many blocks of c's size the first span bytes of
+// name hold: at least one.
+func spanBlocks(name string, span int64, c ioCase) (int64, error) {
+	blocks := span / int64(c.BS)
+	if blocks < 1 {
+		return 0, fmt.Errorf("%s: span %d smaller than a block", name, span)
+	}
+	return blocks, nil
+}
+
+// setLatencies records a run's completed requests of bs bytes: their
+// latencies, sorted, and the ops and bytes they make.
+func (r *ioResult) setLatencies(lat []time.Duration, bs int) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r.lat = lat
+	r.ops = int64(len(lat))
+	r.bytes = r.ops * int64(bs)
+}
+
 // openDirect opens dev with O_DIRECT for c's direction.
 func openDirect(dev string, c ioCase) (*os.File, error) {
 	flag := os.O_RDONLY
@@ -144,9 +163,9 @@ func openDirect(dev string, c ioCase) (*os.File, error) {
 // page-aligned buffer of its own; sequential workloads wrap around the
 // span. name is what errors call the target.
 func runWorkers(ctx context.Context, name string, span int64, c ioCase, d time.Duration, open func() (ioTarget, error)) (ioResult, error) {
-	blocks := span / int64(c.BS)
-	if blocks < 1 {
-		return ioResult{}, fmt.Errorf("%s: span %d smaller than a block", name, span)
+	blocks, err := spanBlocks(name, span, c)
+	if err != nil {
+		return ioResult{}, err
 	}
 	type worker struct {
 		t   ioTarget
@@ -229,9 +248,7 @@ func runWorkers(ctx context.Context, name string, span int64, c ioCase, d time.D
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
-	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
-	r.ops = int64(len(r.lat))
-	r.bytes = r.ops * int64(c.BS)
+	r.setLatencies(r.lat, c.BS)
 	return r, nil
 }
 
