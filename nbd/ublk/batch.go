@@ -189,6 +189,7 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 			return fmt.Errorf("ublk queue %d: %w", q.id, err)
 		}
 		cqes = ring.Reap(cqes[:0])
+		woke := false
 		for _, c := range cqes {
 			if c.UserData != userDataFetch {
 				continue // the wake-up: ctx is looked at below
@@ -198,10 +199,18 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 				if err != nil {
 					return fmt.Errorf("ublk queue %d: %w", q.id, err)
 				}
+				n := 0
 				for i := 0; i+1 < len(tags); i += 2 {
-					q.dispatch(ctx, int(binary.LittleEndian.Uint16(tags[i:])))
+					if q.dispatch(ctx, int(binary.LittleEndian.Uint16(tags[i:]))) {
+						n++
+					}
 				}
 				bufs.Recycle(id)
+				if n > 0 {
+					q.stats.requests.Add(uint64(n))
+					q.stats.fetches.Add(1)
+					woke = true
+				}
 			}
 			if c.Flags&uring.CQEFlagMore != 0 {
 				continue
@@ -219,21 +228,25 @@ func (q *queue) reap(ctx, stop context.Context, ring *uring.Ring, bufs *uring.Bu
 				return fmt.Errorf("ublk queue %d: fetch: %w", q.id, unix.Errno(-c.Res))
 			}
 		}
+		if woke {
+			q.stats.wakeups.Add(1)
+		}
 		if err := stop.Err(); err != nil {
 			return err
 		}
 	}
 }
 
-// dispatch starts serving the request of tag.
-func (q *queue) dispatch(ctx context.Context, tag int) {
+// dispatch starts serving the request of tag, and says whether it did.
+func (q *queue) dispatch(ctx context.Context, tag int) bool {
 	if tag >= q.depth {
 		q.log.Warn("ublk fetch returned a tag out of range", "queue", q.id, "tag", tag)
-		return
+		return false
 	}
 	d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
 	q.handlers.Add(1)
 	q.start(ctx, tag, d)
+	return true
 }
 
 // commit queues a request's result for COMMIT_IO_CMDS, and sends the
@@ -303,6 +316,7 @@ func (q *queue) sendCommits(ctx context.Context, batch []completion) error {
 	if err := c.ring.Enter(true); err != nil {
 		return err
 	}
+	q.stats.commits.Add(1)
 	for _, e := range c.ring.Reap(nil) {
 		if e.UserData != 0 {
 			continue

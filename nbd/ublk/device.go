@@ -419,6 +419,7 @@ func (d *Device) Stop(ctx context.Context) error {
 	if d.err != nil {
 		d.log.Warn("ublk queue ended with an error", "id", id, "err", d.err)
 	}
+	st := d.Stats()
 	d.cancel()
 	d.release()
 	err := d.ctrl.DelDev(ctx, id)
@@ -426,7 +427,7 @@ func (d *Device) Stop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.log.Info("ublk device deleted", "id", id)
+	d.log.Info("ublk device deleted", "id", id, "requests", st.Requests, "fetches", st.Fetches, "wakeups", st.Wakeups, "commits", st.Commits)
 	return nil
 }
 

@@ -54,6 +54,8 @@ type queue struct {
 	batch   bool
 	commits batchCommits
 
+	stats queueStats
+
 	mu   sync.Mutex
 	done []completion
 	ring *uring.Ring // set by run before ready closes
@@ -211,6 +213,7 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 			return fmt.Errorf("ublk queue %d: %w", q.id, err)
 		}
 		cqes = ring.Reap(cqes[:0])
+		started := uint64(0)
 		for _, c := range cqes {
 			if c.UserData == uring.WakeUserData {
 				continue
@@ -226,6 +229,12 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 			d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
 			q.handlers.Add(1)
 			q.start(ctx, tag, d)
+			started++
+		}
+		if started > 0 {
+			q.stats.requests.Add(started)
+			q.stats.fetches.Add(started)
+			q.stats.wakeups.Add(1)
 		}
 		q.mu.Lock()
 		done, q.done = q.done, done[:0]
@@ -242,6 +251,10 @@ func (q *queue) run(ctx context.Context, ready chan<- error) error {
 			if err := ring.URingCmd(q.charFD, ioOp(ioCommitAndFetch, q.encoded), cmd[:], uint64(c.tag)); err != nil {
 				return fmt.Errorf("ublk queue %d: %w", q.id, err)
 			}
+		}
+		if len(done) > 0 {
+			// submitted at the top of the loop, with the wake-up's read
+			q.stats.commits.Add(1)
 		}
 		if err := ring.ArmWake(); err != nil {
 			return fmt.Errorf("ublk queue %d: %w", q.id, err)

@@ -137,6 +137,13 @@ func (s *scenario) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.Step("the device's counters", func() error {
+		st := dev.Stats()
+		s.Facts["ublk_stats"] = st
+		return statsCheck(st, 6)
+	}); err != nil {
+		return err
+	}
 	if err := s.Step("ext4 on ublk", func() error { return ext4Check(dev.Path()) }); err != nil {
 		return err
 	}
@@ -417,5 +424,27 @@ func optionCheck(ctx context.Context, cfg ublk.Config, option string, off uint64
 		_ = stopDelete(ctx, dev)
 		return err
 	}
+	// directChecks' six whole-MiB requests at least
+	if err := statsCheck(dev.Stats(), 6); err != nil {
+		_ = stopDelete(ctx, dev)
+		return fmt.Errorf("%s device: %w", option, err)
+	}
 	return stopDelete(ctx, dev)
+}
+
+// statsCheck checks a device's counters after at least min requests:
+// every fetch, wake-up and commit carries at least one request, and a
+// wake-up at least one fetch.
+func statsCheck(st ublk.Stats, min uint64) error {
+	switch {
+	case st.Requests < min:
+		return fmt.Errorf("stats %+v: %d requests, want at least %d", st, st.Requests, min)
+	case st.Fetches == 0 || st.Fetches > st.Requests:
+		return fmt.Errorf("stats %+v: fetches not in [1, requests]", st)
+	case st.Wakeups == 0 || st.Wakeups > st.Fetches:
+		return fmt.Errorf("stats %+v: wake-ups not in [1, fetches]", st)
+	case st.Commits == 0 || st.Commits > st.Requests:
+		return fmt.Errorf("stats %+v: commits not in [1, requests]", st)
+	}
+	return nil
 }
