@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -48,6 +49,9 @@ type batchCommits struct {
 	pending []completion
 	spare   []completion
 	sending bool // a handler is sending commits
+	// serving counts the requests fetched whose results are not yet
+	// pending
+	serving atomic.Int32
 	logged  bool // a failed commit was logged
 
 	// ringMu is held while a commit is sent and while the ring is
@@ -245,6 +249,7 @@ func (q *queue) dispatch(ctx context.Context, tag int) bool {
 	}
 	d := decodeIODesc(q.desc[tag*ioDescSize : (tag+1)*ioDescSize])
 	q.handlers.Add(1)
+	q.commits.serving.Add(1)
 	q.start(ctx, tag, d)
 	return true
 }
@@ -258,11 +263,22 @@ func (q *queue) commit(ctx context.Context, tag int, res int32) {
 	c := &q.commits
 	c.mu.Lock()
 	c.pending = append(c.pending, completion{tag: uint16(tag), res: res})
+	others := c.serving.Add(-1) > 0
 	if c.sending {
 		c.mu.Unlock()
 		return
 	}
 	c.sending = true
+	if others {
+		// Let the handlers that are runnable add their results first:
+		// the replies of several requests often arrive together, and
+		// each commit is a call into the kernel that completes its
+		// requests and wakes their waiters, so that sending this result
+		// alone would leave the others for a commit of their own.
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+	}
 	for len(c.pending) > 0 {
 		batch := c.pending
 		c.pending = c.spare[:0]
