@@ -45,7 +45,9 @@ type profileTarget struct {
 
 // profileTargets are what -profile profiles: the purerbd servers of the
 // rbd and rbd-ublk groups (imgs[0], imgs[2]) and of the memory disks,
-// and the rbd-client group's client.
+// and the rbd-client group's client. The ublk servers log from level
+// info (-v), so that the counters a device logs when it is deleted (its
+// requests per fetch, wake-up and commit) reach the console.
 func profileTargets(o options, imgs []string) []profileTarget {
 	cluster := []string{"-m", o.mon, "--id", o.user, "--keyring", o.keyring}
 	targets := []profileTarget{
@@ -59,11 +61,11 @@ func profileTargets(o options, imgs []string) []profileTarget {
 	if guestio.LoadModules("ublk_drv") == nil {
 		if len(imgs) == 3 {
 			targets = append(targets, profileTarget{name: ProfileUblk, open: func(ctx context.Context, env []string) (device, error) {
-				return purerbdDeviceMap(ctx, o.purerbd, env, append([]string{"-t", "ublk"}, append(cluster, o.pool+"/"+imgs[2])...)...)
+				return purerbdDeviceMap(ctx, o.purerbd, env, append([]string{"-v", "-t", "ublk"}, append(cluster, o.pool+"/"+imgs[2])...)...)
 			}})
 		}
 		targets = append(targets, profileTarget{name: ProfileUblkMemory, open: func(ctx context.Context, env []string) (device, error) {
-			return purerbdDeviceMap(ctx, o.purerbd, env, "-t", "ublk", "--memory", o.memSize)
+			return purerbdDeviceMap(ctx, o.purerbd, env, "-v", "-t", "ublk", "--memory", o.memSize)
 		}})
 	}
 	if o.clientImages != "" {
