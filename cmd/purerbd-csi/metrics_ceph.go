@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/purerbd/purerbd/csi"
+	"github.com/purerbd/purerbd/rados/msgr"
 )
 
 // The Ceph session metrics, one series per cluster ID and Ceph user: the
@@ -36,6 +37,12 @@ var (
 			func(s sessionCounters) uint64 { return s.Backoffs }},
 		{prometheus.NewDesc("purerbd_ceph_osdmaps_total", "OSD maps installed.", []string{"cluster_id", "user"}, nil),
 			func(s sessionCounters) uint64 { return s.Maps }},
+		{prometheus.NewDesc("purerbd_ceph_osd_messages_written_total", "Messages written to OSD sessions: ops, and the acks and pings of backoffs and watches.", []string{"cluster_id", "user"}, nil),
+			func(s sessionCounters) uint64 { return s.Written.Messages }},
+		{prometheus.NewDesc("purerbd_ceph_osd_writes_total", "Socket writes that carried them: the messages queued together go out in one writev (more when the socket takes them in parts).", []string{"cluster_id", "user"}, nil),
+			func(s sessionCounters) uint64 { return s.Written.Writes }},
+		{prometheus.NewDesc("purerbd_ceph_osd_written_bytes_total", "Bytes of the frames written to OSD sessions.", []string{"cluster_id", "user"}, nil),
+			func(s sessionCounters) uint64 { return s.Written.Bytes }},
 	}
 )
 
@@ -43,6 +50,7 @@ var (
 type sessionCounters struct {
 	up, monSessions, osdSessions, images             uint64
 	Requests, Resends, SessionResets, Backoffs, Maps uint64
+	Written                                          msgr.WriteCounts
 }
 
 // sessionCollector reads the Ceph sessions at each scrape.
@@ -81,6 +89,9 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		t.SessionResets += s.OSD.SessionResets
 		t.Backoffs += s.OSD.Backoffs
 		t.Maps += s.OSD.Maps
+		t.Written.Messages += s.OSD.Written.Messages
+		t.Written.Writes += s.OSD.Written.Writes
+		t.Written.Bytes += s.OSD.Written.Bytes
 	}
 	for k, t := range sums {
 		ch <- prometheus.MustNewConstMetric(cephMonUpDesc, prometheus.GaugeValue, float64(t.up), k.cluster, k.user)

@@ -257,6 +257,7 @@ type imageExport struct {
 	img     *rbd.Image
 	backend nbd.Backend
 	role    *predecessor.Claim // writable images: this host's role of serving it
+	log     *slog.Logger
 }
 
 // parseImageArg reads POOL/[NAMESPACE/]IMAGE[@SNAP] (POOL defaults to
@@ -346,7 +347,7 @@ func openImageExport(ctx context.Context, g *globals, arg string, o imageExportO
 	if enc != nil {
 		served = enc
 	}
-	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(served), role: role}, nil
+	return &imageExport{spec: sp, conn: conn, img: img, backend: rbdnbd.New(served), role: role, log: log}, nil
 }
 
 // close closes the image (releasing its lock) and the connection.
@@ -356,6 +357,11 @@ func (e *imageExport) close(stderr io.Writer) {
 		fmt.Fprintf(stderr, "purerbd nbd: closing %s: %v\n", e.spec, err)
 	}
 	fsid, addr := e.conn.FSID(), e.conn.ClientAddr()
+	// what the client sent, for -v: messages over writes is how well
+	// the served requests' sends batched
+	st := e.conn.Stats().OSD
+	e.log.Info("rados connection closed", "image", e.spec.String(), "osd_requests", st.Requests,
+		"osd_messages", st.Written.Messages, "osd_writes", st.Written.Writes, "osd_written_bytes", st.Written.Bytes)
 	_ = e.conn.Close()
 	if e.role != nil {
 		if err == nil {

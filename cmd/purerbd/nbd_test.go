@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -346,7 +347,7 @@ func testNBDReadImported(t *testing.T, c *radostest.Cluster) {
 	rbdTool(t, c, "import", "--no-progress", "--image-feature", "layering", "--object-size", "1M", path, "rbd/imp")
 	rbdTool(t, c, "snap", "create", "rbd/imp@s")
 
-	s := serveImage(t, c, "--image", "rbd/imp", "--snap", "s")
+	s := serveImage(t, c, "--image", "rbd/imp", "--snap", "s", "-v")
 	uri := s.uri()
 	info := runTool(t, "nbdinfo", uri)
 	if !strings.Contains(info, "is_read_only: true") || !strings.Contains(info, "can_multi_conn: true") {
@@ -375,4 +376,14 @@ func testNBDReadImported(t *testing.T, c *radostest.Cluster) {
 		t.Fatalf("write to a snapshot export succeeded:\n%s", b)
 	}
 	s.stop(t)
+	// -v: closing, the server says what its client wrote to the OSDs (the
+	// reads of 24 MiB at least, each write carrying one message or more)
+	sent := regexp.MustCompile(`rados connection closed".* osd_requests=(\d+) osd_messages=(\d+) osd_writes=(\d+) osd_written_bytes=(\d+)`).FindStringSubmatch(s.stderr.String())
+	if sent == nil {
+		t.Fatalf("no closing line with the OSD counters:\n%s", s.stderr.String())
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(sent[i]); return v }
+	if n(2) < 24 || n(3) < 1 || n(3) > n(2) || n(4) < n(2)*73 {
+		t.Fatalf("closing line's counters: %s", sent[0])
+	}
 }

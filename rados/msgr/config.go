@@ -143,6 +143,10 @@ type Config struct {
 	// Logger receives debug events (nil: slog.Default()). Keys and
 	// secrets are never logged.
 	Logger *slog.Logger
+	// Counters, when not nil, counts the messages the connection writes
+	// and the writes that carry them (shared by the connections of one
+	// client).
+	Counters *Counters
 }
 
 // withDefaults fills zero fields.

@@ -338,11 +338,14 @@ func (c *Conn) sendDirect(ctx context.Context, req *sendReq) error {
 	c.outSeq++
 	req.m.Seq = c.outSeq
 	c.addMessage(req.m, c.outSeq, c.inSeq.Load(), &req.sums)
+	size := c.fw.size()
 	err := c.writeBatch()
 	if err != nil {
 		c.fail(c.writeErr(err))
+		return err
 	}
-	return err
+	c.cfg.Counters.wrote(1, size)
+	return nil
 }
 
 // recycle keeps a request the writer is done with for the next Send.
@@ -526,8 +529,12 @@ func (c *Conn) writeLoop() {
 				r.m.Seq = c.outSeq
 				c.addMessage(r.m, c.outSeq, ack, &r.sums)
 			}
+			size := c.fw.size()
 			err = c.writeBatch()
 			c.wmu.Unlock()
+			if err == nil {
+				c.cfg.Counters.wrote(len(batch), size)
+			}
 			for _, r := range batch {
 				r.done <- err
 			}

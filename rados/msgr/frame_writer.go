@@ -38,6 +38,15 @@ func (fw *frameWriter) alloc(n int) []byte {
 	return fw.arena[off : off+n : off+need]
 }
 
+// size is the length of the batch's frames.
+func (fw *frameWriter) size() int {
+	n := 0
+	for _, b := range fw.out {
+		n += len(b)
+	}
+	return n
+}
+
 // reset starts a new batch; the buffers of the previous one become
 // invalid and user data is no longer referenced. The arena is sized for
 // the batch just written (up to keepScratch), so batches alike need no

@@ -458,11 +458,17 @@ func TestManyMessages(t *testing.T) {
 // TestSendsAloneAndTogether: Sends one at a time of messages marked Alone
 // (each written by its sender) and Sends together (mostly queued for the
 // writer goroutine, some marked Alone) share one sequence, in both modes:
-// the replies come back numbered 1..n.
+// the replies come back numbered 1..n. The connection's Counters count
+// every message once, each write carrying at least one.
 func TestSendsAloneAndTogether(t *testing.T) {
 	requireCluster(t)
 	for _, mode := range []Mode{ModeCRC, ModeSecure} {
-		c := dialMon(t, adminCephX(t), mode)
+		var counts Counters
+		c, err := Dial(ctxT(t, 10*time.Second), cluster.MonAddrs[0], Config{Auth: adminCephX(t), PeerType: denc.EntityTypeMon, Mode: mode, Counters: &counts})
+		if err != nil {
+			t.Fatalf("dial mon: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
 		n := 0
 		alone := func(k int) {
 			for range k {
@@ -499,6 +505,14 @@ func TestSendsAloneAndTogether(t *testing.T) {
 				t.Fatalf("mode %v: reply %d has seq %d", mode, i, m.Seq)
 			}
 		}
+		// 15 messages sent alone, each in a write of its own, and two
+		// groups of 40 in at least one write each
+		got := counts.Load()
+		if got.Messages != uint64(n) || got.Writes < 17 || got.Writes > got.Messages ||
+			got.Bytes < got.Messages*(preambleLen+header2Len) {
+			t.Fatalf("mode %v: counters %+v after %d messages", mode, got, n)
+		}
+		t.Logf("mode %v: %d messages in %d writes, %d bytes", mode, got.Messages, got.Writes, got.Bytes)
 	}
 }
 

@@ -163,8 +163,17 @@ func TestReadIntoOutBuf(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d reads done, %d cancelled (deadlines up to %v)", done.Load(), canceled.Load(), 2*time.Duration(slowest.Load()))
 	// a cancelled read's reply is dropped, not its connection
-	if st := tc.ob.Stats(); st.SessionResets != 0 {
+	st := tc.ob.Stats()
+	if st.SessionResets != 0 {
 		t.Errorf("%d session resets", st.SessionResets)
+	}
+	// every write carried at least one message, no message went out that
+	// was not an op's send (a cancelled one may not have), and the first
+	// op's data went out
+	if w := st.Written; w.Writes == 0 || w.Writes > w.Messages || w.Messages > st.Sends || w.Bytes < uint64(len(data)) {
+		t.Errorf("written %+v for %d sends after a %d-byte write", w, st.Sends, len(data))
+	} else {
+		t.Logf("%d sends, %d messages written in %d writes", st.Sends, w.Messages, w.Writes)
 	}
 	// with a deadline of its own: on a slow machine (-race, load) the 640
 	// reads above may have used up ctx, cancelling the last of them

@@ -504,5 +504,6 @@ func (o *Objecter) msgrConfig() msgr.Config {
 		LivenessTimeout:   o.cfg.LivenessTimeout,
 		DialContext:       o.cfg.DialContext,
 		Logger:            o.log,
+		Counters:          &o.stats.written,
 	}
 }

@@ -1,6 +1,10 @@
 package osdc
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/purerbd/purerbd/rados/msgr"
+)
 
 // Stats counts what the objecter did since it started, for monitoring
 // and for tests that check a fault was really handled.
@@ -15,10 +19,16 @@ type Stats struct {
 	Maps          uint64 // OSD maps installed
 	Reconnects    uint64 // watches re-registered
 	Sessions      int    // OSD sessions open now
+	// Written counts what the OSD sessions wrote: every message (ops,
+	// and the acks and pings of backoffs and watches), and the socket
+	// writes that carried them, several messages in one when requests
+	// are sent together.
+	Written msgr.WriteCounts
 }
 
 type counters struct {
 	requests, sends, resends, redirects, eagain, backoffs, resets, maps, reconnects atomic.Uint64
+	written                                                                         msgr.Counters // shared by the OSD sessions' connections
 }
 
 // Stats returns the objecter's counters.
@@ -28,7 +38,7 @@ func (o *Objecter) Stats() Stats {
 		Requests: c.requests.Load(), Sends: c.sends.Load(), Resends: c.resends.Load(),
 		Redirects: c.redirects.Load(), EAGAIN: c.eagain.Load(), Backoffs: c.backoffs.Load(),
 		SessionResets: c.resets.Load(), Maps: c.maps.Load(), Reconnects: c.reconnects.Load(),
-		Sessions: o.sessionCount(),
+		Sessions: o.sessionCount(), Written: c.written.Load(),
 	}
 }
 
