@@ -257,6 +257,19 @@ type ReadOp struct {
 	l       opList
 	snap    uint64
 	snapSet bool
+	// read is the first Read or ReadInto step, kept in the ReadOp so
+	// that a lone read allocates one object rather than two
+	read     ReadStep
+	readUsed bool
+}
+
+// readStep returns a step for a Read or ReadInto.
+func (r *ReadOp) readStep() *ReadStep {
+	if r.readUsed {
+		return &ReadStep{}
+	}
+	r.readUsed = true
+	return &r.read
 }
 
 // NewReadOp returns an empty compound read.
@@ -359,7 +372,7 @@ func (s *ExecStep) take(o *osdc.OSDOp) {
 // Read reads length bytes at off (0: to the end). The step's Data is
 // the reply's own buffer.
 func (r *ReadOp) Read(off, length uint64) *ReadStep {
-	s := &ReadStep{}
+	s := r.readStep()
 	r.l.add(osdc.Read(off, length), s)
 	return s
 }
@@ -372,7 +385,8 @@ func (r *ReadOp) Read(off, length uint64) *ReadStep {
 // must not be touched until OperateRead returns, and holds nothing
 // defined after an error.
 func (r *ReadOp) ReadInto(p []byte, off uint64) *ReadStep {
-	s := &ReadStep{into: p, intoSet: true}
+	s := r.readStep()
+	s.into, s.intoSet = p, true
 	if len(p) == 0 {
 		// a read of length 0 reads to the end: ask only whether the
 		// object exists, which fails as the read would

@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Benchmarks of the image I/O path against the test cluster (compare
@@ -38,6 +40,7 @@ func runParallel(b *testing.B, img *Image, bs int64, threads int, write, random 
 	var wg sync.WaitGroup
 	b.SetBytes(bs)
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	for t := 0; t < threads; t++ {
 		wg.Add(1)
 		go func(seed uint64) {
@@ -67,6 +70,20 @@ func runParallel(b *testing.B, img *Image, bs int64, threads int, write, random 
 		}(uint64(t))
 	}
 	wg.Wait()
+	b.StopTimer()
+	// the client's own CPU per operation (the OSD runs in another
+	// process): steadier than rates on a busy machine
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// processCPU returns the CPU time (user and system) this process has
+// used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkWrite4KRandQD16(b *testing.B) {
@@ -88,4 +105,20 @@ func BenchmarkRead4MSeqQD16(b *testing.B) {
 		}
 	}
 	runParallel(b, img, 4<<20, 16, false, false)
+}
+
+func BenchmarkRead4KRandQD32(b *testing.B) {
+	img := benchImage(b, 64<<20)
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < img.Size(); off += int64(len(buf)) {
+		if _, err := img.WriteAtContext(context.Background(), buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runParallel(b, img, 4096, 32, false, true)
+}
+
+func BenchmarkWrite4KRandQD32(b *testing.B) {
+	img := benchImage(b, 64<<20)
+	runParallel(b, img, 4096, 32, true, true)
 }

@@ -389,16 +389,16 @@ func (img *Image) FlattenWith(ctx context.Context, o FlattenOptions) error {
 	n := h.layout.NumObjects(min(h.overlap, h.size))
 	for objno := uint64(0); objno < n; objno++ {
 		err := func() error {
-			h, om, done, err := img.beginWrite(ctx)
+			h, om, err := img.beginWrite(ctx)
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer img.endWrite()
 			if h.parent == nil {
 				return nil
 			}
-			unlock := img.objLocks.lock(objno)
-			defer unlock()
+			held := img.objLocks.lock(objno)
+			defer held.unlock()
 			if !img.hasParentData(h, objno) {
 				return nil
 			}

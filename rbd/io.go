@@ -26,6 +26,12 @@ func forEach(ctx context.Context, n int, f func(ctx context.Context, i int) erro
 	if n == 1 {
 		return f(ctx, 0)
 	}
+	return forEachParallel(ctx, n, f)
+}
+
+// forEachParallel is forEach for more than one: apart, so that the
+// variables its goroutines share are not allocated for a lone call.
+func forEachParallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -101,24 +107,37 @@ func (t *objectLocks) release(n uint64, e *objectLockEntry) {
 	}
 }
 
-// lock takes object n's lock exclusively and returns its unlock.
-func (t *objectLocks) lock(n uint64) func() {
-	e := t.entry(n)
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		t.release(n, e)
-	}
+// objectHold is an object's lock held; unlock releases it. A value, not
+// a closure, so that taking a lock for a write allocates nothing.
+type objectHold struct {
+	t      *objectLocks
+	n      uint64
+	e      *objectLockEntry
+	shared bool
 }
 
-// rlock takes object n's lock shared and returns its unlock.
-func (t *objectLocks) rlock(n uint64) func() {
+// unlock releases the lock.
+func (h objectHold) unlock() {
+	if h.shared {
+		h.e.mu.RUnlock()
+	} else {
+		h.e.mu.Unlock()
+	}
+	h.t.release(h.n, h.e)
+}
+
+// lock takes object n's lock exclusively.
+func (t *objectLocks) lock(n uint64) objectHold {
+	e := t.entry(n)
+	e.mu.Lock()
+	return objectHold{t: t, n: n, e: e}
+}
+
+// rlock takes object n's lock shared.
+func (t *objectLocks) rlock(n uint64) objectHold {
 	e := t.entry(n)
 	e.mu.RLock()
-	return func() {
-		e.mu.RUnlock()
-		t.release(n, e)
-	}
+	return objectHold{t: t, n: n, e: e, shared: true}
 }
 
 // errNeedExclusive is returned by an objectWrite send run under the
@@ -135,26 +154,26 @@ var errNeedExclusive = errors.New("rbd: object operation needs the exclusive obj
 // exclusively; under the shared lock it may return errNeedExclusive to be
 // run again under the exclusive one.
 func (img *Image) objectWrite(ctx context.Context, om *objectMap, objno uint64, skipMissing bool, send func(ctx context.Context, exclusive bool) error) error {
-	unlock := img.objLocks.rlock(objno)
+	held := img.objLocks.rlock(objno)
 	state := objectmap.Exists
 	if om != nil {
 		state = om.get(objno)
 	}
 	if state == objectmap.Nonexistent && skipMissing {
-		unlock()
+		held.unlock()
 		return nil
 	}
 	if state == objectmap.Exists {
 		err := send(ctx, false)
-		unlock()
+		held.unlock()
 		if !errors.Is(err, errNeedExclusive) {
 			return err
 		}
 	} else {
-		unlock()
+		held.unlock()
 	}
-	unlock = img.objLocks.lock(objno)
-	defer unlock()
+	held = img.objLocks.lock(objno)
+	defer held.unlock()
 	if om != nil {
 		if skipMissing && om.get(objno) == objectmap.Nonexistent {
 			return nil
@@ -192,28 +211,31 @@ func scatter(p []byte, x striper.ObjectExtent, data []byte) {
 
 // beginWrite waits until this client may write (taking the exclusive
 // lock if the image has one) and returns the header and object map to
-// use; done must be called when the write finished.
-func (img *Image) beginWrite(ctx context.Context) (h *header, om *objectMap, done func(), err error) {
+// use; endWrite must be called when the write finished.
+func (img *Image) beginWrite(ctx context.Context) (h *header, om *objectMap, err error) {
 	if img.readOnly {
-		return nil, nil, nil, ErrReadOnly
+		return nil, nil, ErrReadOnly
 	}
 	for {
 		if _, err := img.header(ctx); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		img.ioGate.RLock()
 		if img.lock == nil || img.lock.isOwner() {
 			if img.lock != nil {
 				om = img.lock.objectMap()
 			}
-			return img.hdr.Load(), om, img.ioGate.RUnlock, nil
+			return img.hdr.Load(), om, nil
 		}
 		img.ioGate.RUnlock()
 		if err := img.lock.acquire(ctx); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 	}
 }
+
+// endWrite ends a write begun by beginWrite.
+func (img *Image) endWrite() { img.ioGate.RUnlock() }
 
 // ReadAt implements io.ReaderAt.
 func (img *Image) ReadAt(p []byte, off int64) (int, error) {
@@ -259,17 +281,25 @@ func (img *Image) ReadAtContext(ctx context.Context, p []byte, off int64) (int, 
 	if err := img.wa.settle(ctx, byteRange{uint64(off), uint64(off) + n}); err != nil {
 		return 0, err
 	}
-	exts := h.layout.MapExtents(uint64(off), n)
-	err = forEach(ctx, len(exts), func(ctx context.Context, i int) error {
-		return img.readObject(ctx, h, om, exts[i], uint64(off), p)
-	})
-	if err != nil {
+	if err := img.readExtents(ctx, h, om, h.layout.MapExtents(uint64(off), n), uint64(off), p); err != nil {
 		return 0, err
 	}
 	if n < uint64(len(p)) {
 		return int(n), io.EOF
 	}
 	return int(n), nil
+}
+
+// readExtents reads the extents of p (at image offset base), object by
+// object, in parallel. A single extent is read with no closure, which
+// would be allocated for the goroutines of several.
+func (img *Image) readExtents(ctx context.Context, h *header, om *objectMap, exts []striper.ObjectExtent, base uint64, p []byte) error {
+	if len(exts) == 1 {
+		return img.readObject(ctx, h, om, exts[0], base, p)
+	}
+	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
+		return img.readObject(ctx, h, om, exts[i], base, p)
+	})
 }
 
 func (img *Image) readObject(ctx context.Context, h *header, om *objectMap, x striper.ObjectExtent, base uint64, p []byte) error {
@@ -341,18 +371,18 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 	if err := img.throttle(ctx, true, int64(len(p))); err != nil {
 		return 0, err
 	}
-	h, om, done, err := img.beginWrite(ctx)
+	h, om, err := img.beginWrite(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if uint64(off)+uint64(len(p)) > h.size {
-		done()
+		img.endWrite()
 		return 0, fmt.Errorf("%w: write of %d bytes at %d, image size %d", ErrOutOfRange, len(p), off, h.size)
 	}
 	if img.wa.active() {
 		seq, early, err := img.wa.admit(ctx, byteRange{uint64(off), uint64(off) + uint64(len(p))}, fz == nil)
 		if err != nil {
-			done()
+			img.endWrite()
 			return 0, err
 		}
 		if early {
@@ -364,7 +394,7 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 			}
 			img.wa.workers.run(func() {
 				err := img.writeExtents(img.wa.bg, h, om, buf, fz, off, true)
-				done()
+				img.endWrite()
 				img.wa.complete(seq, err)
 				if fz == nil {
 					img.wa.bufs.put(buf)
@@ -373,7 +403,7 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 			return len(p), nil
 		}
 	}
-	defer done()
+	defer img.endWrite()
 	if err := img.writeExtents(ctx, h, om, p, fz, off, false); err != nil {
 		return 0, err
 	}
@@ -385,6 +415,9 @@ func (img *Image) writeAt(ctx context.Context, p []byte, fz *rados.Frozen, off i
 // the write (see writeMerger).
 func (img *Image) writeExtents(ctx context.Context, h *header, om *objectMap, p []byte, fz *rados.Frozen, off int64, behind bool) error {
 	exts := h.layout.MapExtents(uint64(off), uint64(len(p)))
+	if len(exts) == 1 {
+		return img.writeObject(ctx, h, om, exts[0], p, fz, behind)
+	}
 	return forEach(ctx, len(exts), func(ctx context.Context, i int) error {
 		return img.writeObject(ctx, h, om, exts[i], p, fz, behind)
 	})
@@ -472,11 +505,11 @@ func (img *Image) Discard(ctx context.Context, off, length int64) error {
 	if err := img.throttle(ctx, true, length); err != nil {
 		return err
 	}
-	h, om, done, err := img.beginWrite(ctx)
+	h, om, err := img.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer img.endWrite()
 	if uint64(off) >= h.size {
 		return nil
 	}
@@ -535,8 +568,8 @@ func zeroOf(x striper.ObjectExtent, objSize uint64) (op func(w *rados.WriteOp), 
 // removeObject removes data object n: map to PENDING, remove, map to
 // NONEXISTENT, all under the object's exclusive lock.
 func (img *Image) removeObject(ctx context.Context, h *header, om *objectMap, n uint64, oid string) error {
-	unlock := img.objLocks.lock(n)
-	defer unlock()
+	held := img.objLocks.lock(n)
+	defer held.unlock()
 	if om != nil && om.get(n) == objectmap.Nonexistent {
 		return nil
 	}

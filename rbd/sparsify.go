@@ -25,11 +25,11 @@ func (img *Image) Sparsify(ctx context.Context, sparseSize uint64, progress func
 	if sparseSize < 4096 || sparseSize&(sparseSize-1) != 0 {
 		return fmt.Errorf("%w: sparse size %d (want a power of two of at least 4096)", ErrInvalid, sparseSize)
 	}
-	h, om, done, err := img.beginWrite(ctx)
+	h, om, err := img.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer img.endWrite()
 	total := h.layout.NumObjects(h.size)
 	overlapObjects := uint64(0)
 	if h.parent != nil && h.overlap > 0 {
@@ -59,8 +59,8 @@ func (img *Image) sparsifyObject(ctx context.Context, h *header, om *objectMap, 
 	if om != nil && om.get(n) == objectmap.Nonexistent {
 		return nil
 	}
-	unlock := img.objLocks.lock(n)
-	defer unlock()
+	held := img.objLocks.lock(n)
+	defer held.unlock()
 	oid := striper.ObjectName(h.prefix, n)
 	err := img.data.write(ctx, oid, h.snapc, newWrite(cls.Sparsify(sparseSize, removeEmpty)))
 	if errors.Is(err, syscall.ENOENT) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/purerbd/purerbd/rbd/striper"
 )
@@ -105,18 +106,36 @@ func TestForEach(t *testing.T) {
 
 func TestObjectLocks(t *testing.T) {
 	var l objectLocks
-	u1 := l.lock(1)
-	u2 := l.lock(2) // different object: no wait
+	h1 := l.lock(1)
+	h2 := l.lock(2) // different object: no wait
 	done := make(chan struct{})
-	go func() { u := l.lock(1); u(); close(done) }()
+	go func() { h := l.lock(1); h.unlock(); close(done) }()
 	select {
 	case <-done:
 		t.Fatal("second lock of object 1 did not wait")
-	default:
+	case <-time.After(50 * time.Millisecond):
 	}
-	u1()
+	h1.unlock()
 	<-done
-	u2()
+	// shared holds of one object go together; an exclusive one waits
+	// for both
+	r1, r2 := l.rlock(3), l.rlock(3)
+	excl := make(chan struct{})
+	go func() { h := l.lock(3); h.unlock(); close(excl) }()
+	select {
+	case <-excl:
+		t.Fatal("exclusive lock of object 3 did not wait for its shared holds")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r1.unlock()
+	select {
+	case <-excl:
+		t.Fatal("exclusive lock of object 3 did not wait for its second shared hold")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r2.unlock()
+	<-excl
+	h2.unlock()
 	if len(l.m) != 0 {
 		t.Errorf("lock table leaks %d entries", len(l.m))
 	}

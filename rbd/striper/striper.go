@@ -77,10 +77,20 @@ func (l Layout) MapExtents(off, length uint64) []ObjectExtent {
 
 // mapSimple maps without fancy striping: every object holds one
 // contiguous range of the image, so each extent is one contiguous piece
-// of the buffer (two allocations per call, whatever the extent count).
+// of the buffer (two allocations per call, whatever the extent count;
+// one for a range within one object, the most common).
 func (l Layout) mapSimple(off, length uint64) []ObjectExtent {
 	osz := l.ObjectSize
 	n := (off%osz + length + osz - 1) / osz
+	if n == 1 {
+		one := &struct {
+			x   [1]ObjectExtent
+			buf [1]BufferRange
+		}{}
+		one.buf[0] = BufferRange{0, length}
+		one.x[0] = ObjectExtent{ObjectNo: off / osz, Offset: off % osz, Length: length, Buffer: one.buf[:]}
+		return one.x[:]
+	}
 	out := make([]ObjectExtent, 0, n)
 	bufs := make([]BufferRange, n)
 	var bufOff uint64
@@ -172,7 +182,15 @@ func (l Layout) ImageOffset(objectno, off uint64) uint64 {
 // object prefix is prefix ("rbd_data.<id>"): prefix.%016x.
 func ObjectName(prefix string, objectno uint64) string {
 	const digits = "0123456789abcdef"
-	b := make([]byte, len(prefix)+17)
+	// built on the stack when the name fits (RBD's prefixes do), so the
+	// string is the only allocation
+	var stack [64]byte
+	b := stack[:0]
+	if n := len(prefix) + 17; n <= len(stack) {
+		b = stack[:n]
+	} else {
+		b = make([]byte, n)
+	}
 	copy(b, prefix)
 	b[len(prefix)] = '.'
 	for i := len(b) - 1; i > len(prefix); i-- {
