@@ -47,7 +47,16 @@ type MOSDOp struct {
 // are laid end to end in the data segment; a single one is not copied.
 func (m *MOSDOp) Message() *msgr.Message {
 	size := 192 + len(m.OID) + len(m.Oloc.Key) + len(m.Oloc.Namespace) + rawOpLen*len(m.Ops) + 8*len(m.Snaps)
-	e := denc.NewEncoder(make([]byte, 0, size))
+	// a small front is allocated with its message, in one object
+	var msg *msgr.Message
+	var front []byte
+	if size <= smallFront {
+		mf := &messageWithFront{}
+		msg, front = &mf.msg, mf.front[:0]
+	} else {
+		msg, front = &msgr.Message{}, make([]byte, 0, size)
+	}
+	e := denc.NewEncoder(front)
 	m.PGID.Encode(e)
 	e.U32(m.Hash)
 	e.U32(m.Epoch)
@@ -84,7 +93,7 @@ func (m *MOSDOp) Message() *msgr.Message {
 	denc.PutList(e, m.Snaps, func(e *denc.Encoder, s uint64) { e.U64(s) })
 	e.I32(m.RetryAttempt)
 	e.U64(m.Features)
-	msg := &msgr.Message{
+	*msg = msgr.Message{
 		Type:          MsgOSDOp,
 		Version:       osdOpVersion,
 		CompatVersion: osdOpCompatVersion,
@@ -103,6 +112,16 @@ func (m *MOSDOp) Message() *msgr.Message {
 		msg.SpliceData = true
 	}
 	return msg
+}
+
+// smallFront is the most front a message is allocated with (a request
+// of one or two ops on an RBD data object needs less).
+const smallFront = 384
+
+// messageWithFront is a message and the memory of a small front.
+type messageWithFront struct {
+	msg   msgr.Message
+	front [smallFront]byte
 }
 
 // DecodeOSDOp decodes a v8 MOSDOp (what this package sends; used to
