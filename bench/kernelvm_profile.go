@@ -18,7 +18,8 @@ import (
 // (guestbench.PrefixProfile lines: the CPU profiles of Config.VMProfile,
 // taken at queue depth qd, and the node plugin's heap) into
 // dir/NAME.pprof, with `go tool pprof -top` beside each as NAME.top, and
-// notes where they are.
+// notes where they are (dir's last element and the name: dir is a
+// directory of the run's work directory).
 func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string, qd int) {
 	chunks := map[string][]string{}
 	for _, l := range strings.Split(console, "\n") {
@@ -58,7 +59,9 @@ func (k *KernelVM) saveProfiles(ctx context.Context, dir, console string, qd int
 		case guestbench.ProfileClient:
 			what = fmt.Sprintf("CPU profile of the guest program running purerbd's rbd package with no device (4K QD%d reads and writes)", qd)
 		}
-		k.Notes = append(k.Notes, fmt.Sprintf("%s: %s", what, filepath.Join(dir, name+".pprof")))
+		// named within the run's work directory: the notes reach
+		// report.md, which names no path of the machine that ran it
+		k.Notes = append(k.Notes, fmt.Sprintf("%s: %s in the run's work directory", what, filepath.Join(filepath.Base(dir), name+".pprof")))
 	}
 }
 

@@ -46,7 +46,8 @@ func TestSaveProfiles(t *testing.T) {
 		t.Fatal("nbd.pprof saved with a part missing")
 	}
 	notes := strings.Join(k.Notes, "\n")
-	if !strings.Contains(notes, "nbd server: part 2 of 3 lost") || !strings.Contains(notes, "ublk.pprof") || !strings.Contains(notes, "4K QD1 reads") {
+	if !strings.Contains(notes, "nbd server: part 2 of 3 lost") || !strings.Contains(notes, filepath.Join(filepath.Base(dir), "ublk.pprof")+" in the run's work directory") ||
+		!strings.Contains(notes, "4K QD1 reads") || strings.Contains(notes, dir) {
 		t.Fatalf("notes %q", notes)
 	}
 }
