@@ -185,7 +185,7 @@ func ObjectName(prefix string, objectno uint64) string {
 	// built on the stack when the name fits (RBD's prefixes do), so the
 	// string is the only allocation
 	var stack [64]byte
-	b := stack[:0]
+	var b []byte
 	if n := len(prefix) + 17; n <= len(stack) {
 		b = stack[:n]
 	} else {
