@@ -33,6 +33,17 @@ func benchImage(b *testing.B, size int64) *Image {
 	return img
 }
 
+// fillImage writes the whole image, so that reads find data.
+func fillImage(b *testing.B, img *Image) {
+	b.Helper()
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < img.Size(); off += int64(len(buf)) {
+		if _, err := img.WriteAtContext(context.Background(), buf, off); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func runParallel(b *testing.B, img *Image, bs int64, threads int, write, random bool) {
 	ctx := context.Background()
 	size := img.Size()
@@ -98,23 +109,13 @@ func BenchmarkWrite4MSeqQD16(b *testing.B) {
 
 func BenchmarkRead4MSeqQD16(b *testing.B) {
 	img := benchImage(b, 256<<20)
-	buf := make([]byte, 4<<20)
-	for off := int64(0); off < img.Size(); off += int64(len(buf)) {
-		if _, err := img.WriteAtContext(context.Background(), buf, off); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fillImage(b, img)
 	runParallel(b, img, 4<<20, 16, false, false)
 }
 
 func BenchmarkRead4KRandQD32(b *testing.B) {
 	img := benchImage(b, 64<<20)
-	buf := make([]byte, 4<<20)
-	for off := int64(0); off < img.Size(); off += int64(len(buf)) {
-		if _, err := img.WriteAtContext(context.Background(), buf, off); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fillImage(b, img)
 	runParallel(b, img, 4096, 32, false, true)
 }
 

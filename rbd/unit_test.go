@@ -106,15 +106,20 @@ func TestForEach(t *testing.T) {
 
 func TestObjectLocks(t *testing.T) {
 	var l objectLocks
+	// waits fails the test if ch is closed within 50 ms
+	waits := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Fatal(what + " did not wait")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	h1 := l.lock(1)
 	h2 := l.lock(2) // different object: no wait
 	done := make(chan struct{})
 	go func() { h := l.lock(1); h.unlock(); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("second lock of object 1 did not wait")
-	case <-time.After(50 * time.Millisecond):
-	}
+	waits(done, "second lock of object 1")
 	h1.unlock()
 	<-done
 	// shared holds of one object go together; an exclusive one waits
@@ -122,17 +127,9 @@ func TestObjectLocks(t *testing.T) {
 	r1, r2 := l.rlock(3), l.rlock(3)
 	excl := make(chan struct{})
 	go func() { h := l.lock(3); h.unlock(); close(excl) }()
-	select {
-	case <-excl:
-		t.Fatal("exclusive lock of object 3 did not wait for its shared holds")
-	case <-time.After(50 * time.Millisecond):
-	}
+	waits(excl, "exclusive lock of object 3, with two shared holds,")
 	r1.unlock()
-	select {
-	case <-excl:
-		t.Fatal("exclusive lock of object 3 did not wait for its second shared hold")
-	case <-time.After(50 * time.Millisecond):
-	}
+	waits(excl, "exclusive lock of object 3, with one shared hold,")
 	r2.unlock()
 	<-excl
 	h2.unlock()
