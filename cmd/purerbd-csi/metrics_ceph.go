@@ -39,7 +39,7 @@ var (
 			func(s sessionCounters) uint64 { return s.Maps }},
 		{prometheus.NewDesc("purerbd_ceph_osd_messages_written_total", "Messages written to OSD sessions: ops, and the acks and pings of backoffs and watches.", []string{"cluster_id", "user"}, nil),
 			func(s sessionCounters) uint64 { return s.Written.Messages }},
-		{prometheus.NewDesc("purerbd_ceph_osd_writes_total", "Socket writes that carried them: the messages queued together go out in one writev (more when the socket takes them in parts).", []string{"cluster_id", "user"}, nil),
+		{prometheus.NewDesc("purerbd_ceph_osd_writes_total", "Socket writes that carried the messages of OSD sessions: those queued together go out in one writev (more when the socket takes them in parts).", []string{"cluster_id", "user"}, nil),
 			func(s sessionCounters) uint64 { return s.Written.Writes }},
 		{prometheus.NewDesc("purerbd_ceph_osd_written_bytes_total", "Bytes of the frames written to OSD sessions.", []string{"cluster_id", "user"}, nil),
 			func(s sessionCounters) uint64 { return s.Written.Bytes }},
