@@ -66,7 +66,7 @@ type Conn struct {
 	rx recvBuffers // buffers registered with RecvInto
 
 	incoming chan *Message
-	sendq    chan *sendReq
+	sendq    sendQueue     // messages waiting for the writer
 	reqs     sync.Pool     // *sendReq the writer is done with, for reuse
 	wake     chan struct{} // reader -> writer: an ack or keepalive reply is due
 	done     chan struct{}
@@ -176,7 +176,7 @@ func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, err
 		target:   addr,
 		log:      cfg.Logger.With("peer", addr.String()),
 		incoming: make(chan *Message, cfg.IncomingQueue),
-		sendq:    make(chan *sendReq),
+		sendq:    newSendQueue(),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
@@ -271,15 +271,45 @@ func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
 // caller may reuse m's buffers once Send returns. It sets m.Seq. An error
 // means m may not have been (completely) sent: ctx ended before the
 // writer took it, or the connection failed (messages written together
-// share the outcome of their write). Messages from concurrent Sends go
-// out in the order the writer takes them; those waiting together go out
-// in one write. A Send of a message marked Alone, with no other Send in
-// progress, writes m itself when the writer is idle, which saves two
-// hand-offs between goroutines (and the wake-up of a thread) per message
-// when messages come one at a time.
+// share the outcome of their write). Messages go out in the order they
+// were sent or posted (Post); those waiting together go out in one
+// write. A Send of a message marked Alone, with no other Send in
+// progress and nothing queued, writes m itself when the writer is idle,
+// which saves two hand-offs between goroutines (and the wake-up of a
+// thread) per message when messages come one at a time.
 func (c *Conn) Send(ctx context.Context, m *Message) error {
 	defer c.senders.Add(-1)
 	alone := c.senders.Add(1) == 1 && m.Alone
+	req := c.newReq(m)
+	if alone && c.tryDirect() {
+		err := c.sendDirect(ctx, req)
+		c.recycle(req)
+		return err
+	}
+	req.state.Store(sendQueued)
+	c.sendq.push(req)
+	var err error
+	select {
+	case err = <-req.done:
+	case <-ctx.Done():
+		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
+			// The writer will skip it; it is not reused, as the writer
+			// may still look at it in the queue.
+			return ctx.Err()
+		}
+		err = <-req.done // being written; bounded by the write timeout
+	case <-c.done:
+		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
+			return c.err // the writer has ended, or will without it
+		}
+		err = <-req.done
+	}
+	c.recycle(req)
+	return err
+}
+
+// newReq makes the request for m, with its segments' crcs in crc mode.
+func (c *Conn) newReq(m *Message) *sendReq {
 	req, _ := c.reqs.Get().(*sendReq)
 	if req == nil {
 		req = &sendReq{done: make(chan error, 1)}
@@ -292,34 +322,7 @@ func (c *Conn) Send(ctx context.Context, m *Message) error {
 		}
 		req.sums = [maxSegments - 1]uint32{crc32c.Checksum(m.Front), crc32c.Checksum(m.Middle), dc}
 	}
-	if alone && c.wmu.TryLock() {
-		err := c.sendDirect(ctx, req)
-		c.recycle(req)
-		return err
-	}
-	req.state.Store(sendQueued)
-	select {
-	case c.sendq <- req:
-	case <-ctx.Done():
-		c.recycle(req) // the writer never saw it
-		return ctx.Err()
-	case <-c.done:
-		c.recycle(req)
-		return c.err
-	}
-	var err error
-	select {
-	case err = <-req.done:
-	case <-ctx.Done():
-		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
-			// The writer has it but will skip it; it is not reused, as
-			// the writer may still look at it.
-			return ctx.Err()
-		}
-		err = <-req.done // being written; bounded by the write timeout
-	}
-	c.recycle(req)
-	return err
+	return req
 }
 
 // sendDirect writes req from the sending goroutine. c.wmu is held; it is
@@ -508,20 +511,24 @@ func (c *Conn) writeLoop() {
 		select {
 		case <-c.done:
 			return
-		case req := <-c.sendq:
-			if len(c.sendq) == 0 {
+		case <-c.sendq.kick:
+			if c.sendq.len() == 1 {
 				// Let the senders that are runnable queue their
-				// messages first: the Send that woke this goroutine made
+				// messages first: the one that woke this goroutine made
 				// it the next to run (the scheduler's runnext), ahead of
 				// the other callers about to send, so that each message
 				// would otherwise go out in a write of its own.
 				runtime.Gosched()
 			}
-			batch = c.gather(batch[:0], req)
+			// The batch is taken with the write lock held, so that a
+			// Send writing its message itself (tryDirect) finds every
+			// message queued before it written.
+			c.wmu.Lock()
+			batch = c.sendq.take(batch[:0])
 			if len(batch) == 0 {
+				c.wmu.Unlock()
 				continue
 			}
-			c.wmu.Lock()
 			ack := c.inSeq.Load()
 			c.fw.reset()
 			for _, r := range batch {
@@ -571,28 +578,6 @@ func (c *Conn) writeErr(err error) error {
 		return err
 	}
 	return fmt.Errorf("msgr: writing to %s: %w", c.cfg.PeerType, err)
-}
-
-// gather appends first and the requests queued behind it to batch, up
-// to the batch limits, skipping those their senders gave up on.
-func (c *Conn) gather(batch []*sendReq, first *sendReq) []*sendReq {
-	size := 0
-	take := func(r *sendReq) {
-		if r.state.CompareAndSwap(sendQueued, sendTaken) {
-			batch = append(batch, r)
-			size += len(r.m.Front) + len(r.m.Middle) + len(r.m.Data)
-		}
-	}
-	take(first)
-	for len(batch) < maxBatchMsgs && size < maxBatchBytes {
-		select {
-		case r := <-c.sendq:
-			take(r)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 // addMessage adds a MESSAGE frame to the writer's batch; sums are the

@@ -3,7 +3,6 @@ package msgr
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ type faultProxy struct {
 	blackhole atomic.Bool  // drop daemon->client bytes
 	forwarded atomic.Int64 // daemon->client bytes relayed, over all connections
 	holdAt    atomic.Int64 // pause daemon->client bytes when forwarded reaches this (0: no pause)
+	holdUp    atomic.Bool  // stop reading client->daemon bytes while set
 	closed    atomic.Bool
 	mu        sync.Mutex
 	recorded  bytes.Buffer // daemon->client bytes, when record is set
@@ -67,8 +67,22 @@ func (p *faultProxy) accept() {
 		p.wg.Add(2)
 		go func() { // client -> daemon
 			defer p.wg.Done()
-			_, _ = io.Copy(s, c)
-			s.Close()
+			defer s.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				for p.holdUp.Load() && !p.closed.Load() {
+					time.Sleep(time.Millisecond)
+				}
+				n, err := c.Read(buf)
+				if n > 0 {
+					if _, werr := s.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
 		}()
 		go func() { // daemon -> client
 			defer p.wg.Done()

@@ -78,6 +78,12 @@ type op struct {
 	outBuf   []byte // Request.OutBuf
 	done     chan struct{}
 	rep      Reply // what run returns
+	// posted is the first attempt's message, queued on postedOn by
+	// submit without waiting for its write; run settles it before it
+	// returns, so the caller's buffers are its own again. Only run's
+	// goroutine touches them.
+	posted   msgr.Posted
+	postedOn *msgr.Conn
 
 	mu        sync.Mutex
 	t         target
@@ -126,6 +132,10 @@ func (o *Objecter) run(op *op) (*Reply, error) {
 		op.mu.Lock()
 		op.finishLocked(nil, ErrClosed)
 		op.mu.Unlock()
+	}
+	if op.postedOn != nil {
+		_ = op.postedOn.Settle(op.posted)
+		op.postedOn = nil
 	}
 	op.withdrawBuf()
 	if op.err != nil {

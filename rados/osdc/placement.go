@@ -6,7 +6,9 @@ import (
 	"github.com/purerbd/purerbd/rados/osdmap"
 )
 
-// submit places a new request and sends it from the caller's goroutine.
+// submit places a new request and sends it from the caller's goroutine:
+// the first message is posted (run settles it), so that the caller waits
+// once, for the reply, and not also for the writer.
 func (o *Objecter) submit(op *op) {
 	if o.closed() {
 		op.mu.Lock()
@@ -32,7 +34,7 @@ func (o *Objecter) submit(op *op) {
 	}
 	op.mu.Unlock()
 	if first.conn != nil {
-		_ = first.conn.Send(first.ctx, first.msg)
+		op.posted, op.postedOn = first.conn.Post(first.ctx, first.msg), first.conn
 	}
 	more.send()
 }
