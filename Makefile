@@ -141,6 +141,11 @@ e2e:
 VM_KERNELS ?= trixie sid
 UBLK_NODE_KERNEL ?= sid
 VM_KERNEL_ONLY := TestNodeUblkInVM
+# On a failure, before the log's tail: the test's own failure lines and
+# the guest kernel's first Oops, BUG or panic with what follows it (a
+# guest that dies in a storm of them leaves only the last in the tail).
+VM_FIRST_ERROR = echo "-- failures:"; grep -E -m5 -e '^\s+\S+_test\.go:[0-9]+: ' $$log | grep -v -E 'vmtest: kernel|VM: boot' | cut -c1-500; \
+	echo "-- the guest kernel's first error:"; grep -E -m1 -B2 -A45 -e 'Oops|BUG: |Kernel panic|WARNING: CPU' $$log | head -n 50; echo "-- the log's tail:";
 vm-kernels:
 	@fail=""; start=$$(date +%s); for k in $(VM_KERNELS); do \
 		echo "== vm-kernels: $$k"; log=$$(mktemp); \
@@ -150,13 +155,13 @@ vm-kernels:
 			grep -q -- '^--- PASS: TestDeviceMapInVM ' $$log || fail="$$fail $$k"; \
 		grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: boot|loaded by|:   (load nbd|memory|CONNECT|open netlink)' \
 			-e 'ublk/nbd ratios|SIGKILL of the server' $$log; \
-		case " $$fail " in *" $$k "*) tail -n 60 $$log;; esac; rm -f $$log; \
+		case " $$fail " in *" $$k "*) $(VM_FIRST_ERROR) tail -n 60 $$log;; esac; rm -f $$log; \
 	done; \
 	echo "== vm-kernels: the CSI node on ublk, $(UBLK_NODE_KERNEL)"; log=$$(mktemp); \
 	PURERBD_KERNEL=$(UBLK_NODE_KERNEL) $(GO) test -count=1 -timeout 20m -v -run '^TestNodeUblkInVM$$' ./csi/ >$$log 2>&1 && \
 		grep -q -- '^--- PASS: TestNodeUblkInVM ' $$log || fail="$$fail node-ublk-$(UBLK_NODE_KERNEL)"; \
 	grep -E -e '^(--- |ok |FAIL)' -e 'vmtest: kernel|VM: kernel|stall (median|p99|max)|to plugin serving|e2fsck|xfs_repair' $$log; \
-	case " $$fail " in *" node-ublk-"*) tail -n 80 $$log;; esac; rm -f $$log; \
+	case " $$fail " in *" node-ublk-"*) $(VM_FIRST_ERROR) tail -n 80 $$log;; esac; rm -f $$log; \
 	echo "vm-kernels: $$(( $$(date +%s) - start ))s"; \
 	if [ -n "$$fail" ]; then echo "vm-kernels FAILED:$$fail"; exit 1; fi; echo "vm-kernels: passed on $(VM_KERNELS)"
 
