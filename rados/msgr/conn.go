@@ -278,34 +278,26 @@ func (c *Conn) LocalAddr() denc.EntityAddr { return c.myAddr }
 // which saves two hand-offs between goroutines (and the wake-up of a
 // thread) per message when messages come one at a time.
 func (c *Conn) Send(ctx context.Context, m *Message) error {
-	defer c.senders.Add(-1)
-	alone := c.senders.Add(1) == 1 && m.Alone
-	req := c.newReq(m)
-	if alone && c.tryDirect() {
-		err := c.sendDirect(ctx, req)
-		c.recycle(req)
+	p, err := c.post(ctx, m)
+	if p.req == nil {
 		return err
 	}
-	req.state.Store(sendQueued)
-	c.sendq.push(req)
-	var err error
+	var stop error
 	select {
-	case err = <-req.done:
+	case err := <-p.req.done:
+		c.recycle(p.req)
+		return err
 	case <-ctx.Done():
-		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
-			// The writer will skip it; it is not reused, as the writer
-			// may still look at it in the queue.
-			return ctx.Err()
-		}
-		err = <-req.done // being written; bounded by the write timeout
+		stop = ctx.Err()
 	case <-c.done:
-		if req.state.CompareAndSwap(sendQueued, sendCanceled) {
-			return c.err // the writer has ended, or will without it
-		}
-		err = <-req.done
+		stop = c.err // the writer has ended, or will without it
 	}
-	c.recycle(req)
-	return err
+	// withdrawn if still queued; if being written, bounded by the write
+	// timeout
+	if err := c.Settle(p); !errors.Is(err, ErrNotSent) {
+		return err
+	}
+	return stop
 }
 
 // newReq makes the request for m, with its segments' crcs in crc mode.

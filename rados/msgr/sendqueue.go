@@ -92,17 +92,25 @@ type Posted struct {
 // A write error fails the connection; the caller learns of it from Done
 // or Err, or from the reply that never comes.
 func (c *Conn) Post(ctx context.Context, m *Message) Posted {
+	p, _ := c.post(ctx, m)
+	return p
+}
+
+// post queues m, or writes it at once when it is marked Alone, nothing is
+// queued and no other Send or Post is in progress; then the Posted is
+// empty and the error is the write's.
+func (c *Conn) post(ctx context.Context, m *Message) (Posted, error) {
 	defer c.senders.Add(-1)
 	alone := c.senders.Add(1) == 1 && m.Alone
 	req := c.newReq(m)
 	if alone && c.tryDirect() {
-		_ = c.sendDirect(ctx, req)
+		err := c.sendDirect(ctx, req)
 		c.recycle(req)
-		return Posted{}
+		return Posted{}, err
 	}
 	req.state.Store(sendQueued)
 	c.sendq.push(req)
-	return Posted{req: req}
+	return Posted{req: req}, nil
 }
 
 // Settle takes back the buffers of a posted message: it withdraws the
