@@ -133,6 +133,13 @@ type Config struct {
 	WriteTimeout time.Duration
 	// IncomingQueue is the capacity of Conn.Incoming (0: 64).
 	IncomingQueue int
+	// Intercept, when not nil, is offered every message received, on the
+	// connection's reader goroutine, before it is queued on Incoming; a
+	// message it takes (returns true) is not queued. It saves the owner a
+	// hand-off between goroutines per message. It must not block nor
+	// wait for this connection (Close waits for the reader): nothing
+	// more is read while it runs.
+	Intercept func(*Message) bool
 	// MaxDataSize bounds a received data segment (0: 128 MiB); front
 	// and middle segments are bounded at 16 MiB.
 	MaxDataSize uint32

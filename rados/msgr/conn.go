@@ -214,9 +214,9 @@ func DialAddr(ctx context.Context, addr denc.EntityAddr, cfg Config) (*Conn, err
 	return c, nil
 }
 
-// Incoming delivers received messages in order. It is closed after the
-// connection fails or is closed, once the messages received before that
-// have been delivered.
+// Incoming delivers received messages in order, but for those
+// Config.Intercept took. It is closed after the connection fails or is
+// closed, once the messages received before that have been delivered.
 func (c *Conn) Incoming() <-chan *Message { return c.incoming }
 
 // Done is closed when the connection has failed or been closed.
@@ -418,6 +418,9 @@ func (c *Conn) handleFrame(f frame) error {
 			return nil
 		}
 		m.Front, m.Middle, m.Data = f.segs[1], f.segs[2], f.segs[3]
+		if c.cfg.Intercept != nil && c.cfg.Intercept(m) {
+			return nil
+		}
 		select {
 		case c.incoming <- m:
 		default:

@@ -232,7 +232,10 @@ func (s *session) run() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, o.cfg.DialTimeout)
-		conn, err := msgr.DialAddr(ctx, addr, o.msgrConfig())
+		d := &dispatch{s: s}
+		cfg := o.msgrConfig()
+		cfg.Intercept = d.intercept
+		conn, err := msgr.DialAddr(ctx, addr, cfg)
 		cancel()
 		if err != nil {
 			if !o.closed() {
@@ -265,7 +268,7 @@ func (s *session) run() {
 		for _, l := range lingers {
 			l.sessionReset(s, conn)
 		}
-		s.read(conn)
+		s.read(conn, d)
 		s.mu.Lock()
 		s.conn = nil
 		s.mu.Unlock()
@@ -310,40 +313,47 @@ func (s *session) resend(ops []*op) {
 	s.o.sendAsync(sends)
 }
 
-// read dispatches the connection's messages until it fails.
-func (s *session) read(conn *msgr.Conn) {
-	o := s.o
+// read handles the connection's messages that d did not take on the
+// reader, until it fails.
+func (s *session) read(conn *msgr.Conn, d *dispatch) {
 	for msg := range conn.Incoming() {
-		switch msg.Type {
-		case MsgOSDOpReply:
-			r, err := DecodeOSDOpReply(msg)
-			if err != nil {
-				o.log.Warn("osdc: bad reply from OSD; reconnecting", "osd", s.osd, "err", err)
-				_ = conn.Close()
-				continue
-			}
-			o.handleReply(s, r)
-		case MsgWatchNotify:
-			w, err := DecodeWatchNotify(msg)
-			if err != nil {
-				o.log.Warn("osdc: bad watch-notify from OSD", "osd", s.osd, "err", err)
-				continue
-			}
-			o.handleWatchNotify(w)
-		case MsgOSDBackoff:
-			b, err := DecodeOSDBackoff(msg)
-			if err != nil {
-				o.log.Warn("osdc: bad backoff from OSD", "osd", s.osd, "err", err)
-				continue
-			}
-			s.handleBackoff(conn, b)
-		case MsgOSDMap:
-			if err := o.HandleOSDMap(msg); err != nil {
-				o.log.Debug("osdc: OSD map from OSD not used", "osd", s.osd, "err", err)
-			}
-		default:
-			o.log.Debug("osdc: unexpected message from OSD", "osd", s.osd, "type", msg.Type)
+		s.handle(conn, msg)
+		d.handled()
+	}
+}
+
+// handle handles one message from the session's connection.
+func (s *session) handle(conn *msgr.Conn, msg *msgr.Message) {
+	o := s.o
+	switch msg.Type {
+	case MsgOSDOpReply:
+		r, err := DecodeOSDOpReply(msg)
+		if err != nil {
+			o.log.Warn("osdc: bad reply from OSD; reconnecting", "osd", s.osd, "err", err)
+			_ = conn.Close()
+			return
 		}
+		o.handleReply(s, r)
+	case MsgWatchNotify:
+		w, err := DecodeWatchNotify(msg)
+		if err != nil {
+			o.log.Warn("osdc: bad watch-notify from OSD", "osd", s.osd, "err", err)
+			return
+		}
+		o.handleWatchNotify(w)
+	case MsgOSDBackoff:
+		b, err := DecodeOSDBackoff(msg)
+		if err != nil {
+			o.log.Warn("osdc: bad backoff from OSD", "osd", s.osd, "err", err)
+			return
+		}
+		s.handleBackoff(conn, b)
+	case MsgOSDMap:
+		if err := o.HandleOSDMap(msg); err != nil {
+			o.log.Debug("osdc: OSD map from OSD not used", "osd", s.osd, "err", err)
+		}
+	default:
+		o.log.Debug("osdc: unexpected message from OSD", "osd", s.osd, "type", msg.Type)
 	}
 }
 
