@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/purerbd/purerbd/internal/workpool"
 )
 
 // request is one decoded transmission request.
@@ -80,11 +82,9 @@ type transmission struct {
 	budget   *budget
 	writer   *replyWriter
 	handlers sync.WaitGroup
-	// idle hands a request to a handler goroutine waiting for one
-	// (unbuffered: a send succeeds only when one waits); stopIdle, closed
-	// when the transmission ends, sends the waiting ones home.
-	idle     chan *request
-	stopIdle chan struct{}
+	// pool runs handle on goroutines it keeps while requests come (see
+	// handlerIdle); it is stopped when the transmission ends.
+	pool     *workpool.Pool[*request]
 	replies  sync.Pool
 	draining bool // shutting down: new requests get NBD_ESHUTDOWN
 	mu       sync.Mutex
@@ -117,9 +117,8 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 		kernel:     kernel,
 		inline:     exp.inline,
 		budget:     newBudget(ss.srv.maxInFlight, ss.srv.maxInFlightBytes, ss.srv.maxReplyBytes),
-		idle:       make(chan *request),
-		stopIdle:   make(chan struct{}),
 	}
+	t.pool = workpool.New(handlerIdle, t.handle)
 	t.ctx, t.cancel = context.WithCancel(ss.ctx)
 	defer t.cancel()
 	ss.srv.transmitting.Add(1)
@@ -165,7 +164,7 @@ func (ss *session) transmit(exp *exportState, kernel bool) error {
 	}
 
 	t.handlers.Wait()
-	close(t.stopIdle)
+	t.pool.Stop()
 	close(t.writer.in)
 	<-t.writer.done
 	if err == nil && t.writer.err != nil {
@@ -496,37 +495,16 @@ func (t *transmission) dispatch(req *request) error {
 		return nil
 	}
 	r := *req
-	select {
-	case t.idle <- &r:
-	default:
-		go t.handler(&r)
-	}
+	t.pool.Go(&r)
 	return nil
 }
 
 // handlerIdle is how long a handler goroutine waits for another request
-// before it ends.
+// before it ends. Handlers are kept because a goroutine per request would
+// grow its stack from scratch down the backend's call chain every time
+// (runtime.newstack), which is a large part of the cost of a small write
+// to an RBD image.
 const handlerIdle = 2 * time.Second
-
-// handler handles req, then the requests dispatch hands it while it
-// waits. A goroutine per request would grow its stack from scratch down
-// the backend's call chain every time (runtime.newstack), which is a
-// large part of the cost of a small write to an RBD image.
-func (t *transmission) handler(req *request) {
-	idle := time.NewTimer(handlerIdle)
-	defer idle.Stop()
-	for {
-		t.handle(req)
-		idle.Reset(handlerIdle)
-		select {
-		case req = <-t.idle:
-		case <-idle.C:
-			return
-		case <-t.stopIdle:
-			return
-		}
-	}
-}
 
 // newReply takes a reply that will release the request's budget share.
 func (t *transmission) newReply(req *request) *reply {

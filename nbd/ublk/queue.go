@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/purerbd/purerbd/internal/bufpool"
+	"github.com/purerbd/purerbd/internal/workpool"
 	"github.com/purerbd/purerbd/nbd"
 	"github.com/purerbd/purerbd/nbd/ublk/internal/uring"
 )
@@ -46,8 +47,8 @@ type queue struct {
 	pool     nbd.BufferPool
 	own      bufpool.Pool
 
-	handlers sync.WaitGroup // requests being served
-	workers  workers        // the goroutines serving them
+	handlers sync.WaitGroup          // requests being served
+	workers  *workpool.Pool[request] // the goroutines serving them
 
 	// batch: the device has UBLK_F_BATCH_IO (always with userCopy), and
 	// run serves it as batch.go says; commits holds that mode's state.
@@ -68,7 +69,8 @@ type completion struct {
 
 func newQueue(id uint16, info DevInfo, charFD int, encoded bool, b nbd.Backend, obs nbd.Observer, pool nbd.BufferPool, log *slog.Logger) (*queue, error) {
 	q := &queue{id: id, depth: int(info.QueueDepth), maxIO: int(info.MaxIOBufBytes), charFD: charFD, encoded: encoded, backend: b, obs: obs, log: log,
-		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0, workers: newWorkers(), pool: pool}
+		userCopy: info.Flags&FlagUserCopy != 0, batch: info.Flags&FlagBatchIO != 0, pool: pool}
+	q.workers = q.newWorkers()
 	if q.pool == nil {
 		q.pool = &q.own
 	}

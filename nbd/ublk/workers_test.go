@@ -48,7 +48,8 @@ func settledGoroutines() int {
 func TestWorkersReused(t *testing.T) {
 	const depth = 16
 	b := &gatedBackend{gate: make(chan struct{})}
-	q := &queue{depth: depth, maxIO: 4096, backend: b, log: slog.New(slog.DiscardHandler), workers: newWorkers()}
+	q := &queue{depth: depth, maxIO: 4096, backend: b, log: slog.New(slog.DiscardHandler)}
+	q.workers = q.newWorkers()
 	base := settledGoroutines()
 	round := func() int {
 		for tag := range depth {
