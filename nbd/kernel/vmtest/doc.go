@@ -23,7 +23,7 @@
 // (Config.BootTimeout), is booted again, up to three times in all; a
 // stopped boot first has its vCPUs' registers read, paused, through
 // qemu's monitor and written to the console (stall.go). A guest kernel
-// that reports a CPU stuck for a minute is stopped the same way at once
-// (lockup.go): booted again when the lockup came before init or before
+// that reports a CPU stuck for a minute, or its tenth Oops, is stopped
+// the same way at once (lockup.go): booted again when the lockup came before init or before
 // the caller's Config.Ready, the run's error after.
 package vmtest

@@ -28,9 +28,23 @@ var softLockup = regexp.MustCompile(`watchdog: BUG: soft lockup - CPU#\d+ stuck 
 // survive; a minute it does not.
 const lockupLimit = 60 * time.Second
 
+// A guest kernel can also die in a storm of Oopses (one under TCG once
+// faulted on the same NULL pointer 34 times in a second), which ends
+// nothing: the test waits out its own bound. oopsLine is an Oops report,
+// its group the Oops's number since boot; oopsLimit Oopses count as a
+// lockup. A single Oops may kill only the task that hit it, which a test
+// may survive, so one alone stops nothing.
+var oopsLine = regexp.MustCompile(`(?:Oops|general protection fault|invalid opcode)[^\[]*\[#(\d+)\]`)
+
+const oopsLimit = 10
+
 // lockedUp reports whether line is the guest kernel reporting a CPU
-// stuck for at least lockupLimit.
+// stuck for at least lockupLimit, or its oopsLimit-th Oops.
 func lockedUp(line string) bool {
+	if m := oopsLine.FindStringSubmatch(line); m != nil {
+		n, err := strconv.Atoi(m[1])
+		return err == nil && n >= oopsLimit
+	}
 	m := softLockup.FindStringSubmatch(line)
 	if m == nil {
 		return false
