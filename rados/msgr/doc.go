@@ -14,7 +14,9 @@
 // back (withdrawing it if it is still queued), so that a caller waiting for
 // a reply anyway does not also wait for the writer. Messages go out in the
 // order they were sent or posted. Received messages arrive, fully read and
-// verified and in order, on Conn.Incoming. The connection follows Ceph's
+// verified and in order, on Conn.Incoming, or are handed to
+// Config.Intercept on the reader when the owner takes them there. The
+// connection follows Ceph's
 // lossy client policy: it is never re-established underneath the owner.
 // When it fails (peer closed, bad frame, liveness timeout, Close), Done is
 // closed and Incoming is closed after the messages received before the

@@ -10,7 +10,9 @@
 //     the current OSD map (rados/osdmap);
 //   - one msgr2 session per OSD, opened lazily with a cephx authorizer,
 //     with any number of requests in flight on it, replies matched by
-//     transaction id;
+//     transaction id on the connection's reader, which wakes the
+//     request's caller itself (other messages go to the session's
+//     goroutine, in order);
 //   - resending: when the map changes a request's placement (primary,
 //     acting set, split or merge), when a session fails and is reopened,
 //     on EAGAIN and on redirects — always with the same transaction id, so
