@@ -18,6 +18,26 @@ func waitLive[T any](t *testing.T, p *Pool[T], n int, d time.Duration) {
 	}
 }
 
+// settled waits up to 10 s until every goroutine the pool keeps waits
+// for a request: a goroutine whose serve has returned is not yet back
+// among the waiting ones, and a request handed out before it is starts
+// another.
+func settled[T any](p *Pool[T]) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		done := len(p.waiting) == p.live
+		p.mu.Unlock()
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // TestServesAndReuses: every request is served; requests that come one
 // after another are served by one goroutine; requests that wait in
 // serve at once each get their own.
@@ -35,6 +55,9 @@ func TestServesAndReuses(t *testing.T) {
 		wg.Add(1)
 		p.Go(false)
 		wg.Wait()
+		if !settled(p) {
+			t.Fatal("the pool's goroutines are not all waiting after 10s")
+		}
 	}
 	if n := p.Live(); n != 1 {
 		t.Fatalf("100 requests one after another kept %d goroutines, want 1", n)
@@ -85,6 +108,10 @@ func TestIdleGoroutinesEnd(t *testing.T) {
 				wg.Add(1)
 				p.Go(false)
 				wg.Wait()
+				if !settled(p) {
+					t.Error("the pool's goroutines are not all waiting after 10s")
+					return
+				}
 			}
 		}
 	}()
