@@ -16,8 +16,8 @@
 // order they were sent or posted. Received messages arrive, fully read and
 // verified and in order, on Conn.Incoming, or are handed to
 // Config.Intercept on the reader when the owner takes them there. The
-// connection follows Ceph's
-// lossy client policy: it is never re-established underneath the owner.
+// connection follows Ceph's lossy client policy: it is never re-established
+// underneath the owner.
 // When it fails (peer closed, bad frame, liveness timeout, Close), Done is
 // closed and Incoming is closed after the messages received before the
 // fault, exactly once; Err tells why. The owner (the monitor client, the
