@@ -43,7 +43,8 @@ type Pool[T any] struct {
 }
 
 // worker is a goroutine's mailbox: Go sends it one request after it took
-// the worker from waiting, so the send never blocks.
+// the worker from waiting, so the send never blocks, and a request handed
+// out before Stop is served.
 type worker[T any] struct{ next chan T }
 
 // period is one of the pool's idle periods; end is closed when it ends,
@@ -68,8 +69,10 @@ func (p *Pool[T]) Go(r T) {
 		w := p.waiting[n-1]
 		p.waiting[n-1] = nil
 		p.waiting = p.waiting[:n-1]
-		p.mu.Unlock()
+		// under mu, so that Stop, and a worker that finds itself gone
+		// from waiting, come after the request is in its mailbox
 		w.next <- r
+		p.mu.Unlock()
 		return
 	}
 	p.live++
@@ -136,7 +139,13 @@ func (p *Pool[T]) wait(w *worker[T], served *period) (T, bool) {
 		case r := <-w.next:
 			return r, true
 		case <-p.quit:
-			return zero, false
+			// Stop came after any request Go handed to w
+			select {
+			case r := <-w.next:
+				return r, true
+			default:
+				return zero, false
+			}
 		case <-cur.end:
 			if cur == served {
 				cur = p.cur.Load()
@@ -151,12 +160,12 @@ func (p *Pool[T]) wait(w *worker[T], served *period) (T, bool) {
 			if i >= 0 {
 				return zero, false
 			}
-			// Go took w from waiting just now: its request is on the
-			// way, unless Stop emptied waiting
+			// Go took w from waiting, and its request is in the mailbox;
+			// or Stop emptied waiting
 			select {
 			case r := <-w.next:
 				return r, true
-			case <-p.quit:
+			default:
 				return zero, false
 			}
 		}

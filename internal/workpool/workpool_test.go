@@ -169,3 +169,42 @@ func TestStop(t *testing.T) {
 	blocked.Wait()
 	waitLive(t, p, 0, 10*time.Second)
 }
+
+// TestStopServesHandedOut: a request handed to a waiting goroutine just
+// before Stop is served, not dropped with the goroutine.
+func TestStopServesHandedOut(t *testing.T) {
+	for round := range 200 {
+		var served sync.WaitGroup
+		var mu sync.Mutex
+		count := 0
+		p := New(time.Hour, func(int) {
+			mu.Lock()
+			count++
+			mu.Unlock()
+			served.Done()
+		})
+		const n = 4
+		served.Add(n)
+		for i := range n {
+			p.Go(i)
+		}
+		served.Wait()
+		if !settled(p) {
+			t.Fatal("the pool's goroutines are not all waiting after 10s")
+		}
+		served.Add(n)
+		for i := range n {
+			p.Go(i) // each to a waiting goroutine's mailbox
+		}
+		p.Stop()
+		done := make(chan struct{})
+		go func() { served.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("round %d: %d of %d requests served; the rest were dropped at Stop", round, count, 2*n)
+		}
+	}
+}
