@@ -47,6 +47,17 @@ type Pool[T any] struct {
 // out before Stop is served.
 type worker[T any] struct{ next chan T }
 
+// pending returns the request in w's mailbox, if there is one.
+func (w *worker[T]) pending() (T, bool) {
+	select {
+	case r := <-w.next:
+		return r, true
+	default:
+		var zero T
+		return zero, false
+	}
+}
+
 // period is one of the pool's idle periods; end is closed when it ends,
 // after the next one has become current.
 type period struct{ end chan struct{} }
@@ -140,12 +151,7 @@ func (p *Pool[T]) wait(w *worker[T], served *period) (T, bool) {
 			return r, true
 		case <-p.quit:
 			// Stop came after any request Go handed to w
-			select {
-			case r := <-w.next:
-				return r, true
-			default:
-				return zero, false
-			}
+			return w.pending()
 		case <-cur.end:
 			if cur == served {
 				cur = p.cur.Load()
@@ -162,12 +168,7 @@ func (p *Pool[T]) wait(w *worker[T], served *period) (T, bool) {
 			}
 			// Go took w from waiting, and its request is in the mailbox;
 			// or Stop emptied waiting
-			select {
-			case r := <-w.next:
-				return r, true
-			default:
-				return zero, false
-			}
+			return w.pending()
 		}
 	}
 }
