@@ -52,6 +52,7 @@ func runParallel(b *testing.B, img *Image, bs int64, threads int, write, random 
 	b.SetBytes(bs)
 	b.ResetTimer()
 	cpu0 := processCPU(b)
+	w0 := conn.Stats().OSD.Written
 	for t := 0; t < threads; t++ {
 		wg.Add(1)
 		go func(seed uint64) {
@@ -85,6 +86,10 @@ func runParallel(b *testing.B, img *Image, bs int64, threads int, write, random 
 	// the client's own CPU per operation (the OSD runs in another
 	// process): steadier than rates on a busy machine
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	// how well the sends to the OSDs batch: messages per writev
+	if w := conn.Stats().OSD.Written; w.Writes > w0.Writes {
+		b.ReportMetric(float64(w.Messages-w0.Messages)/float64(w.Writes-w0.Writes), "msgs/write")
+	}
 }
 
 // processCPU returns the CPU time (user and system) this process has
